@@ -1,0 +1,89 @@
+# tpu-estimator-pipeline. The two commands: `make train` and `make test` (see README.md).
+# Every target creates what it needs on first use and is a no-op when it is already there.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+.DEFAULT_GOAL := help
+
+# Runtimes: RUNTIME=tf1 (TF 1.15 on Python 3.7; TF1=mkl -> intel-tensorflow 1.15.2, TF1=stock ->
+# tensorflow 1.15.5) or RUNTIME=tf2 (TF 2.15.1 + tensorflow-estimator 2.15 on Python 3.11).
+RUNTIME ?= tf1
+TF1 ?= $(if $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m)),mkl,stock)
+PYTHON311 ?= $(shell command -v python3.11 || command -v python3)
+PIP_QUIET ?= -q
+# pip warns about the machine's missing local index folders on every call; drop that noise only.
+PIP_FILTER := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
+
+ifeq ($(RUNTIME),tf2)
+  TRAIN_VENV := .venv-tf2
+else ifeq ($(TF1),mkl)
+  TRAIN_VENV := .venv-mkl
+else ifeq ($(TF1),stock)
+  TRAIN_VENV := .venv
+else
+  $(error TF1 must be mkl or stock, got '$(TF1)')
+endif
+
+# make train: ResNet-18 on the full real Fashion-MNIST (see README for the measured figures).
+MODEL ?= resnet
+DATA_DIR ?= data/fashion_mnist
+FASHION_MNIST_SOURCE ?=
+MODEL_DIR ?= runs/$(MODEL)-fashion_mnist-$(notdir $(TRAIN_VENV))
+EXPORT_DIR ?= $(MODEL_DIR)/export
+TRAIN_FLAGS ?= --model=resnet --resnet_depth=18 --image_size=32 --train_batch_size=128 \
+  --eval_batch_size=1000 --train_epochs=10 --steps_per_eval=2344 --base_learning_rate=0.2 \
+  --warmup_epochs=1 --lr_decay_epochs=5,8 --weight_decay=5e-5 --label_smoothing=0.1 \
+  --cache_decoded
+
+.PHONY: help train test venvs prepare fashion-mnist-source clean-runs clean
+help:
+	@echo "make train   train ResNet-18 on real Fashion-MNIST, print test accuracy (TF 1.15 MKL)"
+	@echo "             RUNTIME=tf2 | TF1=stock select another runtime; MODEL_DIR=... DATA_DIR=..."
+	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11"
+
+train: PREP_VENV := $(TRAIN_VENV)
+train: $(TRAIN_VENV)/.installed $(DATA_DIR)/dataset.json
+	$(TRAIN_VENV)/bin/python -m trainer.main --data_dir=$(DATA_DIR) --model_dir=$(MODEL_DIR) \
+	  --export_dir=$(EXPORT_DIR) $(TRAIN_FLAGS)
+	@echo "results: $(MODEL_DIR)/results.json"
+
+# Tests run inside a loopback-only network namespace: nothing they start can reach the network.
+test: PREP_VENV := .venv
+test: .venv/.installed .venv-tf2/.installed $(DATA_DIR)/dataset.json
+	FASHION_MNIST_TFRECORDS=$(abspath $(DATA_DIR)) scripts/netns-run bash -c \
+	  '.venv/bin/python -m pytest -q tests && .venv-tf2/bin/python -m pytest -q tests'
+
+venvs: .venv/.installed .venv-mkl/.installed .venv-tf2/.installed
+
+prepare: $(DATA_DIR)/dataset.json
+
+fashion-mnist-source:
+	@[[ -n "$(FASHION_MNIST_SOURCE)" ]] || scripts/install-fashion-mnist
+
+$(DATA_DIR)/dataset.json: | fashion-mnist-source
+	$(MAKE) --no-print-directory $(PREP_VENV)/.installed
+	$(PREP_VENV)/bin/python -m trainer.prepare fashion_mnist --output_dir=$(DATA_DIR) \
+	  $(if $(FASHION_MNIST_SOURCE),--source_dir=$(FASHION_MNIST_SOURCE))
+
+# Python 3.7 environments: the constraints file keeps every package 3.7-compatible (the machine's
+# pip config also offers wheels that need newer Pythons) and protobuf < 3.21 for TF 1.15.
+.venv/.installed: setup.py constraints/py37.txt
+	rm -rf .venv && PY37="$$(scripts/find-python37)" && "$$PY37" -m venv .venv
+	.venv/bin/pip install $(PIP_QUIET) -c constraints/py37.txt -e '.[tf1,test]' 2>&1 | $(PIP_FILTER)
+	touch $@
+
+.venv-mkl/.installed: setup.py constraints/py37.txt
+	rm -rf .venv-mkl && PY37="$$(scripts/find-python37)" && "$$PY37" -m venv .venv-mkl
+	.venv-mkl/bin/pip install $(PIP_QUIET) -c constraints/py37.txt -e '.[tf1-mkl,test]' 2>&1 | $(PIP_FILTER)
+	touch $@
+
+.venv-tf2/.installed: setup.py constraints/py311.txt
+	rm -rf .venv-tf2 && "$(PYTHON311)" -m venv .venv-tf2
+	.venv-tf2/bin/pip install $(PIP_QUIET) -c constraints/py311.txt -e '.[tf2,test]' 2>&1 | $(PIP_FILTER)
+	touch $@
+
+clean-runs:
+	rm -rf runs
+
+clean:
+	rm -rf runs data .venv .venv-mkl .venv-tf2 *.egg-info

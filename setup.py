@@ -1,0 +1,31 @@
+"""tpu-estimator-pipeline: TPUEstimator training for ResNet on Cloud TPU, CPU and GPU.
+
+TensorFlow is an extra, not a requirement: Cloud TPU VMs, AI Platform (runtime 1.15) and the
+project's own virtualenvs each bring their own TensorFlow build, and pip must not replace it.
+  pip install .                 # code + numpy/absl/GCS client; TensorFlow already present
+  pip install '.[tf1]'          # + tensorflow==1.15.5        (Python 3.7)
+  pip install '.[tf1-mkl]'      # + intel-tensorflow==1.15.2  (Python 3.7, x86-64)
+  pip install '.[tf2]'          # + tensorflow-cpu 2.15.1 and tensorflow-estimator 2.15.0
+"""
+
+from setuptools import setup
+
+setup(
+    name='tpu-estimator-pipeline',
+    version='0.1.0',
+    description='TensorFlow Estimator/TPUEstimator training pipeline (ResNet) for Cloud TPU, '
+                'CPU and GPU',
+    packages=['trainer', 'models', 'flags'],
+    python_requires='>=3.7',
+    install_requires=['numpy', 'absl-py', 'google-cloud-storage'],
+    extras_require={
+        'tf1': ['tensorflow==1.15.5', 'protobuf<3.21'],
+        'tf1-mkl': ['intel-tensorflow==1.15.2', 'protobuf<3.21'],
+        'tf2': ['tensorflow-cpu==2.15.1', 'tensorflow-estimator==2.15.0'],
+        'test': ['pytest'],
+    },
+    entry_points={'console_scripts': [
+        'tpu-pipeline-train=trainer.main:run',
+        'tpu-pipeline-prepare=trainer.prepare:run',
+    ]},
+)

@@ -1,0 +1,89 @@
+"""Shared fixtures: the real Fashion-MNIST TFRecords and a CLI runner.
+
+`make test` prepares Fashion-MNIST once and passes its directory in FASHION_MNIST_TFRECORDS;
+without it the session prepares its own copy from /usr/share/datasets/fashion-mnist.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow.compat.v1 as tf
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from trainer import dataset_info  # pylint: disable=g-import-not-at-top
+from trainer import prepare  # pylint: disable=g-import-not-at-top
+
+
+def network_isolated():
+  """True inside a network namespace whose only interface is loopback (as `make test` runs)."""
+  return os.listdir('/sys/class/net') == ['lo']
+
+
+requires_isolation = pytest.mark.skipif(
+    not network_isolated(),
+    reason='talks to TPU/Google endpoints: run inside a loopback-only namespace (make test)')
+
+
+@pytest.fixture(scope='session')
+def fashion_mnist_dir(tmp_path_factory):
+  """Directory of the full real Fashion-MNIST in the ImageNet TFRecord schema + dataset.json."""
+  path = os.environ.get('FASHION_MNIST_TFRECORDS')
+  if path and dataset_info.read(path):
+    return path
+  path = str(tmp_path_factory.mktemp('fashion_mnist'))
+  prepare.prepare_fashion_mnist(path)
+  return path
+
+
+def read_records(pattern, limit=None):
+  """Serialized records of the shards matching `pattern`, in file order."""
+  records = []
+  for path in sorted(tf.io.gfile.glob(pattern)):
+    for record in tf.io.tf_record_iterator(path):
+      records.append(record)
+      if limit is not None and len(records) >= limit:
+        return records
+  return records
+
+
+def write_subset(source_dir, output_dir, num_train, num_eval, **info_overrides):
+  """A small real dataset: the first num_train / num_eval records of `source_dir`."""
+  os.makedirs(output_dir, exist_ok=True)
+  for split, count in (('train', num_train), ('validation', num_eval)):
+    records = read_records(os.path.join(source_dir, split + '-*'), count)
+    prepare.write_shards(output_dir, split, records, 2)
+  info = dict(dataset_info.read(source_dir), num_train_examples=num_train,
+              num_eval_examples=num_eval)
+  info.update(info_overrides)
+  dataset_info.write(output_dir, info)
+  return output_dir
+
+
+@pytest.fixture(scope='session')
+def small_dir(fashion_mnist_dir, tmp_path_factory):
+  """640 real train / 300 real test images (300 is not a multiple of the eval batches used)."""
+  return write_subset(fashion_mnist_dir, str(tmp_path_factory.mktemp('small')), 640, 300)
+
+
+# Tiny but real ResNet settings: a full train/eval cycle takes seconds even on stock TF 1.15.
+TINY = ['--model=resnet', '--resnet_depth=18', '--image_size=16', '--train_batch_size=32',
+        '--eval_batch_size=64', '--base_learning_rate=0.1', '--warmup_epochs=0.1',
+        '--log_every_n_secs=1']
+
+
+def run_main(*args, env=None, timeout=600):
+  """Runs `python -m trainer.main ARGS` in a fresh process; returns CompletedProcess."""
+  full_env = dict(os.environ, **(env or {}))
+  return subprocess.run([sys.executable, '-m', 'trainer.main'] + list(args), cwd=REPO,
+                        env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        universal_newlines=True, timeout=timeout)
+
+
+def results_of(model_dir):
+  with open(os.path.join(model_dir, 'results.json')) as f:
+    return json.load(f)

@@ -1,0 +1,99 @@
+"""Dataset preparation: real Fashion-MNIST and a folder-per-class tree, in the ImageNet schema."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+from conftest import read_records
+from trainer import dataset_info
+from trainer import prepare
+from trainer.config import PipelineError
+
+
+def _parse(record):
+  return tf.train.Example.FromString(record).features.feature
+
+
+def test_fashion_mnist_has_every_example_in_the_imagenet_schema(fashion_mnist_dir):
+  info = dataset_info.read(fashion_mnist_dir)
+  assert (info['num_train_examples'], info['num_eval_examples'], info['num_classes']) == (
+      60000, 10000, 10)
+  assert info['label_offset'] == 0 and info['class_names'][9] == 'Ankle boot'
+  assert len(tf.io.gfile.glob(os.path.join(fashion_mnist_dir, 'train-*-of-00016'))) == 16
+  validation = read_records(os.path.join(fashion_mnist_dir, 'validation-*'))
+  assert len(validation) == 10000
+  labels = [_parse(r)['image/class/label'].int64_list.value[0] for r in validation]
+  # The real test set is balanced: 1,000 images of each class.
+  assert np.bincount(labels).tolist() == [1000] * 10
+  first = _parse(validation[0])
+  for key in ('image/encoded', 'image/format', 'image/height', 'image/width', 'image/channels',
+              'image/colorspace', 'image/class/synset', 'image/filename'):
+    assert key in first
+  assert first['image/format'].bytes_list.value[0] == b'PNG'
+
+
+def test_png_round_trip_matches_the_idx_pixels(fashion_mnist_dir):
+  source = prepare.FASHION_MNIST_DIR
+  images = prepare.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))
+  record = read_records(os.path.join(fashion_mnist_dir, 'validation-*'), limit=1)[0]
+  with tf.Graph().as_default(), tf.Session() as sess:
+    decoded = sess.run(tf.image.decode_png(_parse(record)['image/encoded'].bytes_list.value[0]))
+  np.testing.assert_array_equal(decoded[..., 0], images[0])
+
+
+def test_missing_source_says_how_to_get_it(tmp_path):
+  with pytest.raises(PipelineError, match='apt-get install dataset-fashion-mnist'):
+    prepare.prepare_fashion_mnist(str(tmp_path / 'out'), source_dir=str(tmp_path / 'nothing'))
+
+
+def test_truncated_idx_file_is_refused(tmp_path):
+  path = tmp_path / 'bad-idx3-ubyte'
+  path.write_bytes(bytes([0, 0, 8, 3]) + (10).to_bytes(4, 'big') * 3 + b'\x00' * 7)
+  with pytest.raises(PipelineError, match='truncated'):
+    prepare.read_idx(str(path))
+
+
+def _write_tree(root, images, labels, corrupt=False):
+  """A folder-per-class tree of real Fashion-MNIST images, PNG and JPEG mixed."""
+  with tf.Graph().as_default(), tf.Session() as sess:
+    image_in = tf.placeholder(tf.uint8, [28, 28, 1])
+    png, jpeg = tf.image.encode_png(image_in), tf.image.encode_jpeg(image_in)
+    for i, (image, label) in enumerate(zip(images, labels)):
+      folder = root / prepare.FASHION_MNIST_CLASSES[label].replace('/', '_')
+      folder.mkdir(parents=True, exist_ok=True)
+      encoded = sess.run(png if i % 2 else jpeg, {image_in: image[..., None]})
+      (folder / ('%03d.%s' % (i, 'png' if i % 2 else 'jpg'))).write_bytes(encoded)
+  if corrupt:
+    (root / 'Bag').mkdir(exist_ok=True)
+    (root / 'Bag' / 'broken.jpg').write_bytes(b'not a jpeg at all')
+
+
+def test_image_folder_converts_a_class_tree(tmp_path):
+  source = prepare.FASHION_MNIST_DIR
+  images = prepare.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))[:200]
+  labels = prepare.read_idx(os.path.join(source, 't10k-labels-idx1-ubyte.gz'))[:200]
+  _write_tree(tmp_path / 'tree', images, labels)
+  info = prepare.prepare_image_folder(str(tmp_path / 'tree'), str(tmp_path / 'out'),
+                                      validation_fraction=0.2)
+  assert info['num_classes'] == 10
+  assert info['num_train_examples'] + info['num_eval_examples'] == 200
+  assert 20 <= info['num_eval_examples'] <= 60
+  records = read_records(str(tmp_path / 'out' / 'train-*'))
+  assert len(records) == info['num_train_examples']
+  names = sorted(prepare.FASHION_MNIST_CLASSES[l].replace('/', '_') for l in set(labels))
+  for record in records[:20]:
+    features = _parse(record)
+    label = features['image/class/label'].int64_list.value[0]
+    assert features['image/class/synset'].bytes_list.value[0].decode() == names[label]
+  assert dataset_info.read(str(tmp_path / 'out'))['class_names'] == names
+
+
+def test_image_folder_names_an_undecodable_file(tmp_path):
+  source = prepare.FASHION_MNIST_DIR
+  images = prepare.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))[:30]
+  labels = prepare.read_idx(os.path.join(source, 't10k-labels-idx1-ubyte.gz'))[:30]
+  _write_tree(tmp_path / 'tree', images, labels, corrupt=True)
+  with pytest.raises(PipelineError, match='broken.jpg is not a readable'):
+    prepare.prepare_image_folder(str(tmp_path / 'tree'), str(tmp_path / 'out'))
