@@ -19,8 +19,10 @@ setup(
     python_requires='>=3.7',
     install_requires=['numpy', 'absl-py', 'google-cloud-storage'],
     extras_require={
-        'tf1': ['tensorflow==1.15.5', 'protobuf<3.21'],
-        'tf1-mkl': ['intel-tensorflow==1.15.2', 'protobuf<3.21'],
+        # TF 1.15's TPUClusterResolver needs the Google API client to look up a TPU by name.
+        'tf1': ['tensorflow==1.15.5', 'protobuf<3.21', 'google-api-python-client', 'oauth2client'],
+        'tf1-mkl': ['intel-tensorflow==1.15.2', 'protobuf<3.21', 'google-api-python-client',
+                    'oauth2client'],
         'tf2': ['tensorflow-cpu==2.15.1', 'tensorflow-estimator==2.15.0'],
         'test': ['pytest'],
     },

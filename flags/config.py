@@ -7,6 +7,7 @@ import math
 
 from models.config import ModelConfig
 from trainer import dataset_info
+from trainer import storage
 from trainer.config import Config, DataConfig, PipelineError
 
 # ImageNet-shaped defaults for --fake_data without dataset.json.
@@ -80,6 +81,9 @@ def config_from_flags(f):
     PipelineError: an invalid flag combination or missing dataset metadata, with what to do.
   """
   _check_combinations(f)
+  if not f.fake_data:
+    # Before reading dataset.json: TF's own gs:// client retries a missing bucket for minutes.
+    storage.check_path_usable(f.data_dir, 'data_dir')
   info = {} if f.fake_data else (dataset_info.read(f.data_dir) or {})
   values = _from_metadata(f, dict(_FAKE_DEFAULTS, **info) if f.fake_data else info)
   preprocessing = info.get('preprocessing', {})

@@ -20,8 +20,11 @@ from trainer import prepare  # pylint: disable=g-import-not-at-top
 
 
 def network_isolated():
-  """True inside a network namespace whose only interface is loopback (as `make test` runs)."""
-  return os.listdir('/sys/class/net') == ['lo']
+  """True inside a network namespace whose only interface is loopback (as `make test` runs).
+  /proc/self/net/dev lists the interfaces of this process's namespace (/sys/class/net may not)."""
+  with open('/proc/self/net/dev') as f:
+    interfaces = [line.split(':')[0].strip() for line in f.readlines()[2:]]
+  return interfaces == ['lo']
 
 
 requires_isolation = pytest.mark.skipif(

@@ -202,3 +202,14 @@ def test_unreachable_tpu_fails_within_seconds(tpu, tmp_path):
   assert proc.returncode == 2, proc.stderr[-3000:]
   assert 'TPU' in proc.stderr and ('unreachable' in proc.stderr or 'resolving' in proc.stderr)
   assert elapsed < 45, elapsed
+
+
+@requires_isolation
+def test_unreachable_bucket_fails_fast_with_a_clear_message(tmp_path):
+  # TensorFlow's own gs:// client would retry for ~90 s; the google-cloud-storage check does not.
+  start = time.time()
+  proc = run_main('--data_dir=gs://no-such-bucket/data', '--model_dir=' + str(tmp_path),
+                  '--train_steps=1', '--num_classes=10', '--label_offset=0', '--image_size=16',
+                  '--num_train_examples=10', '--num_eval_examples=10', *TINY[:1])
+  _refused(proc, 'gs://no-such-bucket')
+  assert time.time() - start < 60

@@ -26,7 +26,6 @@ def main(argv):
     config = flags_config.config_from_flags(FLAGS)
     results = driver.run(config)
   except PipelineError as e:
-    logging.error('%s', e)
     print('error: %s' % e, file=sys.stderr)
     sys.exit(2)
   print(json.dumps(results, indent=2, sort_keys=True))

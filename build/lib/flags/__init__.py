@@ -1,0 +1,1 @@
+"""absl flag definitions for the entry points and their conversion to explicit configs."""

@@ -1,0 +1,89 @@
+"""absl flag definitions for `python -m trainer.main`, grouped by concern.
+
+Flags whose default is None take their value from <data_dir>/dataset.json when it exists; see
+`flags.config.config_from_flags` for how they are combined and checked.
+"""
+
+from absl import flags
+
+from models.config import MODELS, PRECISIONS, RESNET_DEPTHS
+from trainer.config import MODES
+from trainer.preprocessing import TRAIN_CROPS
+
+# --- Model ---------------------------------------------------------------------------------------
+flags.DEFINE_enum('model', 'resnet', MODELS, 'Network to train.')
+flags.DEFINE_integer('resnet_depth', 50, 'ResNet depth, one of %s.' % (RESNET_DEPTHS,))
+flags.DEFINE_integer('num_classes', None, 'Number of classes (default: dataset.json).')
+flags.DEFINE_integer('image_size', None,
+                     'Model input height and width in pixels (default: dataset.json image size, '
+                     'or 224 with --fake_data).')
+flags.DEFINE_enum('precision', 'float32', PRECISIONS,
+                  'Activation precision; bfloat16 needs --use_tpu (variables stay float32).')
+flags.DEFINE_float('label_smoothing', 0.0, 'Label smoothing epsilon of the training loss.')
+
+# --- Optimisation --------------------------------------------------------------------------------
+flags.DEFINE_float('base_learning_rate', 0.1,
+                   'Learning rate for a global batch of 256, scaled linearly with the batch.')
+flags.DEFINE_float('momentum', 0.9, 'SGD momentum.')
+flags.DEFINE_float('weight_decay', 1e-4, 'L2 coefficient (batch-norm variables excluded).')
+flags.DEFINE_float('warmup_epochs', 5.0, 'Epochs of linear learning-rate warmup.')
+flags.DEFINE_list('lr_decay_epochs', ['30', '60', '80'],
+                  'Epochs at which the learning rate is multiplied by --lr_decay_factor.')
+flags.DEFINE_float('lr_decay_factor', 0.1, 'Step-decay multiplier.')
+
+# --- Data ----------------------------------------------------------------------------------------
+flags.DEFINE_string('data_dir', None,
+                    'Directory (local or gs://) of TFRecord shards in the ImageNet schema '
+                    '(train-*, validation-*), usually made by `python -m trainer.prepare`.')
+flags.DEFINE_bool('fake_data', False,
+                  'Use synthetic images instead of --data_dir (smoke tests and benchmarks).')
+flags.DEFINE_integer('label_offset', None,
+                     'Subtracted from image/class/label (1 for ImageNet converters that write '
+                     '1..1000; default: dataset.json).')
+flags.DEFINE_integer('num_train_examples', None, 'Training examples per epoch (default: dataset.json).')
+flags.DEFINE_integer('num_eval_examples', None,
+                     'Examples in the eval split; evaluation covers each exactly once '
+                     '(default: dataset.json).')
+flags.DEFINE_enum('train_crop', None, TRAIN_CROPS,
+                  'Training crop: distorted_bbox (photos) or pad_and_crop (small framed images). '
+                  'Default: dataset.json, else distorted_bbox.')
+flags.DEFINE_integer('crop_padding', 4, 'Zero padding in pixels for --train_crop=pad_and_crop.')
+flags.DEFINE_float('eval_crop_fraction', None,
+                   'Central-crop fraction at eval (default: dataset.json, else 0.875).')
+flags.DEFINE_bool('cache_decoded', False,
+                  'Cache decoded training images in host RAM (only for datasets that fit).')
+flags.DEFINE_integer('num_parallel_calls', 4, 'Parallel record parsing/decoding calls.')
+
+# --- Schedule and evaluation ---------------------------------------------------------------------
+flags.DEFINE_enum('mode', 'train_and_eval', MODES,
+                  'train, eval (the latest checkpoint, or each new one with --eval_timeout), or '
+                  'train_and_eval (alternate every --steps_per_eval, then a final eval).')
+flags.DEFINE_integer('train_batch_size', 1024, 'Global training batch size.')
+flags.DEFINE_integer('eval_batch_size', 1024, 'Global evaluation batch size.')
+flags.DEFINE_integer('train_steps', None, 'Total training steps (or give --train_epochs).')
+flags.DEFINE_float('train_epochs', None, 'Total training epochs (or give --train_steps).')
+flags.DEFINE_integer('steps_per_eval', 1000, 'Training steps between evaluations in train_and_eval.')
+flags.DEFINE_integer('save_checkpoints_steps', None,
+                     'Steps between checkpoints (default: --steps_per_eval).')
+flags.DEFINE_integer('keep_checkpoint_max', 5, 'Checkpoints kept in model_dir.')
+flags.DEFINE_integer('eval_timeout', 0,
+                     'mode=eval: seconds to wait for a new checkpoint (0: evaluate the latest '
+                     'checkpoint once).')
+flags.DEFINE_float('log_every_n_secs', 30.0, 'Seconds between progress log lines.')
+
+# --- TPU -----------------------------------------------------------------------------------------
+flags.DEFINE_bool('use_tpu', False, 'Train on a Cloud TPU; otherwise on the local CPU/GPU.')
+flags.DEFINE_string('tpu', None,
+                    'Cloud TPU name or grpc://host:8470 (default: $TPU_NAME or $COLAB_TPU_ADDR).')
+flags.DEFINE_string('tpu_zone', None, 'GCE zone of the TPU (default: from the metadata server).')
+flags.DEFINE_string('gcp_project', None, 'GCP project of the TPU (default: from the metadata server).')
+flags.DEFINE_integer('iterations_per_loop', 100, 'Steps run on the TPU per host round trip.')
+flags.DEFINE_integer('num_cores', 8, 'TPU cores (replicas) to shard the batch over.')
+flags.DEFINE_float('tpu_connect_timeout', 10.0, 'Seconds allowed to resolve and reach the TPU.')
+
+# --- Output --------------------------------------------------------------------------------------
+flags.DEFINE_string('model_dir', None, 'Checkpoints, TensorBoard events and results.json.')
+flags.DEFINE_string('export_dir', None, 'If set, a SavedModel for serving is exported here.')
+flags.DEFINE_bool('skip_host_call', False, 'Do not write per-step TensorBoard summaries.')
+
+flags.mark_flag_as_required('model_dir')

@@ -1,0 +1,1 @@
+"""Networks and TPUEstimator model_fn builders. Nothing here reads flags."""

@@ -1,0 +1,156 @@
+"""TPUEstimator model_fn for image classifiers; the same function runs on TPU and on CPU/GPU.
+
+Features contract (produced by `trainer.input_pipeline`):
+  features['image']: float32 [batch, image_size, image_size, 3], normalized.
+  features['mask']:  float32 [batch]; 1.0 for real examples, 0.0 for eval padding.
+  labels: int32 [batch] in [0, num_classes).
+`params['batch_size']` is the per-shard batch size (TPUEstimator divides the global one).
+"""
+
+import tensorflow.compat.v1 as tf
+import tensorflow.compat.v2 as tf2
+
+from models import resnet
+
+# The host_call summary and the logging hook both look for these names.
+LEARNING_RATE_NAME = 'learning_rate'
+TRAIN_LOSS_COLLECTION = 'train_loss'
+
+
+def learning_rate_schedule(config, global_step):
+  """Linear-scaled learning rate with linear warmup and step decay.
+
+  lr = base_learning_rate * train_batch_size / 256 (Goyal et al. 2017, Sec. 2.1), reached linearly
+  over `warmup_epochs` (Sec. 2.2), then multiplied by `lr_decay_factor` at each of
+  `lr_decay_epochs` (He et al. 2016, Sec. 3.4).
+
+  Args:
+    config: `models.config.ModelConfig`.
+    global_step: int64 scalar tensor.
+
+  Returns:
+    float32 scalar tensor, the learning rate at `global_step`.
+  """
+  steps_per_epoch = config.num_train_examples / float(config.train_batch_size)
+  epoch = tf.cast(global_step, tf.float32) / steps_per_epoch
+  peak = config.base_learning_rate * config.train_batch_size / 256.0
+  # Decay k times once epoch >= the k-th boundary (no piecewise_constant: its Assert ops are
+  # dropped by XLA with a warning).
+  decays = tf.reduce_sum(tf.cast(epoch >= tf.constant(config.lr_decay_epochs or (float('inf'),),
+                                                      tf.float32), tf.float32))
+  decayed = peak * tf.pow(config.lr_decay_factor, decays)
+  if config.warmup_epochs > 0:
+    warmup = peak * epoch / config.warmup_epochs
+    decayed = tf.where(epoch < config.warmup_epochs, warmup, decayed)
+  return tf.identity(decayed, name=LEARNING_RATE_NAME)
+
+
+def _network(config, images, is_training):
+  if config.model == 'resnet':
+    return resnet.resnet_v1_5(images, config.resnet_depth, config.num_classes, is_training)
+  raise ValueError('unknown model %r' % config.model)
+
+
+def _logits(config, images, is_training):
+  """Runs the network in float32 or, on TPU, in a bfloat16 scope with float32 variables (so
+  checkpoints stay usable on CPU/GPU)."""
+  if config.precision == 'bfloat16':
+    with tf.tpu.bfloat16_scope():
+      logits = _network(config, tf.cast(images, tf.bfloat16), is_training)
+    return tf.cast(logits, tf.float32)
+  return _network(config, images, is_training)
+
+
+def _weight_decay(config):
+  """L2 over trainable weights, excluding batch-norm gammas and betas (Goyal et al. 2017, Sec. 5.1)."""
+  weights = [v for v in tf.trainable_variables() if 'batch_normalization' not in v.name]
+  return config.weight_decay * tf.add_n([tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in weights])
+
+
+def metric_fn(labels, logits, mask):
+  """TPU-compatible eval metrics, weighted by `mask` so padded examples count for nothing.
+
+  Args:
+    labels: int32 [batch].
+    logits: float32 [batch, num_classes].
+    mask: float32 [batch], 1.0 real / 0.0 padding.
+
+  Returns:
+    dict of (value, update_op): top_1_accuracy, top_5_accuracy, eval_loss (mean cross-entropy
+    without label smoothing) and num_examples (count of real examples seen).
+  """
+  predictions = tf.argmax(logits, axis=1, output_type=tf.int32)
+  k = min(5, logits.shape[-1])
+  in_top_5 = tf.cast(tf.nn.in_top_k(logits, labels, k), tf.float32)
+  xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+  real = mask > 0
+  return {
+      'top_1_accuracy': tf.metrics.accuracy(labels, predictions, weights=mask),
+      'top_5_accuracy': tf.metrics.mean(in_top_5, weights=mask),
+      'eval_loss': tf.metrics.mean(xent, weights=mask),
+      'num_examples': tf.metrics.true_positives(tf.ones_like(real), real),
+  }
+
+
+def _host_call(config, global_step, loss, learning_rate):
+  """TensorBoard scalars written on the host every step (also when the step runs on a TPU)."""
+  def host_call_fn(gs, loss, lr):
+    with tf2.summary.create_file_writer(config.model_dir).as_default(), \
+        tf2.summary.record_if(True):
+      tf2.summary.scalar('loss', loss[0], step=gs[0])
+      tf2.summary.scalar('learning_rate', lr[0], step=gs[0])
+      return tf.summary.all_v2_summary_ops()
+  return host_call_fn, [tf.reshape(global_step, [1]), tf.reshape(loss, [1]),
+                        tf.reshape(learning_rate, [1])]
+
+
+def model_fn_builder(config):
+  """Returns a TPUEstimator model_fn for `config` (a `models.config.ModelConfig`).
+
+  The model_fn returns a `tf.estimator.tpu.TPUEstimatorSpec` for TRAIN (momentum SGD,
+  CrossShardOptimizer only on TPU, label-smoothed softmax cross-entropy + weight decay),
+  EVAL (`metric_fn` on masked batches) and PREDICT (`classes` int32 [batch], `probabilities`
+  float32 [batch, num_classes], also the `serving_default` export signature).
+  """
+  def model_fn(features, labels, mode, params):
+    del params  # Shapes come from the features; the batch size is static in them.
+    images = features['image'] if isinstance(features, dict) else features
+    is_training = mode == tf.estimator.ModeKeys.TRAIN
+    logits = _logits(config, images, is_training)
+
+    if mode == tf.estimator.ModeKeys.PREDICT:
+      predictions = {
+          'classes': tf.argmax(logits, axis=1, output_type=tf.int32),
+          'probabilities': tf.nn.softmax(logits),
+      }
+      return tf.estimator.tpu.TPUEstimatorSpec(
+          mode, predictions=predictions,
+          export_outputs={'serving_default': tf.estimator.export.PredictOutput(predictions)})
+
+    mask = features['mask']
+    onehot = tf.one_hot(labels, config.num_classes)
+    xent = tf.losses.softmax_cross_entropy(
+        onehot, logits, weights=mask, label_smoothing=config.label_smoothing if is_training else 0.,
+        reduction=tf.losses.Reduction.SUM_BY_NONZERO_WEIGHTS)
+    loss = xent + _weight_decay(config)
+
+    if mode == tf.estimator.ModeKeys.EVAL:
+      return tf.estimator.tpu.TPUEstimatorSpec(
+          mode, loss=loss, eval_metrics=(metric_fn, [labels, logits, mask]))
+
+    global_step = tf.train.get_or_create_global_step()
+    learning_rate = learning_rate_schedule(config, global_step)
+    optimizer = tf.train.MomentumOptimizer(learning_rate, momentum=config.momentum)
+    if config.use_tpu:
+      optimizer = tf.tpu.CrossShardOptimizer(optimizer)
+    # Batch-norm moving averages are updated by UPDATE_OPS, which must run with each step.
+    with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+      train_op = optimizer.minimize(loss, global_step=global_step)
+    if not config.use_tpu:
+      # The progress hook reads the loss from here; on TPU the loss lives on the device and
+      # TPUEstimator reports it itself at the end of each iterations_per_loop.
+      tf.add_to_collection(TRAIN_LOSS_COLLECTION, loss)
+    host_call = None if config.skip_host_call else _host_call(config, global_step, loss, learning_rate)
+    return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss, train_op=train_op, host_call=host_call)
+
+  return model_fn

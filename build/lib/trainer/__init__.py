@@ -1,0 +1,1 @@
+"""The driver: flags -> config -> TPUEstimator on a Cloud TPU or the local CPU/GPU."""

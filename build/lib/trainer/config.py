@@ -1,0 +1,85 @@
+"""The run configuration: built once from flags (`flags/config.py`) and passed down explicitly."""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from models.config import ModelConfig
+
+MODES = ('train', 'eval', 'train_and_eval')
+IMAGENET_MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+IMAGENET_STDDEV_RGB = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+
+
+class PipelineError(Exception):
+  """A problem the user can fix (bad flags, missing data, unreachable TPU); printed without a
+  traceback by `trainer.main`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  """Where the examples are and how to turn them into model inputs.
+
+  Attributes:
+    data_dir: directory (local or gs://) holding TFRecord shards in the ImageNet schema, or None
+      with fake_data.
+    train_pattern, eval_pattern: shard globs inside data_dir.
+    num_classes: number of classes after `label_offset` is subtracted.
+    label_offset: subtracted from `image/class/label` (1 for ImageNet converters with 1..1000).
+    num_train_examples, num_eval_examples: examples per split (eval must be exact: it sizes the
+      padding that lets evaluation see every example once).
+    image_size: model input height and width.
+    mean_rgb, stddev_rgb: normalization statistics on the 0-255 scale.
+    train_crop, crop_padding, eval_crop_fraction: see `trainer.preprocessing`.
+    cache_decoded: cache decoded images in host RAM after the first epoch (small datasets only).
+    fake_data: synthetic images and labels of the right shapes instead of reading files.
+    num_parallel_calls: parallelism of record parsing/decoding.
+  """
+  data_dir: Optional[str]
+  num_classes: int
+  num_train_examples: int
+  num_eval_examples: int
+  image_size: int
+  label_offset: int = 0
+  train_pattern: str = 'train-*'
+  eval_pattern: str = 'validation-*'
+  mean_rgb: Tuple[float, float, float] = IMAGENET_MEAN_RGB
+  stddev_rgb: Tuple[float, float, float] = IMAGENET_STDDEV_RGB
+  train_crop: str = 'distorted_bbox'
+  crop_padding: int = 4
+  eval_crop_fraction: float = 0.875
+  cache_decoded: bool = False
+  fake_data: bool = False
+  num_parallel_calls: int = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """One training/evaluation run. Batch sizes are global (summed over all TPU cores)."""
+  model: ModelConfig
+  data: DataConfig
+  mode: str
+  model_dir: str
+  train_steps: int
+  eval_batch_size: int
+  steps_per_eval: int
+  iterations_per_loop: int
+  save_checkpoints_steps: int
+  keep_checkpoint_max: int
+  export_dir: Optional[str] = None
+  eval_timeout: int = 0
+  log_every_n_secs: float = 30.0
+  use_tpu: bool = False
+  tpu: Optional[str] = None
+  tpu_zone: Optional[str] = None
+  gcp_project: Optional[str] = None
+  num_cores: int = 8
+  tpu_connect_timeout: float = 10.0
+
+  @property
+  def train_batch_size(self):
+    return self.model.train_batch_size
+
+  @property
+  def eval_steps(self):
+    """Eval batches that cover every eval example exactly once (the last one padded)."""
+    return -(-self.data.num_eval_examples // self.eval_batch_size)

@@ -1,0 +1,30 @@
+"""dataset.json: the metadata `trainer.prepare` writes next to the shards and the trainer reads, so
+users never edit constants (class count, split sizes, image shape, label offset, preprocessing)."""
+
+import json
+
+import tensorflow.compat.v1 as tf
+
+FILENAME = 'dataset.json'
+
+
+def write(output_dir, info):
+  """Writes `info` (a JSON-serialisable dict) to <output_dir>/dataset.json."""
+  with tf.io.gfile.GFile('%s/%s' % (output_dir.rstrip('/'), FILENAME), 'w') as f:
+    f.write(json.dumps(info, indent=2, sort_keys=True) + '\n')
+
+
+def read(data_dir):
+  """Returns the dict in <data_dir>/dataset.json, or None if there is no such file.
+
+  Raises:
+    ValueError: the file exists but is not valid JSON.
+  """
+  path = '%s/%s' % (data_dir.rstrip('/'), FILENAME)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    try:
+      return json.loads(f.read())
+    except ValueError as e:
+      raise ValueError('%s is not valid JSON: %s' % (path, e))

@@ -1,0 +1,213 @@
+"""Runs train / eval / train_and_eval for a `trainer.config.Config` and writes results.json."""
+
+import contextlib
+import json
+import time
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from trainer import estimator as estimator_lib
+from trainer import hooks as hooks_lib
+from trainer import input_pipeline
+from trainer import storage
+from trainer.config import PipelineError
+
+RESULTS_FILE = 'results.json'
+
+
+def checkpoint_step(checkpoint_path):
+  """global_step stored in a checkpoint (public API: tf.train.load_variable)."""
+  return int(tf.train.load_variable(checkpoint_path, 'global_step'))
+
+
+def latest_step(model_dir):
+  """global_step of the latest checkpoint in model_dir, 0 when there is none."""
+  checkpoint = tf.train.latest_checkpoint(model_dir)
+  return checkpoint_step(checkpoint) if checkpoint else 0
+
+
+def check_data(config):
+  """Fails fast, before any graph is built, when the shards a mode needs are missing (the
+  data_dir itself is checked by `flags.config` before it reads dataset.json).
+
+  Raises:
+    PipelineError: no file matches a split's pattern.
+  """
+  data = config.data
+  if data.fake_data:
+    return
+  patterns = [data.eval_pattern] if config.mode == 'eval' else [data.train_pattern]
+  if config.mode == 'train_and_eval':
+    patterns.append(data.eval_pattern)
+  for pattern in patterns:
+    if not tf.io.gfile.glob('%s/%s' % (data.data_dir.rstrip('/'), pattern)):
+      raise PipelineError(
+          'no TFRecord files match %s/%s. Point --data_dir at a directory of ImageNet-schema '
+          'shards (train-*, validation-*), e.g. one made by `python -m trainer.prepare '
+          'fashion_mnist --output_dir DIR`, or use --fake_data for a smoke test.'
+          % (data.data_dir.rstrip('/'), pattern))
+
+
+@contextlib.contextmanager
+def _explain_input_errors(config, split):
+  """Turns failures of the input pipeline (corrupt records, undecodable images, labels out of
+  range) into a PipelineError naming the data and what to do; checkpoints already written stay."""
+  try:
+    yield
+  except tf.errors.DataLossError as e:
+    raise PipelineError(
+        'corrupt TFRecord data in the %s split under %s: %s. Re-create or remove the damaged '
+        'shard (e.g. re-run `python -m trainer.prepare`); training resumes from the last '
+        'checkpoint in %s.' % (split, config.data.data_dir, e.message.splitlines()[0],
+                               config.model_dir))
+  except tf.errors.InvalidArgumentError as e:
+    if 'image/class/label' in e.message:
+      raise PipelineError('a label in the %s split under %s is out of range: %s' % (
+          split, config.data.data_dir, e.message.splitlines()[0]))
+    if 'IteratorGetNext' in e.message:
+      raise PipelineError('a record in the %s split under %s could not be parsed or decoded: %s. '
+                          'Check that the shards hold tf.train.Examples in the ImageNet schema '
+                          '(image/encoded, image/class/label).' % (
+                              split, config.data.data_dir, e.message.splitlines()[0]))
+    raise
+
+
+def _train(estimator, config, max_steps, throughput):
+  hook = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
+  with _explain_input_errors(config, 'train'):
+    estimator.train(input_pipeline.input_fn_builder(config.data, is_training=True),
+                    max_steps=max_steps, hooks=[hook])
+  throughput[0] += hook.measured_steps
+  throughput[1] += hook.measured_seconds
+
+
+def evaluate(estimator, config, checkpoint_path):
+  """Evaluates one checkpoint on every eval example exactly once.
+
+  Returns:
+    dict with top_1_accuracy, top_5_accuracy, loss (mean cross-entropy over real examples),
+    num_eval_examples and global_step, as Python numbers.
+
+  Raises:
+    PipelineError: the eval split holds a different number of examples than configured.
+  """
+  input_fn = input_pipeline.input_fn_builder(config.data, is_training=False,
+                                             global_batch_size=config.eval_batch_size)
+  with _explain_input_errors(config, 'eval'):
+    metrics = estimator.evaluate(input_fn, steps=config.eval_steps, checkpoint_path=checkpoint_path)
+  results = {
+      'top_1_accuracy': float(metrics['top_1_accuracy']),
+      'top_5_accuracy': float(metrics['top_5_accuracy']),
+      'loss': float(metrics['eval_loss']),
+      'num_eval_examples': int(metrics['num_examples']),
+      'global_step': int(metrics['global_step']),
+  }
+  logging.info('eval at step %d: top_1_accuracy %.4f top_5_accuracy %.4f loss %.4f on %d examples',
+               results['global_step'], results['top_1_accuracy'], results['top_5_accuracy'],
+               results['loss'], results['num_eval_examples'])
+  if results['num_eval_examples'] != config.data.num_eval_examples:
+    raise PipelineError(
+        'evaluation read %d examples but the eval split should have %d (dataset.json or '
+        '--num_eval_examples). Fix the count so every example is evaluated exactly once.'
+        % (results['num_eval_examples'], config.data.num_eval_examples))
+  return results
+
+
+def _train_and_eval(estimator, config, throughput):
+  step = latest_step(config.model_dir)
+  if step >= config.train_steps:
+    logging.info('model_dir %s already holds a checkpoint at step %d >= train_steps %d: not '
+                 'training; raise --train_steps to train longer.', config.model_dir, step,
+                 config.train_steps)
+  elif step > 0:
+    logging.info('Resuming from the checkpoint at step %d of %d in %s', step, config.train_steps,
+                 config.model_dir)
+  chunk = config.train_steps if config.mode == 'train' else config.steps_per_eval
+  while step < config.train_steps:
+    next_stop = min(config.train_steps, (step // chunk + 1) * chunk)
+    _train(estimator, config, next_stop, throughput)
+    step = latest_step(config.model_dir)
+    if config.mode == 'train_and_eval' and step < config.train_steps:
+      evaluate(estimator, config, tf.train.latest_checkpoint(config.model_dir))
+  if config.mode == 'train':
+    return {'global_step': step}
+  return evaluate(estimator, config, tf.train.latest_checkpoint(config.model_dir))
+
+
+def _eval_only(estimator, config):
+  """Evaluates the latest checkpoint; with eval_timeout > 0 keeps evaluating new checkpoints until
+  one reaches train_steps (if given) or none appears for eval_timeout seconds (never forever)."""
+  if config.eval_timeout <= 0:
+    checkpoint = tf.train.latest_checkpoint(config.model_dir)
+    if not checkpoint:
+      raise PipelineError('no checkpoint in %s to evaluate; train first or pass --eval_timeout '
+                          'to wait for one.' % config.model_dir)
+    return evaluate(estimator, config, checkpoint)
+  results = None
+  for checkpoint in tf.train.checkpoints_iterator(config.model_dir, timeout=config.eval_timeout):
+    results = evaluate(estimator, config, checkpoint)
+    if config.train_steps and results['global_step'] >= config.train_steps:
+      break
+  if results is None:
+    raise PipelineError('no checkpoint appeared in %s within --eval_timeout=%d s.'
+                        % (config.model_dir, config.eval_timeout))
+  return results
+
+
+def export(estimator, config, checkpoint_path):
+  """Writes a SavedModel (signature `serving_default`: image_bytes -> classes, probabilities)."""
+  path = estimator.export_saved_model(
+      config.export_dir, input_pipeline.serving_input_receiver_fn_builder(config.data),
+      checkpoint_path=checkpoint_path)
+  path = path.decode() if isinstance(path, bytes) else path
+  logging.info('Exported SavedModel to %s', path)
+  return path
+
+
+def run(config):
+  """Runs config.mode, exports if asked, writes <model_dir>/results.json and returns its dict.
+
+  Raises:
+    PipelineError: for anything the user must fix (data, TPU, checkpoints).
+  """
+  check_data(config)
+  estimator = estimator_lib.build_estimator(config)  # resolves the TPU first with --use_tpu
+  storage.check_path_usable(config.model_dir, 'model_dir')
+  if config.export_dir:
+    storage.check_path_usable(config.export_dir, 'export_dir')
+  throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
+  start = time.time()
+  if config.mode == 'eval':
+    results = _eval_only(estimator, config)
+  else:
+    results = _train_and_eval(estimator, config, throughput)
+  results.update({
+      'mode': config.mode,
+      'model': config.model.model,
+      'resnet_depth': config.model.resnet_depth,
+      'image_size': config.model.image_size,
+      'train_batch_size': config.train_batch_size,
+      'train_steps': config.train_steps,
+      'examples_per_sec': (throughput[0] * config.train_batch_size / throughput[1]
+                           if throughput[1] > 0 else None),
+      'wall_seconds': time.time() - start,
+      'use_tpu': config.use_tpu,
+      'precision': config.model.precision,
+      'tensorflow_version': tf.__version__,
+      'mkl_enabled': _mkl_enabled(),
+  })
+  if config.export_dir:
+    results['export_path'] = export(estimator, config, tf.train.latest_checkpoint(config.model_dir))
+  with tf.io.gfile.GFile('%s/%s' % (config.model_dir.rstrip('/'), RESULTS_FILE), 'w') as f:
+    f.write(json.dumps(results, indent=2, sort_keys=True) + '\n')
+  return results
+
+
+def _mkl_enabled():
+  try:
+    from tensorflow.python.util import _pywrap_util_port  # TF >= 2.x
+    return bool(_pywrap_util_port.IsMklEnabled())
+  except ImportError:
+    from tensorflow.python import pywrap_tensorflow  # TF 1.15
+    return bool(pywrap_tensorflow.IsMklEnabled())

@@ -1,0 +1,72 @@
+"""Training progress in the logs: step, loss, learning rate, examples/sec and ETA."""
+
+import time
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from models import model_fn as model_fn_lib
+
+
+class ProgressHook(tf.train.SessionRunHook):
+  """Logs progress every `every_n_secs` and keeps the run's training throughput.
+
+  Works on TPU and CPU/GPU: the global step lives on the host, the learning rate is recomputed on
+  the host from the same schedule, and the loss is read where the model_fn exposed it (CPU/GPU;
+  on TPU, TPUEstimator logs the loss itself after each iterations_per_loop).
+
+  Attributes:
+    measured_steps, measured_seconds: steps and wall time since the first step of this hook's
+      session (the first step, which includes graph optimisation and input warm-up, is excluded).
+  """
+
+  def __init__(self, model_config, max_steps, every_n_secs=30.0):
+    """max_steps: the run's total train_steps (for the ETA), not the end of this train() call."""
+    self._config = model_config
+    self._max_steps = max_steps
+    self._every_n_secs = every_n_secs
+    self._batch_size = model_config.train_batch_size
+    self._start = None      # (time, step) after the first step
+    self._last_log = None   # (time, step) of the last log line
+    self.measured_steps = 0
+    self.measured_seconds = 0.0
+
+  def begin(self):
+    self._global_step = tf.train.get_global_step()
+    self._learning_rate = model_fn_lib.learning_rate_schedule(self._config, self._global_step)
+    losses = tf.get_collection(model_fn_lib.TRAIN_LOSS_COLLECTION)
+    self._fetches = {'step': self._global_step, 'lr': self._learning_rate}
+    if losses:
+      self._fetches['loss'] = losses[0]
+
+  def before_run(self, run_context):
+    return tf.train.SessionRunArgs(self._fetches)
+
+  def after_run(self, run_context, run_values):
+    now = time.time()
+    values = run_values.results
+    step = int(values['step'])
+    if self._start is None:
+      self._start = self._last_log = (now, step)
+      return
+    self.measured_steps = step - self._start[1]
+    self.measured_seconds = now - self._start[0]
+    if now - self._last_log[0] >= self._every_n_secs:
+      self._log(now, step, values)
+      self._last_log = (now, step)
+
+  def _log(self, now, step, values):
+    last_time, last_step = self._last_log
+    rate = (step - last_step) * self._batch_size / max(now - last_time, 1e-9)
+    steps_per_sec = self.measured_steps / max(self.measured_seconds, 1e-9)
+    eta = (self._max_steps - step) / steps_per_sec if steps_per_sec > 0 else float('inf')
+    loss = ' loss %.4f' % values['loss'] if 'loss' in values else ''
+    logging.info('step %d/%d%s lr %.5f  %.1f examples/sec  ETA %s', step, self._max_steps, loss,
+                 values['lr'], rate, _format_seconds(eta))
+
+
+def _format_seconds(seconds):
+  if seconds == float('inf'):
+    return '?'
+  seconds = int(round(seconds))
+  return '%d:%02d:%02d' % (seconds // 3600, seconds % 3600 // 60, seconds % 60)

@@ -1,0 +1,126 @@
+"""tf.data input_fns for TFRecords in the ImageNet schema that Cloud TPU users already have.
+
+Each record is a tf.train.Example with at least `image/encoded` (JPEG/PNG bytes) and
+`image/class/label` (int64); the other keys (`image/format`, `image/height`, ...) are ignored here.
+input_fns return (features, labels) with static shapes, as TPUs require:
+  features['image']: float32 [params['batch_size'], image_size, image_size, 3]
+  features['mask']:  float32 [params['batch_size']], 0.0 marks eval padding
+  labels:            int32 [params['batch_size']]
+`params['batch_size']` is the per-shard batch size that TPUEstimator passes in.
+"""
+
+import tensorflow.compat.v1 as tf
+
+from trainer import preprocessing
+
+AUTOTUNE = tf.data.experimental.AUTOTUNE
+_SHUFFLE_BUFFER_DECODED = 10000   # decoded small images: ~2.4 KB each at 28x28x3
+_SHUFFLE_BUFFER_ENCODED = 1024    # encoded ImageNet photos: ~110 KB each
+_FEATURES = {
+    'image/encoded': tf.io.FixedLenFeature([], tf.string),
+    'image/class/label': tf.io.FixedLenFeature([], tf.int64),
+}
+
+
+def _parse_and_decode(data, serialized):
+  """Parses one record; returns (uint8 [h, w, 3] image, int32 label in [0, num_classes))."""
+  parsed = tf.io.parse_single_example(serialized, _FEATURES)
+  label = tf.cast(parsed['image/class/label'], tf.int32) - data.label_offset
+  in_range = tf.logical_and(label >= 0, label < data.num_classes)
+  check = tf.debugging.Assert(in_range, [
+      'image/class/label minus label_offset is outside [0, num_classes): label_offset =',
+      data.label_offset, 'num_classes =', data.num_classes, 'label after offset =', label,
+      '(ImageNet converters write 1..1000: use --label_offset=1 with --num_classes=1000)'])
+  with tf.control_dependencies([check]):
+    label = tf.identity(label)
+  return preprocessing.decode_image(parsed['image/encoded']), label
+
+
+def _preprocess(data, is_training, image, label):
+  image = preprocessing.preprocess_image(
+      image, is_training, data.image_size, data.mean_rgb, data.stddev_rgb,
+      train_crop=data.train_crop, crop_padding=data.crop_padding,
+      eval_crop_fraction=data.eval_crop_fraction)
+  return {'image': image, 'mask': tf.constant(1.0)}, label
+
+
+def _fake_dataset(data, is_training, num_examples):
+  """Random normalized images with random labels; one fixed example set repeated (cheap)."""
+  images = tf.random.stateless_normal([64, data.image_size, data.image_size, 3], seed=[1, 2])
+  labels = tf.random.stateless_uniform([64], seed=[3, 4], maxval=data.num_classes, dtype=tf.int32)
+  dataset = tf.data.Dataset.from_tensor_slices(({'image': images, 'mask': tf.ones([64])}, labels))
+  dataset = dataset.repeat()
+  return dataset if is_training else dataset.take(num_examples)
+
+
+def _eval_padding(data, count):
+  """`count` all-zero examples with mask 0: fixed-shape filler that the metrics ignore."""
+  image = tf.zeros([data.image_size, data.image_size, 3], tf.float32)
+  return tf.data.Dataset.from_tensors(
+      ({'image': image, 'mask': tf.constant(0.0)}, tf.constant(0, tf.int32))).repeat(count)
+
+
+def _record_dataset(data, pattern, is_training):
+  """Interleaved TFRecord shards matching `pattern`; shuffled file order in training."""
+  files = tf.data.Dataset.list_files(pattern, shuffle=is_training)
+  return files.interleave(
+      lambda f: tf.data.TFRecordDataset(f, buffer_size=8 * 1024 * 1024),
+      cycle_length=16, num_parallel_calls=AUTOTUNE)
+
+
+def input_fn_builder(data, is_training, global_batch_size=None):
+  """Returns an input_fn(params) for TPUEstimator.
+
+  Training repeats forever, shuffles and drops the last partial batch. Evaluation reads each
+  example exactly once in file order and appends mask-0 padding up to a multiple of
+  `global_batch_size`, so with `eval_steps = ceil(num_eval_examples / global_batch_size)` every
+  example counts once and no batch is ragged (TPU evaluation needs fixed shapes).
+
+  Args:
+    data: `trainer.config.DataConfig`.
+    is_training: Python bool.
+    global_batch_size: eval batch size summed over shards (required when not training).
+
+  Returns:
+    input_fn(params) -> tf.data.Dataset of (features, labels) batches of params['batch_size'].
+  """
+  def input_fn(params):
+    batch_size = params['batch_size']
+    num_examples = data.num_train_examples if is_training else data.num_eval_examples
+    if data.fake_data:
+      dataset = _fake_dataset(data, is_training, num_examples)
+    else:
+      pattern = '%s/%s' % (data.data_dir.rstrip('/'),
+                           data.train_pattern if is_training else data.eval_pattern)
+      dataset = _record_dataset(data, pattern, is_training)
+      dataset = dataset.map(lambda r: _parse_and_decode(data, r), num_parallel_calls=AUTOTUNE)
+      if data.cache_decoded:
+        dataset = dataset.cache()
+      if is_training:
+        dataset = dataset.shuffle(
+            _SHUFFLE_BUFFER_DECODED if data.cache_decoded else _SHUFFLE_BUFFER_ENCODED)
+        dataset = dataset.repeat()
+      dataset = dataset.map(lambda image, label: _preprocess(data, is_training, image, label),
+                            num_parallel_calls=AUTOTUNE)
+    if not is_training:
+      padded_total = -(-num_examples // global_batch_size) * global_batch_size
+      dataset = dataset.concatenate(_eval_padding(data, padded_total - num_examples))
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    return dataset.prefetch(AUTOTUNE)
+
+  return input_fn
+
+
+def serving_input_receiver_fn_builder(data):
+  """Returns a serving_input_receiver_fn whose signature input `image_bytes` is a string [batch]
+  of encoded JPEG/PNG images, preprocessed exactly like evaluation images."""
+  def serving_input_receiver_fn():
+    image_bytes = tf.placeholder(tf.string, [None], name='image_bytes')
+    images = tf.map_fn(
+        lambda b: preprocessing.preprocess_image(
+            preprocessing.decode_image(b), False, data.image_size, data.mean_rgb,
+            data.stddev_rgb, eval_crop_fraction=data.eval_crop_fraction),
+        image_bytes, dtype=tf.float32, back_prop=False)
+    return tf.estimator.export.ServingInputReceiver({'image': images}, {'image_bytes': image_bytes})
+
+  return serving_input_receiver_fn

@@ -1,0 +1,83 @@
+"""Image preprocessing for ResNet-style training and evaluation.
+
+Two training crops:
+  * 'distorted_bbox': the ImageNet/Inception random-resized crop (Szegedy et al. 2015, "Going
+    deeper with convolutions", Sec. 6): a random box covering 8%-100% of the area with aspect
+    ratio in [3/4, 4/3], resized to image_size. Right for photos larger than the model input.
+  * 'pad_and_crop': pad by `crop_padding` pixels and take a random image_size crop (He et al. 2016,
+    Sec. 4.2, CIFAR-10). Right for small images (Fashion-MNIST, CIFAR) that are already framed.
+Both flip horizontally at random. Evaluation takes a central crop of `eval_crop_fraction` of the
+image and resizes it to image_size (0.875 is the ImageNet convention, 1.0 keeps the whole image).
+"""
+
+import tensorflow.compat.v1 as tf
+
+TRAIN_CROPS = ('distorted_bbox', 'pad_and_crop')
+
+
+def decode_image(encoded):
+  """Decodes JPEG/PNG/GIF/BMP bytes to uint8 [height, width, 3]; grayscale is expanded to RGB."""
+  image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+  image.set_shape([None, None, 3])
+  return image
+
+
+def _resize(image, image_size):
+  image = tf.image.resize_bilinear(tf.expand_dims(image, 0), [image_size, image_size],
+                                   align_corners=False)
+  return tf.squeeze(image, [0])
+
+
+def _distorted_bbox_crop(image, image_size):
+  bbox = tf.constant([0.0, 0.0, 1.0, 1.0], dtype=tf.float32, shape=[1, 1, 4])
+  begin, size, _ = tf.image.sample_distorted_bounding_box(
+      tf.shape(image), bounding_boxes=bbox, min_object_covered=0.1,
+      aspect_ratio_range=(3. / 4., 4. / 3.), area_range=(0.08, 1.0), max_attempts=10,
+      use_image_if_no_bounding_boxes=True)
+  return _resize(tf.slice(image, begin, size), image_size)
+
+
+def _pad_and_crop(image, image_size, crop_padding):
+  image = _resize(image, image_size)
+  image = tf.pad(image, [[crop_padding, crop_padding], [crop_padding, crop_padding], [0, 0]])
+  return tf.random_crop(image, [image_size, image_size, 3])
+
+
+def _central_crop(image, image_size, eval_crop_fraction):
+  if eval_crop_fraction < 1.0:
+    image = tf.image.central_crop(image, eval_crop_fraction)
+  return _resize(image, image_size)
+
+
+def preprocess_image(image, is_training, image_size, mean_rgb, stddev_rgb,
+                     train_crop='distorted_bbox', crop_padding=4, eval_crop_fraction=0.875):
+  """Crops, flips (training only), resizes and normalizes one decoded image.
+
+  Args:
+    image: uint8 [height, width, 3].
+    is_training: Python bool.
+    image_size: output height and width in pixels.
+    mean_rgb, stddev_rgb: per-channel statistics on the 0-255 scale.
+    train_crop: one of TRAIN_CROPS.
+    crop_padding: pixels of zero padding for 'pad_and_crop'.
+    eval_crop_fraction: fraction of each side kept by the eval central crop, in (0, 1].
+
+  Returns:
+    float32 [image_size, image_size, 3], (pixel - mean) / stddev.
+
+  Raises:
+    ValueError: for an unknown train_crop.
+  """
+  image = tf.cast(image, tf.float32)
+  if is_training:
+    if train_crop == 'distorted_bbox':
+      image = _distorted_bbox_crop(image, image_size)
+    elif train_crop == 'pad_and_crop':
+      image = _pad_and_crop(image, image_size, crop_padding)
+    else:
+      raise ValueError('train_crop must be one of %s, got %r' % (TRAIN_CROPS, train_crop))
+    image = tf.image.random_flip_left_right(image)
+  else:
+    image = _central_crop(image, image_size, eval_crop_fraction)
+  image.set_shape([image_size, image_size, 3])
+  return (image - tf.constant(mean_rgb, tf.float32)) / tf.constant(stddev_rgb, tf.float32)
