@@ -94,9 +94,12 @@ def config_from_flags(f):
       mean_rgb=tuple(info.get('mean_rgb', DataConfig.mean_rgb)),
       stddev_rgb=tuple(info.get('stddev_rgb', DataConfig.stddev_rgb)),
       train_crop=f.train_crop or preprocessing.get('train_crop', DataConfig.train_crop),
-      crop_padding=f.crop_padding,
+      crop_padding=(f.crop_padding if f.crop_padding is not None else
+                    preprocessing.get('crop_padding', DataConfig.crop_padding)),
       eval_crop_fraction=(f.eval_crop_fraction if f.eval_crop_fraction is not None else
                           preprocessing.get('eval_crop_fraction', DataConfig.eval_crop_fraction)),
+      random_flip=(f.random_flip if f.random_flip is not None else
+                   preprocessing.get('random_flip', DataConfig.random_flip)),
       cache_decoded=f.cache_decoded, num_parallel_calls=f.num_parallel_calls)
   if f.train_steps is not None:
     train_steps = f.train_steps

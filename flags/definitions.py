@@ -47,9 +47,12 @@ flags.DEFINE_integer('num_eval_examples', None,
 flags.DEFINE_enum('train_crop', None, TRAIN_CROPS,
                   'Training crop: distorted_bbox (photos) or pad_and_crop (small framed images). '
                   'Default: dataset.json, else distorted_bbox.')
-flags.DEFINE_integer('crop_padding', 4, 'Zero padding in pixels for --train_crop=pad_and_crop.')
+flags.DEFINE_integer('crop_padding', None, 'Zero padding in pixels for --train_crop=pad_and_crop '
+                     '(default: dataset.json, else 4).')
 flags.DEFINE_float('eval_crop_fraction', None,
                    'Central-crop fraction at eval (default: dataset.json, else 0.875).')
+flags.DEFINE_bool('random_flip', None,
+                  'Flip training images left-right at random (default: dataset.json, else True).')
 flags.DEFINE_bool('cache_decoded', False,
                   'Cache decoded training images in host RAM (only for datasets that fit).')
 flags.DEFINE_integer('num_parallel_calls', 4, 'Parallel record parsing/decoding calls.')

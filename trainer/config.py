@@ -29,7 +29,7 @@ class DataConfig:
       padding that lets evaluation see every example once).
     image_size: model input height and width.
     mean_rgb, stddev_rgb: normalization statistics on the 0-255 scale.
-    train_crop, crop_padding, eval_crop_fraction: see `trainer.preprocessing`.
+    train_crop, crop_padding, eval_crop_fraction, random_flip: see `trainer.preprocessing`.
     cache_decoded: cache decoded images in host RAM after the first epoch (small datasets only).
     fake_data: synthetic images and labels of the right shapes instead of reading files.
     num_parallel_calls: parallelism of record parsing/decoding.
@@ -47,6 +47,7 @@ class DataConfig:
   train_crop: str = 'distorted_bbox'
   crop_padding: int = 4
   eval_crop_fraction: float = 0.875
+  random_flip: bool = True
   cache_decoded: bool = False
   fake_data: bool = False
   num_parallel_calls: int = 4

@@ -6,7 +6,8 @@ Two training crops:
     ratio in [3/4, 4/3], resized to image_size. Right for photos larger than the model input.
   * 'pad_and_crop': pad by `crop_padding` pixels and take a random image_size crop (He et al. 2016,
     Sec. 4.2, CIFAR-10). Right for small images (Fashion-MNIST, CIFAR) that are already framed.
-Both flip horizontally at random. Evaluation takes a central crop of `eval_crop_fraction` of the
+Both flip horizontally at random unless `random_flip` is off (Fashion-MNIST: every shoe and bag
+faces the same way, so a flip shows the model images the test set never has). Evaluation takes a central crop of `eval_crop_fraction` of the
 image and resizes it to image_size (0.875 is the ImageNet convention, 1.0 keeps the whole image).
 """
 
@@ -50,7 +51,8 @@ def _central_crop(image, image_size, eval_crop_fraction):
 
 
 def preprocess_image(image, is_training, image_size, mean_rgb, stddev_rgb,
-                     train_crop='distorted_bbox', crop_padding=4, eval_crop_fraction=0.875):
+                     train_crop='distorted_bbox', crop_padding=4, eval_crop_fraction=0.875,
+                     random_flip=True):
   """Crops, flips (training only), resizes and normalizes one decoded image.
 
   Args:
@@ -61,6 +63,7 @@ def preprocess_image(image, is_training, image_size, mean_rgb, stddev_rgb,
     train_crop: one of TRAIN_CROPS.
     crop_padding: pixels of zero padding for 'pad_and_crop'.
     eval_crop_fraction: fraction of each side kept by the eval central crop, in (0, 1].
+    random_flip: flip training images left-right with probability 0.5.
 
   Returns:
     float32 [image_size, image_size, 3], (pixel - mean) / stddev.
@@ -76,7 +79,8 @@ def preprocess_image(image, is_training, image_size, mean_rgb, stddev_rgb,
       image = _pad_and_crop(image, image_size, crop_padding)
     else:
       raise ValueError('train_crop must be one of %s, got %r' % (TRAIN_CROPS, train_crop))
-    image = tf.image.random_flip_left_right(image)
+    if random_flip:
+      image = tf.image.random_flip_left_right(image)
   else:
     image = _central_crop(image, image_size, eval_crop_fraction)
   image.set_shape([image_size, image_size, 3])

@@ -56,11 +56,13 @@ def _explain_input_errors(config, split):
   try:
     yield
   except tf.errors.DataLossError as e:
+    pattern = '%s/%s' % (config.data.data_dir.rstrip('/'),
+                         config.data.train_pattern if split == 'train' else config.data.eval_pattern)
     raise PipelineError(
-        'corrupt TFRecord data in the %s split under %s: %s. Re-create or remove the damaged '
-        'shard (e.g. re-run `python -m trainer.prepare`); training resumes from the last '
-        'checkpoint in %s.' % (split, config.data.data_dir, e.message.splitlines()[0],
-                               config.model_dir))
+        'corrupt TFRecord data in the %s split (%s): %s. Re-create or remove the damaged shard '
+        '(e.g. re-run `python -m trainer.prepare`); training resumes from the last checkpoint in '
+        '%s.' % (split, _locate_corrupt_shard(pattern), e.message.splitlines()[0],
+                 config.model_dir))
   except tf.errors.InvalidArgumentError as e:
     if 'image/class/label' in e.message:
       raise PipelineError('a label in the %s split under %s is out of range: %s' % (
@@ -71,6 +73,21 @@ def _explain_input_errors(config, split):
                           '(image/encoded, image/class/label).' % (
                               split, config.data.data_dir, e.message.splitlines()[0]))
     raise
+
+
+def _locate_corrupt_shard(pattern, max_bytes=2 << 30):
+  """Names the first shard matching `pattern` whose records fail their CRC check (TF's error
+  does not say which file); gives up after reading max_bytes."""
+  scanned = 0
+  for path in sorted(tf.io.gfile.glob(pattern)):
+    if scanned > max_bytes:
+      break
+    try:
+      for record in tf.io.tf_record_iterator(path):
+        scanned += len(record)
+    except tf.errors.DataLossError:
+      return 'shard ' + path
+  return 'shards %s; the damaged one was not found in the first %d MiB' % (pattern, max_bytes >> 20)
 
 
 def _train(estimator, config, max_steps, throughput):
