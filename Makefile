@@ -16,10 +16,13 @@ PIP_FILTER := { grep -v 'is ignored: it is neither a file nor a directory' || tr
 
 ifeq ($(RUNTIME),tf2)
   TRAIN_VENV := .venv-tf2
+  RUNTIME_NAME := tf2
 else ifeq ($(TF1),mkl)
   TRAIN_VENV := .venv-mkl
+  RUNTIME_NAME := tf1-mkl
 else ifeq ($(TF1),stock)
   TRAIN_VENV := .venv
+  RUNTIME_NAME := tf1-stock
 else
   $(error TF1 must be mkl or stock, got '$(TF1)')
 endif
@@ -28,7 +31,7 @@ endif
 MODEL ?= resnet
 DATA_DIR ?= data/fashion_mnist
 FASHION_MNIST_SOURCE ?=
-MODEL_DIR ?= runs/$(MODEL)-fashion_mnist-$(notdir $(TRAIN_VENV))
+MODEL_DIR ?= runs/$(MODEL)-fashion_mnist-$(RUNTIME_NAME)
 EXPORT_DIR ?= $(MODEL_DIR)/export
 TRAIN_FLAGS ?= --model=resnet --resnet_depth=18 --image_size=32 --train_batch_size=256 \
   --eval_batch_size=1000 --train_epochs=9 --steps_per_eval=1055 --base_learning_rate=0.2 \

@@ -91,6 +91,8 @@ def config_from_flags(f):
       data_dir=f.data_dir, fake_data=f.fake_data, num_classes=values['num_classes'],
       label_offset=values['label_offset'], num_train_examples=values['num_train_examples'],
       num_eval_examples=values['num_eval_examples'], image_size=values['image_size'],
+      train_pattern=info.get('train_pattern', DataConfig.train_pattern),
+      eval_pattern=info.get('eval_pattern', DataConfig.eval_pattern),
       mean_rgb=tuple(info.get('mean_rgb', DataConfig.mean_rgb)),
       stddev_rgb=tuple(info.get('stddev_rgb', DataConfig.stddev_rgb)),
       train_crop=f.train_crop or preprocessing.get('train_crop', DataConfig.train_crop),
@@ -100,7 +102,7 @@ def config_from_flags(f):
                           preprocessing.get('eval_crop_fraction', DataConfig.eval_crop_fraction)),
       random_flip=(f.random_flip if f.random_flip is not None else
                    preprocessing.get('random_flip', DataConfig.random_flip)),
-      cache_decoded=f.cache_decoded, num_parallel_calls=f.num_parallel_calls)
+      cache_decoded=f.cache_decoded)
   if f.train_steps is not None:
     train_steps = f.train_steps
   elif f.train_epochs is not None:

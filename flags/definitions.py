@@ -55,7 +55,6 @@ flags.DEFINE_bool('random_flip', None,
                   'Flip training images left-right at random (default: dataset.json, else True).')
 flags.DEFINE_bool('cache_decoded', False,
                   'Cache decoded training images in host RAM (only for datasets that fit).')
-flags.DEFINE_integer('num_parallel_calls', 4, 'Parallel record parsing/decoding calls.')
 
 # --- Schedule and evaluation ---------------------------------------------------------------------
 flags.DEFINE_enum('mode', 'train_and_eval', MODES,

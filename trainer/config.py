@@ -32,7 +32,6 @@ class DataConfig:
     train_crop, crop_padding, eval_crop_fraction, random_flip: see `trainer.preprocessing`.
     cache_decoded: cache decoded images in host RAM after the first epoch (small datasets only).
     fake_data: synthetic images and labels of the right shapes instead of reading files.
-    num_parallel_calls: parallelism of record parsing/decoding.
   """
   data_dir: Optional[str]
   num_classes: int
@@ -50,7 +49,11 @@ class DataConfig:
   random_flip: bool = True
   cache_decoded: bool = False
   fake_data: bool = False
-  num_parallel_calls: int = 4
+
+  def file_pattern(self, is_training):
+    """Glob of the training or evaluation shards, e.g. gs://bucket/data/train-*."""
+    return '%s/%s' % (self.data_dir.rstrip('/'),
+                      self.train_pattern if is_training else self.eval_pattern)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,16 +37,16 @@ def check_data(config):
   data = config.data
   if data.fake_data:
     return
-  patterns = [data.eval_pattern] if config.mode == 'eval' else [data.train_pattern]
+  splits = [False] if config.mode == 'eval' else [True]
   if config.mode == 'train_and_eval':
-    patterns.append(data.eval_pattern)
-  for pattern in patterns:
-    if not tf.io.gfile.glob('%s/%s' % (data.data_dir.rstrip('/'), pattern)):
+    splits.append(False)
+  for is_training in splits:
+    if not tf.io.gfile.glob(data.file_pattern(is_training)):
       raise PipelineError(
-          'no TFRecord files match %s/%s. Point --data_dir at a directory of ImageNet-schema '
+          'no TFRecord files match %s. Point --data_dir at a directory of ImageNet-schema '
           'shards (train-*, validation-*), e.g. one made by `python -m trainer.prepare '
           'fashion_mnist --output_dir DIR`, or use --fake_data for a smoke test.'
-          % (data.data_dir.rstrip('/'), pattern))
+          % data.file_pattern(is_training))
 
 
 @contextlib.contextmanager
@@ -56,8 +56,7 @@ def _explain_input_errors(config, split):
   try:
     yield
   except tf.errors.DataLossError as e:
-    pattern = '%s/%s' % (config.data.data_dir.rstrip('/'),
-                         config.data.train_pattern if split == 'train' else config.data.eval_pattern)
+    pattern = config.data.file_pattern(is_training=split == 'train')
     raise PipelineError(
         'corrupt TFRecord data in the %s split (%s): %s. Re-create or remove the damaged shard '
         '(e.g. re-run `python -m trainer.prepare`); training resumes from the last checkpoint in '

@@ -60,7 +60,7 @@ def _eval_padding(data, count):
       ({'image': image, 'mask': tf.constant(0.0)}, tf.constant(0, tf.int32))).repeat(count)
 
 
-def _record_dataset(data, pattern, is_training):
+def _record_dataset(pattern, is_training):
   """Interleaved TFRecord shards matching `pattern`; shuffled file order in training."""
   files = tf.data.Dataset.list_files(pattern, shuffle=is_training)
   return files.interleave(
@@ -90,9 +90,7 @@ def input_fn_builder(data, is_training, global_batch_size=None):
     if data.fake_data:
       dataset = _fake_dataset(data, is_training, num_examples)
     else:
-      pattern = '%s/%s' % (data.data_dir.rstrip('/'),
-                           data.train_pattern if is_training else data.eval_pattern)
-      dataset = _record_dataset(data, pattern, is_training)
+      dataset = _record_dataset(data.file_pattern(is_training), is_training)
       dataset = dataset.map(lambda r: _parse_and_decode(data, r), num_parallel_calls=AUTOTUNE)
       if data.cache_decoded:
         dataset = dataset.cache()

@@ -1,1 +1,0 @@
-"""absl flag definitions for the entry points and their conversion to explicit configs."""

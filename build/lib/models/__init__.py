@@ -1,1 +1,0 @@
-"""Networks and TPUEstimator model_fn builders. Nothing here reads flags."""

@@ -1,1 +1,0 @@
-"""The driver: flags -> config -> TPUEstimator on a Cloud TPU or the local CPU/GPU."""
