@@ -36,7 +36,7 @@ EXPORT_DIR ?= $(MODEL_DIR)/export
 TRAIN_FLAGS ?= --model=resnet --resnet_depth=18 --image_size=32 --train_batch_size=256 \
   --eval_batch_size=1000 --train_epochs=9 --steps_per_eval=1055 --base_learning_rate=0.2 \
   --warmup_epochs=0.5 --lr_decay_epochs=4.5,7 --weight_decay=5e-5 --label_smoothing=0 \
-  --cache_decoded
+  --crop_padding=0 --cache_decoded
 
 .PHONY: help train test venvs prepare fashion-mnist-source clean-runs clean
 help:
