@@ -28,6 +28,7 @@ class ProgressHook(tf.train.SessionRunHook):
     self._batch_size = model_config.train_batch_size
     self._start = None      # (time, step) after the first step
     self._last_log = None   # (time, step) of the last log line
+    self._latest = None     # (time, step, fetched values) of the latest step
     self.measured_steps = 0
     self.measured_seconds = 0.0
 
@@ -46,6 +47,7 @@ class ProgressHook(tf.train.SessionRunHook):
     now = time.time()
     values = run_values.results
     step = int(values['step'])
+    self._latest = (now, step, values)
     if self._start is None:
       self._start = self._last_log = (now, step)
       return
@@ -54,6 +56,11 @@ class ProgressHook(tf.train.SessionRunHook):
     if now - self._last_log[0] >= self._every_n_secs:
       self._log(now, step, values)
       self._last_log = (now, step)
+
+  def end(self, session):
+    """Always logs the last step, so even a run shorter than every_n_secs reports progress."""
+    if self._latest is not None and self._latest[1] != self._last_log[1]:
+      self._log(*self._latest)
 
   def _log(self, now, step, values):
     last_time, last_step = self._last_log
