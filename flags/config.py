@@ -40,6 +40,14 @@ def _from_metadata(flag_values, info):
   return values
 
 
+def _preprocessing_value(f, preprocessing, name):
+  """--name if given, else dataset.json's preprocessing[name], else the DataConfig default."""
+  value = getattr(f, name)
+  if value is not None:
+    return value
+  return preprocessing.get(name, getattr(DataConfig, name))
+
+
 def _check_combinations(f):
   if f.fake_data and f.data_dir:
     raise PipelineError('--fake_data and --data_dir are exclusive: pass one.')
@@ -95,13 +103,10 @@ def config_from_flags(f):
       eval_pattern=info.get('eval_pattern', DataConfig.eval_pattern),
       mean_rgb=tuple(info.get('mean_rgb', DataConfig.mean_rgb)),
       stddev_rgb=tuple(info.get('stddev_rgb', DataConfig.stddev_rgb)),
-      train_crop=f.train_crop or preprocessing.get('train_crop', DataConfig.train_crop),
-      crop_padding=(f.crop_padding if f.crop_padding is not None else
-                    preprocessing.get('crop_padding', DataConfig.crop_padding)),
-      eval_crop_fraction=(f.eval_crop_fraction if f.eval_crop_fraction is not None else
-                          preprocessing.get('eval_crop_fraction', DataConfig.eval_crop_fraction)),
-      random_flip=(f.random_flip if f.random_flip is not None else
-                   preprocessing.get('random_flip', DataConfig.random_flip)),
+      train_crop=_preprocessing_value(f, preprocessing, 'train_crop'),
+      crop_padding=_preprocessing_value(f, preprocessing, 'crop_padding'),
+      eval_crop_fraction=_preprocessing_value(f, preprocessing, 'eval_crop_fraction'),
+      random_flip=_preprocessing_value(f, preprocessing, 'random_flip'),
       cache_decoded=f.cache_decoded)
   if f.train_steps is not None:
     train_steps = f.train_steps

@@ -7,8 +7,9 @@ Two training crops:
   * 'pad_and_crop': pad by `crop_padding` pixels and take a random image_size crop (He et al. 2016,
     Sec. 4.2, CIFAR-10). Right for small images (Fashion-MNIST, CIFAR) that are already framed.
 Both flip horizontally at random unless `random_flip` is off (Fashion-MNIST: every shoe and bag
-faces the same way, so a flip shows the model images the test set never has). Evaluation takes a central crop of `eval_crop_fraction` of the
-image and resizes it to image_size (0.875 is the ImageNet convention, 1.0 keeps the whole image).
+faces the same way, so a flip shows the model images the test set never has). Evaluation takes a
+central crop of `eval_crop_fraction` of the image and resizes it to image_size (0.875 is the
+ImageNet convention, 1.0 keeps the whole image).
 """
 
 import tensorflow.compat.v1 as tf
