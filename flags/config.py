@@ -5,7 +5,7 @@ Every bad combination is refused here, before any graph is built or any TPU is c
 
 import math
 
-from models.config import ModelConfig
+from models.config import MODEL_DEFAULTS, ModelConfig
 from trainer import dataset_info
 from trainer import storage
 from trainer.config import Config, DataConfig, PipelineError
@@ -40,12 +40,25 @@ def _from_metadata(flag_values, info):
   return values
 
 
-def _preprocessing_value(f, preprocessing, name):
-  """--name if given, else dataset.json's preprocessing[name], else the DataConfig default."""
+def _preprocessing_value(f, preprocessing, name, default=None):
+  """--name if given, else dataset.json's preprocessing[name], else `default` or, when that is
+  None, the DataConfig default."""
   value = getattr(f, name)
   if value is not None:
     return value
-  return preprocessing.get(name, getattr(DataConfig, name))
+  return preprocessing.get(name, getattr(DataConfig, name) if default is None else default)
+
+
+def _recipe_values(f):
+  """The optimisation settings: each flag if given, else the --model recipe in MODEL_DEFAULTS."""
+  values = dict(MODEL_DEFAULTS[f.model])
+  for name in ('base_learning_rate', 'weight_decay', 'label_smoothing', 'warmup_epochs',
+               'lr_decay_every_epochs', 'lr_decay_factor', 'moving_average_decay'):
+    if getattr(f, name) is not None:
+      values[name] = getattr(f, name)
+  if f.lr_decay_epochs is not None:
+    values['lr_decay_epochs'] = tuple(float(e) for e in f.lr_decay_epochs)
+  return values
 
 
 def _check_combinations(f):
@@ -107,6 +120,10 @@ def config_from_flags(f):
       crop_padding=_preprocessing_value(f, preprocessing, 'crop_padding'),
       eval_crop_fraction=_preprocessing_value(f, preprocessing, 'eval_crop_fraction'),
       random_flip=_preprocessing_value(f, preprocessing, 'random_flip'),
+      # Inception preprocessing distorts colours, except on TPU whose hosts are short of CPU.
+      color_distortion=_preprocessing_value(
+          f, preprocessing, 'color_distortion',
+          default=f.model == 'inception_v3' and not f.use_tpu),
       cache_decoded=f.cache_decoded)
   if f.train_steps is not None:
     train_steps = f.train_steps
@@ -118,11 +135,9 @@ def config_from_flags(f):
     model = ModelConfig(
         model=f.model, num_classes=data.num_classes, image_size=data.image_size,
         train_batch_size=f.train_batch_size, num_train_examples=data.num_train_examples,
-        resnet_depth=f.resnet_depth, base_learning_rate=f.base_learning_rate,
-        momentum=f.momentum, weight_decay=f.weight_decay, label_smoothing=f.label_smoothing,
-        warmup_epochs=f.warmup_epochs, lr_decay_epochs=tuple(float(e) for e in f.lr_decay_epochs),
-        lr_decay_factor=f.lr_decay_factor, precision=f.precision, use_tpu=f.use_tpu,
-        skip_host_call=f.skip_host_call, model_dir=f.model_dir)
+        resnet_depth=f.resnet_depth, momentum=f.momentum, precision=f.precision,
+        use_tpu=f.use_tpu, skip_host_call=f.skip_host_call, model_dir=f.model_dir,
+        **_recipe_values(f))
   except ValueError as e:
     raise PipelineError(str(e))
   return Config(

@@ -6,7 +6,7 @@ Flags whose default is None take their value from <data_dir>/dataset.json when i
 
 from absl import flags
 
-from models.config import MODELS, PRECISIONS, RESNET_DEPTHS
+from models.config import MODEL_DEFAULTS, MODELS, PRECISIONS, RESNET_DEPTHS
 from trainer.config import MODES
 from trainer.preprocessing import TRAIN_CROPS
 
@@ -16,20 +16,38 @@ flags.DEFINE_integer('resnet_depth', 50, 'ResNet depth, one of %s.' % (RESNET_DE
 flags.DEFINE_integer('num_classes', None, 'Number of classes (default: dataset.json).')
 flags.DEFINE_integer('image_size', None,
                      'Model input height and width in pixels (default: dataset.json image size, '
-                     'or 224 with --fake_data).')
+                     'or 224 with --fake_data); images are resized to it. inception_v3 needs '
+                     '>= 75.')
 flags.DEFINE_enum('precision', 'float32', PRECISIONS,
                   'Activation precision; bfloat16 needs --use_tpu (variables stay float32).')
-flags.DEFINE_float('label_smoothing', 0.0, 'Label smoothing epsilon of the training loss.')
 
 # --- Optimisation --------------------------------------------------------------------------------
-flags.DEFINE_float('base_learning_rate', 0.1,
-                   'Learning rate for a global batch of 256, scaled linearly with the batch.')
-flags.DEFINE_float('momentum', 0.9, 'SGD momentum.')
-flags.DEFINE_float('weight_decay', 1e-4, 'L2 coefficient (batch-norm variables excluded).')
-flags.DEFINE_float('warmup_epochs', 5.0, 'Epochs of linear learning-rate warmup.')
-flags.DEFINE_list('lr_decay_epochs', ['30', '60', '80'],
-                  'Epochs at which the learning rate is multiplied by --lr_decay_factor.')
-flags.DEFINE_float('lr_decay_factor', 0.1, 'Step-decay multiplier.')
+# Unset, these take the recipe of --model (models.config.MODEL_DEFAULTS), shown in each help text.
+def _recipe(name):
+  return ', '.join('%s %s' % (model, MODEL_DEFAULTS[model].get(name, '-')) for model in MODELS)
+
+
+flags.DEFINE_float('label_smoothing', None,
+                   'Label smoothing epsilon of the training loss (%s).' % _recipe('label_smoothing'))
+flags.DEFINE_float('base_learning_rate', None,
+                   'Learning rate for a global batch of 256, scaled linearly with the batch; '
+                   'with the constant schedule the rate itself (%s).' % _recipe('base_learning_rate'))
+flags.DEFINE_float('momentum', 0.9, 'Momentum of the SGD and RMSProp optimizers.')
+flags.DEFINE_float('weight_decay', None,
+                   'L2 coefficient, batch-norm variables excluded (%s).' % _recipe('weight_decay'))
+flags.DEFINE_float('warmup_epochs', None,
+                   'Epochs of linear learning-rate warmup (%s).' % _recipe('warmup_epochs'))
+flags.DEFINE_list('lr_decay_epochs', None,
+                  'Step schedule (resnet): epochs at which the learning rate is multiplied by '
+                  '--lr_decay_factor (resnet 30,60,80).')
+flags.DEFINE_float('lr_decay_every_epochs', None,
+                   'Exponential schedule (inception_v3): multiply the learning rate by '
+                   '--lr_decay_factor every this many epochs (inception_v3 2).')
+flags.DEFINE_float('lr_decay_factor', None,
+                   'Decay multiplier (%s).' % _recipe('lr_decay_factor'))
+flags.DEFINE_float('moving_average_decay', None,
+                   'Decay of the moving average of the weights that evaluation and export use; '
+                   '0 disables it (%s).' % _recipe('moving_average_decay'))
 
 # --- Data ----------------------------------------------------------------------------------------
 flags.DEFINE_string('data_dir', None,
@@ -53,6 +71,10 @@ flags.DEFINE_float('eval_crop_fraction', None,
                    'Central-crop fraction at eval (default: dataset.json, else 0.875).')
 flags.DEFINE_bool('random_flip', None,
                   'Flip training images left-right at random (default: dataset.json, else True).')
+flags.DEFINE_bool('color_distortion', None,
+                  'Random brightness, saturation, hue and contrast in training (Inception '
+                  'preprocessing). Default: dataset.json, else on for inception_v3 without '
+                  '--use_tpu (TPU hosts are short of CPU) and off otherwise.')
 flags.DEFINE_bool('cache_decoded', False,
                   'Cache decoded training images in host RAM (only for datasets that fit).')
 

@@ -1,15 +1,41 @@
 """The explicit configuration a model_fn is built from.
 
 Model code never reads absl FLAGS: `flags/config.py` turns the parsed flags into a `ModelConfig`
-and `models.model_fn.model_fn_builder(config)` closes over it.
+and `models.model_fn.model_fn_builder(config)` closes over it. Each network has its own published
+training recipe; `MODEL_DEFAULTS` holds it, and flags the user leaves unset take it from there.
 """
 
 import dataclasses
 from typing import Tuple
 
 RESNET_DEPTHS = (18, 34, 50, 101, 152, 200)
-MODELS = ('resnet',)
+MODELS = ('resnet', 'inception_v3', 'cnn')
+OPTIMIZERS = ('momentum', 'rmsprop', 'adam')
+LR_SCHEDULES = ('step', 'exponential', 'constant')
 PRECISIONS = ('float32', 'bfloat16')
+# InceptionV3's stem and two stride-2 'VALID' reductions leave a 1x1 map at 75x75; smaller inputs
+# would reduce to nothing (Szegedy et al. 2016, Sec. 9, trains a 79x79 variant).
+INCEPTION_MIN_IMAGE_SIZE = 75
+
+# The training recipe each network was published with, in the names of `ModelConfig`.
+MODEL_DEFAULTS = {
+    # He et al. 2016, Sec. 3.4 with the large-batch rules of Goyal et al. 2017.
+    'resnet': dict(optimizer='momentum', lr_schedule='step', base_learning_rate=0.1,
+                   weight_decay=1e-4, label_smoothing=0.0, warmup_epochs=5.0,
+                   lr_decay_epochs=(30.0, 60.0, 80.0), lr_decay_factor=0.1,
+                   moving_average_decay=0.0),
+    # Szegedy et al. 2016, Sec. 8: RMSProp (decay 0.9, epsilon 1.0), rate x0.94 every two epochs,
+    # label smoothing 0.1 (Sec. 7), weight decay 4e-5 and an EMA of the weights for evaluation.
+    # 0.165 per 256 examples is the Cloud TPU reference's batch-scaled base rate.
+    'inception_v3': dict(optimizer='rmsprop', lr_schedule='exponential', base_learning_rate=0.165,
+                         weight_decay=4e-5, label_smoothing=0.1, warmup_epochs=0.0,
+                         lr_decay_every_epochs=2.0, lr_decay_factor=0.94,
+                         moving_average_decay=0.9999),
+    # The Colab TPU Fashion-MNIST demo: Adam at 1e-3, no weight decay, no schedule.
+    'cnn': dict(optimizer='adam', lr_schedule='constant', base_learning_rate=1e-3,
+                weight_decay=0.0, label_smoothing=0.0, warmup_epochs=0.0,
+                moving_average_decay=0.0),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,18 +50,31 @@ class ModelConfig:
       epochs into steps for the schedule.
     num_train_examples: examples in one training epoch (for the epoch-based schedule).
     resnet_depth: ResNet depth, one of `RESNET_DEPTHS`.
-    base_learning_rate: learning rate for a global batch of 256; scaled linearly with the batch
-      (Goyal et al. 2017, "Accurate, Large Minibatch SGD", Sec. 2.1).
-    momentum: momentum of the SGD optimizer.
+    optimizer: 'momentum' (SGD), 'rmsprop' or 'adam'.
+    lr_schedule: 'step' or 'exponential' (both: base rate scaled by train_batch_size / 256,
+      Goyal et al. 2017, Sec. 2.1, after `warmup_epochs` of linear warmup, Sec. 2.2) or 'constant'
+      (base_learning_rate as given, unscaled: the usual setting for Adam).
+    base_learning_rate: learning rate for a global batch of 256 ('constant': the rate itself).
+    momentum: momentum of the SGD and RMSProp optimizers.
+    rmsprop_decay, rmsprop_epsilon: RMSProp's squared-gradient decay and epsilon (Szegedy et al.
+      2016, Sec. 8: 0.9 and 1.0).
     weight_decay: L2 coefficient applied to all trainable weights except batch-norm variables.
     label_smoothing: label smoothing epsilon for the training loss (Szegedy et al. 2016, Sec. 7).
-    warmup_epochs: epochs of linear warmup from 0 to the scaled base rate (Goyal et al. 2017, Sec 2.2).
-    lr_decay_epochs: epochs at which the learning rate is multiplied by `lr_decay_factor`.
-    lr_decay_factor: step-decay multiplier.
+    warmup_epochs: epochs of linear warmup from 0 to the scaled base rate.
+    lr_decay_epochs: 'step': epochs at which the rate is multiplied by `lr_decay_factor`.
+    lr_decay_every_epochs: 'exponential': the rate is multiplied by `lr_decay_factor` every this
+      many epochs (staircase).
+    lr_decay_factor: decay multiplier of both decaying schedules.
+    moving_average_decay: decay of an exponential moving average of the network's variables,
+      kept in the checkpoint and used by evaluation and export; 0 disables it.
+    aux_loss_weight: weight of InceptionV3's auxiliary classifier loss (Szegedy et al. 2016, Sec. 4).
     precision: 'float32' or 'bfloat16' (activations only; variables stay float32).
     use_tpu: build the TPU variant (CrossShardOptimizer, bfloat16 allowed).
     skip_host_call: do not write per-step TensorBoard summaries through host_call.
     model_dir: where host_call writes its summaries.
+
+  Raises:
+    ValueError: from the constructor, for an unknown name or a value the network cannot take.
   """
   model: str = 'resnet'
   num_classes: int = 10
@@ -43,26 +82,47 @@ class ModelConfig:
   train_batch_size: int = 128
   num_train_examples: int = 60000
   resnet_depth: int = 18
+  optimizer: str = 'momentum'
+  lr_schedule: str = 'step'
   base_learning_rate: float = 0.1
   momentum: float = 0.9
+  rmsprop_decay: float = 0.9
+  rmsprop_epsilon: float = 1.0
   weight_decay: float = 1e-4
   label_smoothing: float = 0.0
   warmup_epochs: float = 5.0
   lr_decay_epochs: Tuple[float, ...] = (30.0, 60.0, 80.0)
+  lr_decay_every_epochs: float = 2.0
   lr_decay_factor: float = 0.1
+  moving_average_decay: float = 0.0
+  aux_loss_weight: float = 0.4
   precision: str = 'float32'
   use_tpu: bool = False
   skip_host_call: bool = False
   model_dir: str = ''
 
   def __post_init__(self):
-    if self.model not in MODELS:
-      raise ValueError('model must be one of %s, got %r' % (MODELS, self.model))
+    for name, allowed in (('model', MODELS), ('optimizer', OPTIMIZERS),
+                          ('lr_schedule', LR_SCHEDULES), ('precision', PRECISIONS)):
+      if getattr(self, name) not in allowed:
+        raise ValueError('%s must be one of %s, got %r' % (name, allowed, getattr(self, name)))
     if self.model == 'resnet' and self.resnet_depth not in RESNET_DEPTHS:
       raise ValueError('resnet_depth must be one of %s, got %r' % (RESNET_DEPTHS, self.resnet_depth))
-    if self.precision not in PRECISIONS:
-      raise ValueError('precision must be one of %s, got %r' % (PRECISIONS, self.precision))
+    if self.model == 'inception_v3' and self.image_size < INCEPTION_MIN_IMAGE_SIZE:
+      raise ValueError(
+          'InceptionV3 needs inputs of at least %dx%d pixels, got --image_size=%d: pass '
+          '--image_size=%d or more (images are resized to it, e.g. 28x28 Fashion-MNIST to 75x75).'
+          % (INCEPTION_MIN_IMAGE_SIZE, INCEPTION_MIN_IMAGE_SIZE, self.image_size,
+             INCEPTION_MIN_IMAGE_SIZE))
+    if self.model == 'cnn' and self.image_size < 8:
+      raise ValueError('the cnn pools three times by 2: --image_size must be >= 8, got %d'
+                       % self.image_size)
     if self.num_classes < 2:
       raise ValueError('num_classes must be >= 2, got %d' % self.num_classes)
     if list(self.lr_decay_epochs) != sorted(self.lr_decay_epochs):
       raise ValueError('lr_decay_epochs must be increasing, got %s' % (self.lr_decay_epochs,))
+    if self.lr_decay_every_epochs <= 0:
+      raise ValueError('lr_decay_every_epochs must be positive, got %s' % self.lr_decay_every_epochs)
+    if not 0.0 <= self.moving_average_decay < 1.0:
+      raise ValueError('moving_average_decay must be in [0, 1) (0 disables it), got %s'
+                       % self.moving_average_decay)

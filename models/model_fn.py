@@ -10,6 +10,8 @@ Features contract (produced by `trainer.input_pipeline`):
 import tensorflow.compat.v1 as tf
 import tensorflow.compat.v2 as tf2
 
+from models import cnn
+from models import inception_v3
 from models import resnet
 
 # The host_call summary and the logging hook both look for these names.
@@ -18,11 +20,15 @@ TRAIN_LOSS_COLLECTION = 'train_loss'
 
 
 def learning_rate_schedule(config, global_step):
-  """Linear-scaled learning rate with linear warmup and step decay.
+  """The learning rate of `config.lr_schedule` at `global_step`.
 
-  lr = base_learning_rate * train_batch_size / 256 (Goyal et al. 2017, Sec. 2.1), reached linearly
-  over `warmup_epochs` (Sec. 2.2), then multiplied by `lr_decay_factor` at each of
-  `lr_decay_epochs` (He et al. 2016, Sec. 3.4).
+  'step' and 'exponential' scale the rate linearly with the batch, lr = base_learning_rate *
+  train_batch_size / 256 (Goyal et al. 2017, Sec. 2.1), reach it linearly over `warmup_epochs`
+  (Sec. 2.2), then
+    'step': multiply by `lr_decay_factor` at each of `lr_decay_epochs` (He et al. 2016, Sec. 3.4);
+    'exponential': multiply by `lr_decay_factor` every `lr_decay_every_epochs` after the warmup,
+      staircase (Szegedy et al. 2016, Sec. 8: 0.94 every two epochs).
+  'constant' returns base_learning_rate unscaled at every step (Adam, as in the Colab CNN demo).
 
   Args:
     config: `models.config.ModelConfig`.
@@ -31,13 +37,18 @@ def learning_rate_schedule(config, global_step):
   Returns:
     float32 scalar tensor, the learning rate at `global_step`.
   """
+  if config.lr_schedule == 'constant':
+    return tf.identity(tf.constant(config.base_learning_rate, tf.float32), name=LEARNING_RATE_NAME)
   steps_per_epoch = config.num_train_examples / float(config.train_batch_size)
   epoch = tf.cast(global_step, tf.float32) / steps_per_epoch
   peak = config.base_learning_rate * config.train_batch_size / 256.0
-  # Decay k times once epoch >= the k-th boundary (no piecewise_constant: its Assert ops are
-  # dropped by XLA with a warning).
-  decays = tf.reduce_sum(tf.cast(epoch >= tf.constant(config.lr_decay_epochs or (float('inf'),),
-                                                      tf.float32), tf.float32))
+  if config.lr_schedule == 'step':
+    # Decay k times once epoch >= the k-th boundary (no piecewise_constant: its Assert ops are
+    # dropped by XLA with a warning).
+    decays = tf.reduce_sum(tf.cast(
+        epoch >= tf.constant(config.lr_decay_epochs or (float('inf'),), tf.float32), tf.float32))
+  else:
+    decays = tf.floor(tf.maximum(epoch - config.warmup_epochs, 0.) / config.lr_decay_every_epochs)
   decayed = peak * tf.pow(config.lr_decay_factor, decays)
   if config.warmup_epochs > 0:
     warmup = peak * epoch / config.warmup_epochs
@@ -46,25 +57,60 @@ def learning_rate_schedule(config, global_step):
 
 
 def _network(config, images, is_training):
+  """Returns (logits, aux_logits or None) of the configured network."""
   if config.model == 'resnet':
-    return resnet.resnet_v1_5(images, config.resnet_depth, config.num_classes, is_training)
+    return resnet.resnet_v1_5(images, config.resnet_depth, config.num_classes, is_training), None
+  if config.model == 'inception_v3':
+    return inception_v3.inception_v3(images, config.num_classes, is_training)
+  if config.model == 'cnn':
+    return cnn.cnn(images, config.num_classes, is_training), None
   raise ValueError('unknown model %r' % config.model)
 
 
 def _logits(config, images, is_training):
   """Runs the network in float32 or, on TPU, in a bfloat16 scope with float32 variables (so
-  checkpoints stay usable on CPU/GPU)."""
+  checkpoints stay usable on CPU/GPU). Returns float32 (logits, aux_logits or None)."""
   if config.precision == 'bfloat16':
     with tf.tpu.bfloat16_scope():
-      logits = _network(config, tf.cast(images, tf.bfloat16), is_training)
-    return tf.cast(logits, tf.float32)
+      logits, aux_logits = _network(config, tf.cast(images, tf.bfloat16), is_training)
+    return (tf.cast(logits, tf.float32),
+            None if aux_logits is None else tf.cast(aux_logits, tf.float32))
   return _network(config, images, is_training)
 
 
 def _weight_decay(config):
-  """L2 over trainable weights, excluding batch-norm gammas and betas (Goyal et al. 2017, Sec. 5.1)."""
+  """L2 over trainable weights, excluding batch-norm betas and gammas (Goyal et al. 2017, Sec. 5.1)."""
   weights = [v for v in tf.trainable_variables() if 'batch_normalization' not in v.name]
+  if not config.weight_decay or not weights:
+    return tf.constant(0.0)
   return config.weight_decay * tf.add_n([tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in weights])
+
+
+def _optimizer(config, learning_rate):
+  if config.optimizer == 'momentum':
+    return tf.train.MomentumOptimizer(learning_rate, momentum=config.momentum)
+  if config.optimizer == 'rmsprop':
+    return tf.train.RMSPropOptimizer(learning_rate, decay=config.rmsprop_decay,
+                                     momentum=config.momentum, epsilon=config.rmsprop_epsilon)
+  if config.optimizer == 'adam':
+    return tf.train.AdamOptimizer(learning_rate)
+  raise ValueError('unknown optimizer %r' % config.optimizer)
+
+
+def _moving_average(config, global_step=None):
+  """The weight EMA. num_updates makes the decay min(decay, (1 + step) / (10 + step)), so the
+  average tracks the weights closely early on and is usable in short runs (not only after
+  ~1 / (1 - decay) steps)."""
+  return tf.train.ExponentialMovingAverage(config.moving_average_decay, num_updates=global_step)
+
+
+def _ema_scaffold_fn(config, network_variables):
+  """scaffold_fn whose Saver restores each network variable from its moving average in the
+  checkpoint the Estimator restores (the one being evaluated or exported, not the latest)."""
+  def scaffold_fn():
+    restore = _moving_average(config).variables_to_restore(network_variables)
+    return tf.train.Scaffold(saver=tf.train.Saver(restore))
+  return scaffold_fn
 
 
 def metric_fn(labels, logits, mask):
@@ -107,16 +153,27 @@ def _host_call(config, global_step, loss, learning_rate):
 def model_fn_builder(config):
   """Returns a TPUEstimator model_fn for `config` (a `models.config.ModelConfig`).
 
-  The model_fn returns a `tf.estimator.tpu.TPUEstimatorSpec` for TRAIN (momentum SGD,
-  CrossShardOptimizer only on TPU, label-smoothed softmax cross-entropy + weight decay),
-  EVAL (`metric_fn` on masked batches) and PREDICT (`classes` int32 [batch], `probabilities`
-  float32 [batch, num_classes], also the `serving_default` export signature).
+  The model_fn returns a `tf.estimator.tpu.TPUEstimatorSpec` for
+    TRAIN: `config.optimizer` (CrossShardOptimizer only on TPU) on label-smoothed softmax
+      cross-entropy + aux_loss_weight x the auxiliary head's (InceptionV3) + weight decay; with
+      moving_average_decay > 0 each step also updates the EMA of the network's variables.
+    EVAL: `metric_fn` on masked batches.
+    PREDICT: `classes` int32 [batch], `probabilities` float32 [batch, num_classes], also the
+      `serving_default` export signature.
+  With moving_average_decay > 0, EVAL and PREDICT (hence export) restore the network's variables
+  from their moving averages in the checkpoint being read.
   """
   def model_fn(features, labels, mode, params):
     del params  # Shapes come from the features; the batch size is static in them.
     images = features['image'] if isinstance(features, dict) else features
     is_training = mode == tf.estimator.ModeKeys.TRAIN
-    logits = _logits(config, images, is_training)
+    existing = {v.name for v in tf.global_variables()}
+    logits, aux_logits = _logits(config, images, is_training)
+    # Weights and batch-norm statistics: what the moving average covers.
+    network_variables = [v for v in tf.global_variables() if v.name not in existing]
+    scaffold_fn = None
+    if config.moving_average_decay > 0 and not is_training:
+      scaffold_fn = _ema_scaffold_fn(config, network_variables)
 
     if mode == tf.estimator.ModeKeys.PREDICT:
       predictions = {
@@ -124,28 +181,38 @@ def model_fn_builder(config):
           'probabilities': tf.nn.softmax(logits),
       }
       return tf.estimator.tpu.TPUEstimatorSpec(
-          mode, predictions=predictions,
+          mode, predictions=predictions, scaffold_fn=scaffold_fn,
           export_outputs={'serving_default': tf.estimator.export.PredictOutput(predictions)})
 
     mask = features['mask']
     onehot = tf.one_hot(labels, config.num_classes)
-    xent = tf.losses.softmax_cross_entropy(
-        onehot, logits, weights=mask, label_smoothing=config.label_smoothing if is_training else 0.,
-        reduction=tf.losses.Reduction.SUM_BY_NONZERO_WEIGHTS)
-    loss = xent + _weight_decay(config)
+    label_smoothing = config.label_smoothing if is_training else 0.
+
+    def xent(logits):
+      return tf.losses.softmax_cross_entropy(
+          onehot, logits, weights=mask, label_smoothing=label_smoothing,
+          reduction=tf.losses.Reduction.SUM_BY_NONZERO_WEIGHTS)
+
+    loss = xent(logits) + _weight_decay(config)
+    if aux_logits is not None:
+      loss += config.aux_loss_weight * xent(aux_logits)
 
     if mode == tf.estimator.ModeKeys.EVAL:
       return tf.estimator.tpu.TPUEstimatorSpec(
-          mode, loss=loss, eval_metrics=(metric_fn, [labels, logits, mask]))
+          mode, loss=loss, eval_metrics=(metric_fn, [labels, logits, mask]),
+          scaffold_fn=scaffold_fn)
 
     global_step = tf.train.get_or_create_global_step()
     learning_rate = learning_rate_schedule(config, global_step)
-    optimizer = tf.train.MomentumOptimizer(learning_rate, momentum=config.momentum)
+    optimizer = _optimizer(config, learning_rate)
     if config.use_tpu:
       optimizer = tf.tpu.CrossShardOptimizer(optimizer)
     # Batch-norm moving averages are updated by UPDATE_OPS, which must run with each step.
     with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
       train_op = optimizer.minimize(loss, global_step=global_step)
+    if config.moving_average_decay > 0:
+      with tf.control_dependencies([train_op]), tf.name_scope('moving_average'):
+        train_op = _moving_average(config, global_step).apply(network_variables)
     if not config.use_tpu:
       # The progress hook reads the loss from here; on TPU the loss lives on the device and
       # TPUEstimator reports it itself at the end of each iterations_per_loop.

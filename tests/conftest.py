@@ -73,10 +73,25 @@ def small_dir(fashion_mnist_dir, tmp_path_factory):
   return write_subset(fashion_mnist_dir, str(tmp_path_factory.mktemp('small')), 640, 300)
 
 
+@pytest.fixture(scope='session')
+def tiny_dir(fashion_mnist_dir, tmp_path_factory):
+  """64 real train / 50 real test images, for the networks that are slow on stock TF 1.15."""
+  return write_subset(fashion_mnist_dir, str(tmp_path_factory.mktemp('tiny')), 64, 50)
+
+
 # Tiny but real ResNet settings: a full train/eval cycle takes seconds even on stock TF 1.15.
 TINY = ['--model=resnet', '--resnet_depth=18', '--image_size=16', '--train_batch_size=32',
         '--eval_batch_size=64', '--base_learning_rate=0.1', '--warmup_epochs=0.1',
         '--log_every_n_secs=1']
+# The same for each network, with the fixture holding the data it trains on. InceptionV3 runs at
+# its minimum input size; 28x28 Fashion-MNIST is resized to it.
+TINY_BY_MODEL = {
+    'resnet': (TINY, 'small_dir'),
+    'cnn': (['--model=cnn', '--image_size=28', '--train_batch_size=32', '--eval_batch_size=64',
+             '--log_every_n_secs=1'], 'small_dir'),
+    'inception_v3': (['--model=inception_v3', '--image_size=75', '--train_batch_size=8',
+                      '--eval_batch_size=32', '--log_every_n_secs=1'], 'tiny_dir'),
+}
 
 
 def run_main(*args, env=None, timeout=600):

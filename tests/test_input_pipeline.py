@@ -8,6 +8,7 @@ import tensorflow.compat.v1 as tf
 
 from conftest import write_subset
 from trainer import input_pipeline
+from trainer import preprocessing
 from trainer.config import DataConfig
 
 
@@ -91,3 +92,23 @@ def test_subset_helper_keeps_real_records(fashion_mnist_dir, tmp_path):
       input_pipeline.input_fn_builder(data, is_training=False, global_batch_size=8), 8)
   assert sum(f['mask'].sum() for f, _ in batches) == 20
   assert len(tf.io.gfile.glob(os.path.join(out, 'validation-*'))) == 2
+
+
+def test_color_distortion_changes_training_images_only_within_range():
+  pixels = np.random.RandomState(0).randint(0, 256, [28, 28, 3]).astype(np.uint8)
+  kwargs = dict(image_size=28, mean_rgb=(0., 0., 0.), stddev_rgb=(1., 1., 1.),
+                train_crop='pad_and_crop', crop_padding=0, random_flip=False,
+                eval_crop_fraction=1.0)
+  with tf.Graph().as_default():
+    image = tf.constant(pixels)
+    plain = preprocessing.preprocess_image(image, True, **kwargs)
+    distorted = preprocessing.preprocess_image(image, True, color_distortion=True, **kwargs)
+    evaluated = preprocessing.preprocess_image(image, False, color_distortion=True, **kwargs)
+    with tf.Session() as sess:
+      plain, evaluated = sess.run([plain, evaluated])
+      samples = [sess.run(distorted) for _ in range(4)]
+  np.testing.assert_allclose(evaluated, plain, atol=1e-3)  # evaluation is never distorted
+  for sample in samples:
+    assert 0.0 <= sample.min() and sample.max() <= 255.0
+    assert np.abs(sample - plain).mean() > 1.0
+  assert np.abs(samples[0] - samples[1]).mean() > 0.1  # random per call

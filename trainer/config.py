@@ -29,7 +29,7 @@ class DataConfig:
       padding that lets evaluation see every example once).
     image_size: model input height and width.
     mean_rgb, stddev_rgb: normalization statistics on the 0-255 scale.
-    train_crop, crop_padding, eval_crop_fraction, random_flip: see `trainer.preprocessing`.
+    train_crop, crop_padding, eval_crop_fraction, random_flip, color_distortion: see `trainer.preprocessing`.
     cache_decoded: cache decoded images in host RAM after the first epoch (small datasets only).
     fake_data: synthetic images and labels of the right shapes instead of reading files.
   """
@@ -47,6 +47,7 @@ class DataConfig:
   crop_padding: int = 4
   eval_crop_fraction: float = 0.875
   random_flip: bool = True
+  color_distortion: bool = False
   cache_decoded: bool = False
   fake_data: bool = False
 

@@ -50,6 +50,27 @@ def check_data(config):
 
 
 @contextlib.contextmanager
+def _explain_checkpoint_mismatch(config):
+  """A checkpoint written with another --moving_average_decay setting (or another model) lacks
+  variables this graph restores: say which setting to use instead of TF's key listing."""
+  try:
+    yield
+  except tf.errors.NotFoundError as e:
+    if 'ExponentialMovingAverage' in e.message:
+      raise PipelineError(
+          'the checkpoint in %s has no moving averages of the weights (it was trained with '
+          '--moving_average_decay=0), but this run uses --moving_average_decay=%s. Pass '
+          '--moving_average_decay=0 to continue or evaluate it, or use a new --model_dir.'
+          % (config.model_dir, config.model.moving_average_decay))
+    if 'not found in checkpoint' in e.message:
+      raise PipelineError(
+          'the checkpoint in %s does not match this model (%s); was it written with another '
+          '--model, --resnet_depth or --num_classes? Use the same flags or a new --model_dir.'
+          % (config.model_dir, e.message.splitlines()[0][:300]))
+    raise
+
+
+@contextlib.contextmanager
 def _explain_input_errors(config, split):
   """Turns failures of the input pipeline (corrupt records, undecodable images, labels out of
   range) into a PipelineError naming the data and what to do; checkpoints already written stay."""
@@ -91,7 +112,7 @@ def _locate_corrupt_shard(pattern, max_bytes=2 << 30):
 
 def _train(estimator, config, max_steps, throughput):
   hook = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
-  with _explain_input_errors(config, 'train'):
+  with _explain_input_errors(config, 'train'), _explain_checkpoint_mismatch(config):
     estimator.train(input_pipeline.input_fn_builder(config.data, is_training=True),
                     max_steps=max_steps, hooks=[hook])
   throughput[0] += hook.measured_steps
@@ -110,7 +131,7 @@ def evaluate(estimator, config, checkpoint_path):
   """
   input_fn = input_pipeline.input_fn_builder(config.data, is_training=False,
                                              global_batch_size=config.eval_batch_size)
-  with _explain_input_errors(config, 'eval'):
+  with _explain_input_errors(config, 'eval'), _explain_checkpoint_mismatch(config):
     metrics = estimator.evaluate(input_fn, steps=config.eval_steps, checkpoint_path=checkpoint_path)
   results = {
       'top_1_accuracy': float(metrics['top_1_accuracy']),
@@ -172,10 +193,12 @@ def _eval_only(estimator, config):
 
 
 def export(estimator, config, checkpoint_path):
-  """Writes a SavedModel (signature `serving_default`: image_bytes -> classes, probabilities)."""
-  path = estimator.export_saved_model(
-      config.export_dir, input_pipeline.serving_input_receiver_fn_builder(config.data),
-      checkpoint_path=checkpoint_path)
+  """Writes a SavedModel (signature `serving_default`: image_bytes -> classes, probabilities) of
+  `checkpoint_path`, with the moving-average weights when the model keeps them."""
+  with _explain_checkpoint_mismatch(config):
+    path = estimator.export_saved_model(
+        config.export_dir, input_pipeline.serving_input_receiver_fn_builder(config.data),
+        checkpoint_path=checkpoint_path)
   path = path.decode() if isinstance(path, bytes) else path
   logging.info('Exported SavedModel to %s', path)
   return path
@@ -201,7 +224,8 @@ def run(config):
   results.update({
       'mode': config.mode,
       'model': config.model.model,
-      'resnet_depth': config.model.resnet_depth,
+      'resnet_depth': config.model.resnet_depth if config.model.model == 'resnet' else None,
+      'moving_average_decay': config.model.moving_average_decay,
       'image_size': config.model.image_size,
       'train_batch_size': config.train_batch_size,
       'train_steps': config.train_steps,

@@ -40,7 +40,8 @@ def _preprocess(data, is_training, image, label):
   image = preprocessing.preprocess_image(
       image, is_training, data.image_size, data.mean_rgb, data.stddev_rgb,
       train_crop=data.train_crop, crop_padding=data.crop_padding,
-      eval_crop_fraction=data.eval_crop_fraction, random_flip=data.random_flip)
+      eval_crop_fraction=data.eval_crop_fraction, random_flip=data.random_flip,
+      color_distortion=data.color_distortion)
   return {'image': image, 'mask': tf.constant(1.0)}, label
 
 

@@ -7,7 +7,9 @@ Two training crops:
   * 'pad_and_crop': pad by `crop_padding` pixels and take a random image_size crop (He et al. 2016,
     Sec. 4.2, CIFAR-10). Right for small images (Fashion-MNIST, CIFAR) that are already framed.
 Both flip horizontally at random unless `random_flip` is off (Fashion-MNIST: every shoe and bag
-faces the same way, so a flip shows the model images the test set never has). Evaluation takes a
+faces the same way, so a flip shows the model images the test set never has). With
+`color_distortion` training images also get the Inception colour jitter (random brightness,
+saturation, hue and contrast, as in the reference Inception preprocessing). Evaluation takes a
 central crop of `eval_crop_fraction` of the image and resizes it to image_size (0.875 is the
 ImageNet convention, 1.0 keeps the whole image).
 """
@@ -51,9 +53,20 @@ def _central_crop(image, image_size, eval_crop_fraction):
   return _resize(image, image_size)
 
 
+def _distort_color(image):
+  """Random brightness (+-32/255), saturation and contrast (x0.5-1.5) and hue (+-0.2) on a
+  float [0, 255] RGB image, clipped back to [0, 255]."""
+  image = image / 255.0
+  image = tf.image.random_brightness(image, max_delta=32. / 255.)
+  image = tf.image.random_saturation(image, lower=0.5, upper=1.5)
+  image = tf.image.random_hue(image, max_delta=0.2)
+  image = tf.image.random_contrast(image, lower=0.5, upper=1.5)
+  return tf.clip_by_value(image, 0.0, 1.0) * 255.0
+
+
 def preprocess_image(image, is_training, image_size, mean_rgb, stddev_rgb,
                      train_crop='distorted_bbox', crop_padding=4, eval_crop_fraction=0.875,
-                     random_flip=True):
+                     random_flip=True, color_distortion=False):
   """Crops, flips (training only), resizes and normalizes one decoded image.
 
   Args:
@@ -65,6 +78,7 @@ def preprocess_image(image, is_training, image_size, mean_rgb, stddev_rgb,
     crop_padding: pixels of zero padding for 'pad_and_crop'.
     eval_crop_fraction: fraction of each side kept by the eval central crop, in (0, 1].
     random_flip: flip training images left-right with probability 0.5.
+    color_distortion: jitter the colours of training images.
 
   Returns:
     float32 [image_size, image_size, 3], (pixel - mean) / stddev.
@@ -82,6 +96,8 @@ def preprocess_image(image, is_training, image_size, mean_rgb, stddev_rgb,
       raise ValueError('train_crop must be one of %s, got %r' % (TRAIN_CROPS, train_crop))
     if random_flip:
       image = tf.image.random_flip_left_right(image)
+    if color_distortion:
+      image = _distort_color(image)
   else:
     image = _central_crop(image, image_size, eval_crop_fraction)
   image.set_shape([image_size, image_size, 3])
