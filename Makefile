@@ -45,7 +45,7 @@ TRAIN_FLAGS_cnn := --model=cnn --train_batch_size=256 --eval_batch_size=1000 --t
 # InceptionV3: the paper's recipe, but a lower rate with a short warmup (0.165 per 256 diverged at
 # batch 128: the loss rose from 4.1 to 9.7 within 85 steps) and no colour jitter on grey images.
 TRAIN_FLAGS_inception_v3 := --model=inception_v3 --image_size=75 --train_batch_size=128 \
-  --eval_batch_size=500 --train_epochs=3 --steps_per_eval=1407 --save_checkpoints_steps=400 \
+  --eval_batch_size=500 --train_epochs=2.5 --steps_per_eval=1172 --save_checkpoints_steps=400 \
   --base_learning_rate=0.045 --warmup_epochs=0.2 --crop_padding=0 --nocolor_distortion \
   --cache_decoded
 TRAIN_FLAGS ?= $(TRAIN_FLAGS_$(MODEL))
