@@ -167,6 +167,7 @@ def test_inception_v3_runs_at_75x75_and_refuses_smaller_inputs():
   with tf.Graph().as_default():
     logits, aux_logits = inception_v3.inception_v3(tf.zeros([2, 75, 75, 3]), 10, True)
     assert logits.shape.as_list() == [2, 10] and aux_logits.shape.as_list() == [2, 10]
+  with tf.Graph().as_default():
     _, no_aux = inception_v3.inception_v3(tf.zeros([2, 75, 75, 3]), 10, False)
     assert no_aux is None  # the auxiliary head exists only for the training loss
   with tf.Graph().as_default(), pytest.raises(ValueError, match='at least 75x75'):
