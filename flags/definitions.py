@@ -6,7 +6,7 @@ Flags whose default is None take their value from <data_dir>/dataset.json when i
 
 from absl import flags
 
-from models.config import MODEL_DEFAULTS, MODELS, PRECISIONS, RESNET_DEPTHS
+from models.config import LSTM_POOLINGS, MODEL_DEFAULTS, MODELS, PRECISIONS, RESNET_DEPTHS
 from trainer.config import MODES
 from trainer.preprocessing import TRAIN_CROPS
 
@@ -18,6 +18,18 @@ flags.DEFINE_integer('image_size', None,
                      'Model input height and width in pixels (default: dataset.json image size, '
                      'or 224 with --fake_data); images are resized to it. inception_v3 needs '
                      '>= 75.')
+flags.DEFINE_integer('max_seq_length', None,
+                     'bilstm: tokens per text; longer texts are truncated, shorter ones padded '
+                     'and masked (default: dataset.json).')
+flags.DEFINE_integer('embedding_dim', 256, 'bilstm: embedding width.')
+flags.DEFINE_integer('lstm_hidden_units', 1024,
+                     'bilstm: LSTM units per direction (1024 as in the 2018 Cloud TPU BiLSTM '
+                     'benchmark; a CPU run wants far fewer, see README).')
+flags.DEFINE_integer('lstm_layers', 1, 'bilstm: stacked bidirectional LSTM layers.')
+flags.DEFINE_enum('lstm_pooling', 'max', LSTM_POOLINGS,
+                  'bilstm: max or mean over the real positions of the top layer, or the final '
+                  'forward and backward states.')
+flags.DEFINE_float('dropout_rate', 0.5, 'bilstm: dropout on the embeddings and pooled features.')
 flags.DEFINE_enum('precision', 'float32', PRECISIONS,
                   'Activation precision; bfloat16 needs --use_tpu (variables stay float32).')
 
@@ -45,14 +57,18 @@ flags.DEFINE_float('lr_decay_every_epochs', None,
                    '--lr_decay_factor every this many epochs (inception_v3 2).')
 flags.DEFINE_float('lr_decay_factor', None,
                    'Decay multiplier (%s).' % _recipe('lr_decay_factor'))
+flags.DEFINE_float('gradient_clip_norm', None,
+                   'Clip the gradient to this global norm; 0 disables it (%s).'
+                   % _recipe('gradient_clip_norm'))
 flags.DEFINE_float('moving_average_decay', None,
                    'Decay of the moving average of the weights that evaluation and export use; '
                    '0 disables it (%s).' % _recipe('moving_average_decay'))
 
 # --- Data ----------------------------------------------------------------------------------------
 flags.DEFINE_string('data_dir', None,
-                    'Directory (local or gs://) of TFRecord shards in the ImageNet schema '
-                    '(train-*, validation-*), usually made by `python -m trainer.prepare`.')
+                    'Directory (local or gs://) of TFRecord shards (train-*, validation-*) with '
+                    'dataset.json: images in the ImageNet schema, or token ids and vocab.txt for '
+                    'bilstm; made by `python -m trainer.prepare`.')
 flags.DEFINE_bool('fake_data', False,
                   'Use synthetic images instead of --data_dir (smoke tests and benchmarks).')
 flags.DEFINE_integer('label_offset', None,

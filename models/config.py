@@ -9,7 +9,10 @@ import dataclasses
 from typing import Tuple
 
 RESNET_DEPTHS = (18, 34, 50, 101, 152, 200)
-MODELS = ('resnet', 'inception_v3', 'cnn')
+MODELS = ('resnet', 'inception_v3', 'cnn', 'bilstm')
+IMAGE_MODELS = ('resnet', 'inception_v3', 'cnn')
+TEXT_MODELS = ('bilstm',)
+LSTM_POOLINGS = ('max', 'mean', 'final')
 OPTIMIZERS = ('momentum', 'rmsprop', 'adam')
 LR_SCHEDULES = ('step', 'exponential', 'constant')
 PRECISIONS = ('float32', 'bfloat16')
@@ -23,18 +26,23 @@ MODEL_DEFAULTS = {
     'resnet': dict(optimizer='momentum', lr_schedule='step', base_learning_rate=0.1,
                    weight_decay=1e-4, label_smoothing=0.0, warmup_epochs=5.0,
                    lr_decay_epochs=(30.0, 60.0, 80.0), lr_decay_factor=0.1,
-                   moving_average_decay=0.0),
+                   moving_average_decay=0.0, gradient_clip_norm=0.0),
     # Szegedy et al. 2016, Sec. 8: RMSProp (decay 0.9, epsilon 1.0), rate x0.94 every two epochs,
     # label smoothing 0.1 (Sec. 7), weight decay 4e-5 and an EMA of the weights for evaluation.
     # 0.165 per 256 examples is the Cloud TPU reference's batch-scaled base rate.
     'inception_v3': dict(optimizer='rmsprop', lr_schedule='exponential', base_learning_rate=0.165,
                          weight_decay=4e-5, label_smoothing=0.1, warmup_epochs=0.0,
                          lr_decay_every_epochs=2.0, lr_decay_factor=0.94,
-                         moving_average_decay=0.9999),
+                         moving_average_decay=0.9999, gradient_clip_norm=0.0),
     # The Colab TPU Fashion-MNIST demo: Adam at 1e-3, no weight decay, no schedule.
     'cnn': dict(optimizer='adam', lr_schedule='constant', base_learning_rate=1e-3,
                 weight_decay=0.0, label_smoothing=0.0, warmup_epochs=0.0,
-                moving_average_decay=0.0),
+                moving_average_decay=0.0, gradient_clip_norm=0.0),
+    # Recurrent nets: Adam with the gradient clipped by its global norm (Pascanu et al. 2013,
+    # Sec. 3.2), which keeps exploding LSTM gradients from wrecking a step.
+    'bilstm': dict(optimizer='adam', lr_schedule='constant', base_learning_rate=1e-3,
+                   weight_decay=0.0, label_smoothing=0.0, warmup_epochs=0.0,
+                   moving_average_decay=0.0, gradient_clip_norm=5.0),
 }
 
 
@@ -46,6 +54,10 @@ class ModelConfig:
     model: network name, one of `MODELS`.
     num_classes: number of output classes (logits width).
     image_size: input height and width in pixels (images are square, 3 channels).
+    vocab_size, max_seq_length: text models: embedding rows (ids 0 = padding, 1 = unknown) and
+      tokens per example (static; shorter texts are padded and masked).
+    embedding_dim, lstm_hidden_units, lstm_layers, lstm_pooling, dropout_rate: the BiLSTM's
+      sizes (hidden units per direction), pooling ('max', 'mean' or 'final' states) and dropout.
     train_batch_size: global training batch size, used to scale the learning rate and to convert
       epochs into steps for the schedule.
     num_train_examples: examples in one training epoch (for the epoch-based schedule).
@@ -67,6 +79,8 @@ class ModelConfig:
     lr_decay_factor: decay multiplier of both decaying schedules.
     moving_average_decay: decay of an exponential moving average of the network's variables,
       kept in the checkpoint and used by evaluation and export; 0 disables it.
+    gradient_clip_norm: clip the gradient to this global norm before the update (summed over
+      TPU cores first); 0 disables clipping.
     aux_loss_weight: weight of InceptionV3's auxiliary classifier loss (Szegedy et al. 2016, Sec. 4).
     precision: 'float32' or 'bfloat16' (activations only; variables stay float32).
     use_tpu: build the TPU variant (CrossShardOptimizer, bfloat16 allowed).
@@ -82,6 +96,14 @@ class ModelConfig:
   train_batch_size: int = 128
   num_train_examples: int = 60000
   resnet_depth: int = 18
+  vocab_size: int = 0
+  max_seq_length: int = 0
+  embedding_dim: int = 256
+  lstm_hidden_units: int = 1024
+  lstm_layers: int = 1
+  lstm_pooling: str = 'max'
+  dropout_rate: float = 0.5
+  gradient_clip_norm: float = 0.0
   optimizer: str = 'momentum'
   lr_schedule: str = 'step'
   base_learning_rate: float = 0.1
@@ -103,7 +125,8 @@ class ModelConfig:
 
   def __post_init__(self):
     for name, allowed in (('model', MODELS), ('optimizer', OPTIMIZERS),
-                          ('lr_schedule', LR_SCHEDULES), ('precision', PRECISIONS)):
+                          ('lr_schedule', LR_SCHEDULES), ('precision', PRECISIONS),
+                          ('lstm_pooling', LSTM_POOLINGS)):
       if getattr(self, name) not in allowed:
         raise ValueError('%s must be one of %s, got %r' % (name, allowed, getattr(self, name)))
     if self.model == 'resnet' and self.resnet_depth not in RESNET_DEPTHS:
@@ -117,6 +140,20 @@ class ModelConfig:
     if self.model == 'cnn' and self.image_size < 8:
       raise ValueError('the cnn pools three times by 2: --image_size must be >= 8, got %d'
                        % self.image_size)
+    if self.model in TEXT_MODELS:
+      if self.vocab_size < 3 or self.max_seq_length < 1:
+        raise ValueError('%s needs vocab_size >= 3 (padding, unknown and a word) and '
+                         'max_seq_length >= 1, got %d and %d: prepare the data with `python -m '
+                         'trainer.prepare text` (it writes both into dataset.json).'
+                         % (self.model, self.vocab_size, self.max_seq_length))
+      for name in ('embedding_dim', 'lstm_hidden_units', 'lstm_layers'):
+        if getattr(self, name) < 1:
+          raise ValueError('%s must be positive, got %d' % (name, getattr(self, name)))
+    if not 0.0 <= self.dropout_rate < 1.0:
+      raise ValueError('dropout_rate must be in [0, 1), got %s' % self.dropout_rate)
+    if self.gradient_clip_norm < 0:
+      raise ValueError('gradient_clip_norm must be >= 0 (0 disables it), got %s'
+                       % self.gradient_clip_norm)
     if self.num_classes < 2:
       raise ValueError('num_classes must be >= 2, got %d' % self.num_classes)
     if list(self.lr_decay_epochs) != sorted(self.lr_decay_epochs):

@@ -1,8 +1,11 @@
-"""TPUEstimator model_fn for image classifiers; the same function runs on TPU and on CPU/GPU.
+"""TPUEstimator model_fn for the image and text classifiers; the same function runs on TPU and on
+CPU/GPU.
 
 Features contract (produced by `trainer.input_pipeline`):
-  features['image']: float32 [batch, image_size, image_size, 3], normalized.
-  features['mask']:  float32 [batch]; 1.0 for real examples, 0.0 for eval padding.
+  image models: features['image']: float32 [batch, image_size, image_size, 3], normalized.
+  text models:  features['token_ids']: int32 [batch, max_seq_length], 0-padded;
+                features['length']: int32 [batch], real tokens per example.
+  features['mask']:  float32 [batch]; 1.0 for real examples, 0.0 for eval padding (not served).
   labels: int32 [batch] in [0, num_classes).
 `params['batch_size']` is the per-shard batch size (TPUEstimator divides the global one).
 """
@@ -10,6 +13,7 @@ Features contract (produced by `trainer.input_pipeline`):
 import tensorflow.compat.v1 as tf
 import tensorflow.compat.v2 as tf2
 
+from models import bilstm
 from models import cnn
 from models import inception_v3
 from models import resnet
@@ -56,8 +60,15 @@ def learning_rate_schedule(config, global_step):
   return tf.identity(decayed, name=LEARNING_RATE_NAME)
 
 
-def _network(config, images, is_training):
-  """Returns (logits, aux_logits or None) of the configured network."""
+def _network(config, features, is_training, dtype):
+  """Returns (logits, aux_logits or None) of the configured network, computing in `dtype`."""
+  if config.model == 'bilstm':
+    return bilstm.bilstm(
+        features['token_ids'], features['length'], config.vocab_size, config.num_classes,
+        is_training, embedding_dim=config.embedding_dim, hidden_units=config.lstm_hidden_units,
+        num_layers=config.lstm_layers, pooling=config.lstm_pooling,
+        dropout_rate=config.dropout_rate, compute_dtype=dtype), None
+  images = tf.cast(features['image'] if isinstance(features, dict) else features, dtype)
   if config.model == 'resnet':
     return resnet.resnet_v1_5(images, config.resnet_depth, config.num_classes, is_training), None
   if config.model == 'inception_v3':
@@ -67,15 +78,15 @@ def _network(config, images, is_training):
   raise ValueError('unknown model %r' % config.model)
 
 
-def _logits(config, images, is_training):
+def _logits(config, features, is_training):
   """Runs the network in float32 or, on TPU, in a bfloat16 scope with float32 variables (so
   checkpoints stay usable on CPU/GPU). Returns float32 (logits, aux_logits or None)."""
   if config.precision == 'bfloat16':
     with tf.tpu.bfloat16_scope():
-      logits, aux_logits = _network(config, tf.cast(images, tf.bfloat16), is_training)
+      logits, aux_logits = _network(config, features, is_training, tf.bfloat16)
     return (tf.cast(logits, tf.float32),
             None if aux_logits is None else tf.cast(aux_logits, tf.float32))
-  return _network(config, images, is_training)
+  return _network(config, features, is_training, tf.float32)
 
 
 def _weight_decay(config):
@@ -95,6 +106,27 @@ def _optimizer(config, learning_rate):
   if config.optimizer == 'adam':
     return tf.train.AdamOptimizer(learning_rate)
   raise ValueError('unknown optimizer %r' % config.optimizer)
+
+
+def _minimize(config, optimizer, loss, global_step):
+  """The update op. On TPU the gradients are averaged over the cores (CrossShardOptimizer's
+  reduction); with gradient_clip_norm > 0 the averaged gradient is clipped to that global norm
+  (Pascanu et al. 2013, Sec. 3.2), so the result does not depend on the number of cores."""
+  if not config.gradient_clip_norm:
+    if config.use_tpu:
+      optimizer = tf.tpu.CrossShardOptimizer(optimizer)
+    return optimizer.minimize(loss, global_step=global_step)
+  grads_and_vars = [(g, v) for g, v in optimizer.compute_gradients(loss) if g is not None]
+  variables = [v for _, v in grads_and_vars]
+  # Dense gradients: the sparse (IndexedSlices) embedding update needs Unique, which XLA and
+  # TPUs cannot compile.
+  grads = [tf.convert_to_tensor(g) for g, _ in grads_and_vars]
+  if config.use_tpu:
+    # The per-core loss is a mean over that core's examples: average the gradients over cores.
+    num_shards = tf.tpu.cross_replica_sum(tf.constant(1.0))
+    grads = [tf.tpu.cross_replica_sum(g) / num_shards for g in grads]
+  grads, _ = tf.clip_by_global_norm(grads, config.gradient_clip_norm)
+  return optimizer.apply_gradients(zip(grads, variables), global_step=global_step)
 
 
 def _moving_average(config, global_step=None):
@@ -165,10 +197,9 @@ def model_fn_builder(config):
   """
   def model_fn(features, labels, mode, params):
     del params  # Shapes come from the features; the batch size is static in them.
-    images = features['image'] if isinstance(features, dict) else features
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     existing = {v.name for v in tf.global_variables()}
-    logits, aux_logits = _logits(config, images, is_training)
+    logits, aux_logits = _logits(config, features, is_training)
     # Weights and batch-norm statistics: what the moving average covers.
     network_variables = [v for v in tf.global_variables() if v.name not in existing]
     scaffold_fn = None
@@ -204,12 +235,9 @@ def model_fn_builder(config):
 
     global_step = tf.train.get_or_create_global_step()
     learning_rate = learning_rate_schedule(config, global_step)
-    optimizer = _optimizer(config, learning_rate)
-    if config.use_tpu:
-      optimizer = tf.tpu.CrossShardOptimizer(optimizer)
     # Batch-norm moving averages are updated by UPDATE_OPS, which must run with each step.
     with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
-      train_op = optimizer.minimize(loss, global_step=global_step)
+      train_op = _minimize(config, _optimizer(config, learning_rate), loss, global_step)
     if config.moving_average_decay > 0:
       with tf.control_dependencies([train_op]), tf.name_scope('moving_average'):
         train_op = _moving_average(config, global_step).apply(network_variables)

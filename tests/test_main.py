@@ -98,27 +98,31 @@ import json, sys
 import numpy as np
 import tensorflow.compat.v1 as tf
 request = json.load(open(sys.argv[2]))
-images = [bytes.fromhex(h) for h in request['images']]
+inputs = [bytes.fromhex(h) for h in request['inputs']]
 with tf.Graph().as_default(), tf.Session() as sess:
   meta = tf.saved_model.load(sess, ['serve'], sys.argv[1])
   sig = meta.signature_def['serving_default']
   out = sess.run({k: v.name for k, v in sig.outputs.items()},
-                 {sig.inputs['image_bytes'].name: images})
+                 {sig.inputs[request['input_name']].name: inputs})
 print(json.dumps({'classes': out['classes'].tolist(),
                   'probabilities': out['probabilities'].tolist()}))
 '''
 
 
 def _predict_in_fresh_process(export_path, data_dir, tmp_path):
-  """Feeds the real eval images of data_dir (encoded bytes) to the SavedModel in a new process.
+  """Feeds the real eval examples of data_dir to the SavedModel in a new process: encoded image
+  bytes, or for text data the raw text strings.
 
   Returns:
     (labels, classes, probabilities) as numpy arrays.
   """
   records = read_records(os.path.join(data_dir, 'validation-*'))
   examples = [tf.train.Example.FromString(r).features.feature for r in records]
-  request = {'images': [e['image/encoded'].bytes_list.value[0].hex() for e in examples]}
-  labels = np.array([e['image/class/label'].int64_list.value[0] for e in examples])
+  kind = 'text' if 'text/raw' in examples[0] else 'image'
+  input_key = 'text/raw' if kind == 'text' else 'image/encoded'
+  request = {'inputs': [e[input_key].bytes_list.value[0].hex() for e in examples],
+             'input_name': 'text' if kind == 'text' else 'image_bytes'}
+  labels = np.array([e[kind + '/class/label'].int64_list.value[0] for e in examples])
   (tmp_path / 'request.json').write_text(json.dumps(request))
   proc = _ok(subprocess.run([sys.executable, '-c', _PREDICT_SCRIPT, export_path,
                              str(tmp_path / 'request.json')], stdout=subprocess.PIPE,
@@ -128,7 +132,7 @@ def _predict_in_fresh_process(export_path, data_dir, tmp_path):
 
 
 @pytest.mark.parametrize('model', sorted(TINY_BY_MODEL))
-def test_export_predicts_real_images_in_a_fresh_process(model, request, tmp_path):
+def test_export_predicts_real_examples_in_a_fresh_process(model, request, tmp_path):
   args, data_dir = _tiny(model, request)
   model_dir, export_dir = str(tmp_path / 'model'), str(tmp_path / 'export')
   _ok(run_main('--train_steps=20', '--data_dir=' + data_dir, '--model_dir=' + model_dir,

@@ -102,31 +102,50 @@ _SLOW_XLA_ON_TF1 = pytest.mark.skipif(
     reason='InceptionV3 XLA compile takes > 13 min on TF 1.15 CPU; set RUN_SLOW_XLA=1 to run it')
 
 
+# A small text setting: vocabulary 50, 10 tokens per text.
+_TEXT = dict(vocab_size=50, max_seq_length=10, embedding_dim=8, lstm_hidden_units=8)
+
+
+def _inputs(model, batch, size, rng):
+  """Static-shape features and labels for `model`: images, or token ids with their lengths."""
+  labels = tf.constant(rng.randint(0, 10, batch).astype(np.int32))
+  if model == 'bilstm':
+    length = rng.randint(1, _TEXT['max_seq_length'] + 1, batch).astype(np.int32)
+    ids = rng.randint(2, _TEXT['vocab_size'], (batch, _TEXT['max_seq_length'])).astype(np.int32)
+    ids *= np.arange(_TEXT['max_seq_length']) < length[:, None]
+    return {'token_ids': tf.constant(ids), 'length': tf.constant(length),
+            'mask': tf.ones([batch])}, labels
+  return {'image': tf.constant(rng.randn(batch, size, size, 3).astype(np.float32)),
+          'mask': tf.ones([batch])}, labels
+
+
 @pytest.mark.parametrize('model,image_size', [
-    ('resnet', 32), ('cnn', 28), pytest.param('inception_v3', 75, marks=_SLOW_XLA_ON_TF1)])
+    ('resnet', 32), ('cnn', 28), pytest.param('inception_v3', 75, marks=_SLOW_XLA_ON_TF1),
+    ('bilstm', 0)])
 def test_train_step_compiles_with_xla_on_cpu(model, image_size):
   """The whole train step (forward, loss, gradients, optimizer update, batch-norm updates and, for
-  InceptionV3, the auxiliary loss and the weight EMA) as one XLA computation with static shapes:
-  the closest CPU proxy for TPU compatibility."""
+  InceptionV3, the auxiliary loss and the weight EMA; for the BiLSTM, both masked recurrences and
+  the gradient clipping) as one XLA computation with static shapes: the closest CPU proxy for TPU
+  compatibility."""
   batch = 4
   recipe = dict(MODEL_DEFAULTS[model], warmup_epochs=0.0)
   if model == 'inception_v3':
     recipe['base_learning_rate'] = 1.0  # 0.165 * 4 / 256 barely moves the loss in 4 steps
+  if model == 'bilstm':
+    recipe.update(_TEXT, base_learning_rate=0.01)
   config = ModelConfig(model=model, num_classes=10, image_size=image_size, train_batch_size=batch,
                        num_train_examples=40, skip_host_call=True, **recipe)
   with tf.Graph().as_default():
     tf.set_random_seed(0)  # dropout masks: the same run on every attempt
-    rng = np.random.RandomState(0)
-    images = tf.constant(rng.randn(batch, image_size, image_size, 3).astype(np.float32))
-    labels = tf.constant(rng.randint(0, 10, batch).astype(np.int32))
+    features, labels = _inputs(model, batch, image_size, np.random.RandomState(0))
 
-    def train_step(images, labels):
+    def train_step(features, labels):
       spec = model_fn_lib.model_fn_builder(config)(
-          {'image': images, 'mask': tf.ones([batch])}, labels, tf.estimator.ModeKeys.TRAIN, {})
+          features, labels, tf.estimator.ModeKeys.TRAIN, {})
       with tf.control_dependencies([spec.train_op]):
         return tf.identity(spec.loss)
 
-    (loss,) = tf.xla.experimental.compile(train_step, [images, labels])
+    (loss,) = tf.xla.experimental.compile(train_step, [features, labels])
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
       options = tf.RunOptions(output_partition_graphs=True)
@@ -137,7 +156,7 @@ def test_train_step_compiles_with_xla_on_cpu(model, image_size):
   executed = {node.op for graph in metadata.partition_graphs for node in graph.node}
   # What ran was an XLA cluster, not the individual TF kernels.
   assert executed & {'XlaLaunch', '_XlaCompile', '_XlaRun'}, sorted(executed)
-  assert 'Conv2D' not in executed and 'Conv2DBackpropFilter' not in executed
+  assert not executed & {'Conv2D', 'Conv2DBackpropFilter', 'MatMul'}, sorted(executed)
   assert step == 6
   # Same batch: the loss must fall (the last two steps, as dropout makes single steps noisy).
   assert all(np.isfinite(losses)) and max(losses[-2:]) < losses[0], losses
@@ -242,19 +261,21 @@ def test_inception_loss_includes_the_weighted_auxiliary_loss():
   np.testing.assert_allclose(loss, main + 0.4 * auxiliary, rtol=1e-5)
 
 
-@pytest.mark.parametrize('model,image_size', [('resnet', 32), ('cnn', 28), ('inception_v3', 75)])
+@pytest.mark.parametrize('model,image_size', [('resnet', 32), ('cnn', 28), ('inception_v3', 75),
+                                              ('bilstm', 0)])
 def test_tpu_variant_builds_in_bfloat16(model, image_size):
   """With use_tpu the gradients are summed across replicas (CrossShardOptimizer) and the network
   runs in bfloat16 with float32 variables; this builds that graph (running it needs a TPU)."""
   config = ModelConfig(model=model, image_size=image_size, use_tpu=True, precision='bfloat16',
-                       skip_host_call=True, **MODEL_DEFAULTS[model])
+                       skip_host_call=True, **dict(MODEL_DEFAULTS[model], **(
+                           _TEXT if model == 'bilstm' else {})))
   with tf.Graph().as_default():
-    features, labels = _features(batch=2, size=image_size)
+    features, labels = _inputs(model, 2, image_size, np.random.RandomState(0))
     spec = model_fn_lib.model_fn_builder(config)(features, labels, tf.estimator.ModeKeys.TRAIN,
                                                  {'batch_size': 2})
     ops = tf.get_default_graph().get_operations()
     assert any(op.type == 'CrossReplicaSum' for op in ops)
-    assert any(op.type == 'Conv2D' and op.inputs[0].dtype == tf.bfloat16 for op in ops)
+    assert any(op.type in ('Conv2D', 'MatMul') and op.inputs[0].dtype == tf.bfloat16 for op in ops)
     assert all(v.dtype.base_dtype == tf.float32 for v in tf.global_variables()
                if v.dtype.base_dtype.is_floating)
     assert spec.loss.dtype == tf.float32

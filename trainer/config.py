@@ -32,6 +32,11 @@ class DataConfig:
     train_crop, crop_padding, eval_crop_fraction, random_flip, color_distortion: see `trainer.preprocessing`.
     cache_decoded: cache decoded images in host RAM after the first epoch (small datasets only).
     fake_data: synthetic images and labels of the right shapes instead of reading files.
+    modality: 'image' (ImageNet-schema records) or 'text' (token-id records of
+      `trainer.prepare text`).
+    max_seq_length: text: tokens per example (longer records are truncated, shorter padded).
+    vocab_size: text: ids in [0, vocab_size) (the lines of vocab_file).
+    vocab_file: text: the vocabulary's file name inside data_dir (for the serving signature).
   """
   data_dir: Optional[str]
   num_classes: int
@@ -50,6 +55,14 @@ class DataConfig:
   color_distortion: bool = False
   cache_decoded: bool = False
   fake_data: bool = False
+  modality: str = 'image'
+  max_seq_length: int = 0
+  vocab_size: int = 0
+  vocab_file: str = 'vocab.txt'
+
+  @property
+  def vocab_path(self):
+    return '%s/%s' % (self.data_dir.rstrip('/'), self.vocab_file)
 
   def file_pattern(self, is_training):
     """Glob of the training or evaluation shards, e.g. gs://bucket/data/train-*."""

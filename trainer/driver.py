@@ -43,10 +43,14 @@ def check_data(config):
   for is_training in splits:
     if not tf.io.gfile.glob(data.file_pattern(is_training)):
       raise PipelineError(
-          'no TFRecord files match %s. Point --data_dir at a directory of ImageNet-schema '
-          'shards (train-*, validation-*), e.g. one made by `python -m trainer.prepare '
-          'fashion_mnist --output_dir DIR`, or use --fake_data for a smoke test.'
-          % data.file_pattern(is_training))
+          'no TFRecord files match %s. Point --data_dir at a directory of shards (train-*, '
+          'validation-*), e.g. one made by `python -m trainer.prepare fashion_mnist` (or '
+          '`rotten_tomatoes` / `text` for bilstm) `--output_dir DIR`, or use --fake_data for a '
+          'smoke test.' % data.file_pattern(is_training))
+  if data.modality == 'text' and not tf.io.gfile.exists(data.vocab_path):
+    raise PipelineError('%s is missing: text data needs the vocabulary its token ids come from. '
+                        'Re-run `python -m trainer.prepare text` into %s.'
+                        % (data.vocab_path, data.data_dir))
 
 
 @contextlib.contextmanager
@@ -84,13 +88,16 @@ def _explain_input_errors(config, split):
         '%s.' % (split, _locate_corrupt_shard(pattern), e.message.splitlines()[0],
                  config.model_dir))
   except tf.errors.InvalidArgumentError as e:
-    if 'image/class/label' in e.message:
-      raise PipelineError('a label in the %s split under %s is out of range: %s' % (
-          split, config.data.data_dir, e.message.splitlines()[0]))
+    if 'class/label' in e.message or 'text/token_ids' in e.message:
+      # TF 2.x puts 'Graph execution error:' first; the failed check is on a later line.
+      lines = [l for l in e.message.splitlines() if 'outside [0' in l] or e.message.splitlines()
+      raise PipelineError('a label or token id in the %s split under %s is out of range: %s' % (
+          split, config.data.data_dir, lines[0].strip()[:500]))
     if 'IteratorGetNext' in e.message:
       raise PipelineError('a record in the %s split under %s could not be parsed or decoded: %s. '
                           'Check that the shards hold tf.train.Examples in the ImageNet schema '
-                          '(image/encoded, image/class/label).' % (
+                          '(image/encoded, image/class/label) or, for text, text/token_ids and '
+                          'text/class/label.' % (
                               split, config.data.data_dir, e.message.splitlines()[0]))
     raise
 
@@ -193,7 +200,8 @@ def _eval_only(estimator, config):
 
 
 def export(estimator, config, checkpoint_path):
-  """Writes a SavedModel (signature `serving_default`: image_bytes -> classes, probabilities) of
+  """Writes a SavedModel (signature `serving_default`: image_bytes, or text for text models ->
+  classes, probabilities) of
   `checkpoint_path`, with the moving-average weights when the model keeps them."""
   with _explain_checkpoint_mismatch(config):
     path = estimator.export_saved_model(
@@ -226,7 +234,8 @@ def run(config):
       'model': config.model.model,
       'resnet_depth': config.model.resnet_depth if config.model.model == 'resnet' else None,
       'moving_average_decay': config.model.moving_average_decay,
-      'image_size': config.model.image_size,
+      'image_size': config.model.image_size if config.data.modality == 'image' else None,
+      'max_seq_length': config.model.max_seq_length if config.data.modality == 'text' else None,
       'train_batch_size': config.train_batch_size,
       'train_steps': config.train_steps,
       'examples_per_sec': (throughput[0] * config.train_batch_size / throughput[1]

@@ -1,9 +1,13 @@
-"""tf.data input_fns for TFRecords in the ImageNet schema that Cloud TPU users already have.
+"""tf.data input_fns for image TFRecords in the ImageNet schema that Cloud TPU users already have,
+and for the token-id TFRecords of `trainer.prepare text`.
 
-Each record is a tf.train.Example with at least `image/encoded` (JPEG/PNG bytes) and
+Image records are tf.train.Examples with at least `image/encoded` (JPEG/PNG bytes) and
 `image/class/label` (int64); the other keys (`image/format`, `image/height`, ...) are ignored here.
+Text records hold `text/token_ids` (int64 list) and `text/class/label` (int64).
 input_fns return (features, labels) with static shapes, as TPUs require:
-  features['image']: float32 [params['batch_size'], image_size, image_size, 3]
+  images: features['image']: float32 [params['batch_size'], image_size, image_size, 3]
+  text:   features['token_ids']: int32 [params['batch_size'], max_seq_length], 0-padded;
+          features['length']: int32 [params['batch_size']]
   features['mask']:  float32 [params['batch_size']], 0.0 marks eval padding
   labels:            int32 [params['batch_size']]
 `params['batch_size']` is the per-shard batch size that TPUEstimator passes in.
@@ -12,6 +16,7 @@ input_fns return (features, labels) with static shapes, as TPUs require:
 import tensorflow.compat.v1 as tf
 
 from trainer import preprocessing
+from trainer import text as text_lib
 
 AUTOTUNE = tf.data.experimental.AUTOTUNE
 _SHUFFLE_BUFFER_DECODED = 10000   # decoded small images: ~2.4 KB each at 28x28x3
@@ -20,20 +25,45 @@ _FEATURES = {
     'image/encoded': tf.io.FixedLenFeature([], tf.string),
     'image/class/label': tf.io.FixedLenFeature([], tf.int64),
 }
+_TEXT_FEATURES = {
+    'text/token_ids': tf.io.VarLenFeature(tf.int64),
+    'text/class/label': tf.io.FixedLenFeature([], tf.int64),
+}
+
+
+def _checked_label(data, label, key):
+  """int32 label minus label_offset, with a check that it lies in [0, num_classes)."""
+  label = tf.cast(label, tf.int32) - data.label_offset
+  in_range = tf.logical_and(label >= 0, label < data.num_classes)
+  check = tf.debugging.Assert(in_range, [
+      key + ' minus label_offset is outside [0, num_classes): label_offset =',
+      data.label_offset, 'num_classes =', data.num_classes, 'label after offset =', label,
+      '(ImageNet converters write 1..1000: use --label_offset=1 with --num_classes=1000)'])
+  with tf.control_dependencies([check]):
+    return tf.identity(label)
 
 
 def _parse_and_decode(data, serialized):
   """Parses one record; returns (uint8 [h, w, 3] image, int32 label in [0, num_classes))."""
   parsed = tf.io.parse_single_example(serialized, _FEATURES)
-  label = tf.cast(parsed['image/class/label'], tf.int32) - data.label_offset
-  in_range = tf.logical_and(label >= 0, label < data.num_classes)
-  check = tf.debugging.Assert(in_range, [
-      'image/class/label minus label_offset is outside [0, num_classes): label_offset =',
-      data.label_offset, 'num_classes =', data.num_classes, 'label after offset =', label,
-      '(ImageNet converters write 1..1000: use --label_offset=1 with --num_classes=1000)'])
-  with tf.control_dependencies([check]):
-    label = tf.identity(label)
+  label = _checked_label(data, parsed['image/class/label'], 'image/class/label')
   return preprocessing.decode_image(parsed['image/encoded']), label
+
+
+def _parse_text(data, serialized):
+  """Parses one text record into fixed-shape features: the first max_seq_length ids, 0-padded."""
+  parsed = tf.io.parse_single_example(serialized, _TEXT_FEATURES)
+  ids = tf.cast(tf.sparse.to_dense(parsed['text/token_ids']), tf.int32)[:data.max_seq_length]
+  in_vocabulary = tf.reduce_all(tf.logical_and(ids >= 0, ids < data.vocab_size))
+  check = tf.debugging.Assert(in_vocabulary, [
+      'text/token_ids holds ids outside [0, vocab_size), vocab_size =', data.vocab_size,
+      'ids:', ids, '(the records and vocab.txt come from different prepare runs?)'], summarize=8)
+  with tf.control_dependencies([check]):
+    length = tf.size(ids)
+  ids = tf.pad(ids, [[0, data.max_seq_length - length]], constant_values=text_lib.PAD_ID)
+  features = {'token_ids': tf.reshape(ids, [data.max_seq_length]), 'length': length,
+              'mask': tf.constant(1.0)}
+  return features, _checked_label(data, parsed['text/class/label'], 'text/class/label')
 
 
 def _preprocess(data, is_training, image, label):
@@ -46,19 +76,33 @@ def _preprocess(data, is_training, image, label):
 
 
 def _fake_dataset(data, is_training, num_examples):
-  """Random normalized images with random labels; one fixed example set repeated (cheap)."""
-  images = tf.random.stateless_normal([64, data.image_size, data.image_size, 3], seed=[1, 2])
+  """Random normalized images (or token ids of random lengths) with random labels; one fixed
+  example set repeated (cheap)."""
   labels = tf.random.stateless_uniform([64], seed=[3, 4], maxval=data.num_classes, dtype=tf.int32)
-  dataset = tf.data.Dataset.from_tensor_slices(({'image': images, 'mask': tf.ones([64])}, labels))
+  if data.modality == 'text':
+    length = tf.random.stateless_uniform([64], seed=[5, 6], minval=1,
+                                         maxval=data.max_seq_length + 1, dtype=tf.int32)
+    ids = tf.random.stateless_uniform([64, data.max_seq_length], seed=[1, 2], minval=2,
+                                      maxval=data.vocab_size, dtype=tf.int32)
+    ids *= tf.sequence_mask(length, data.max_seq_length, dtype=tf.int32)
+    features = {'token_ids': ids, 'length': length, 'mask': tf.ones([64])}
+  else:
+    features = {'image': tf.random.stateless_normal(
+        [64, data.image_size, data.image_size, 3], seed=[1, 2]), 'mask': tf.ones([64])}
+  dataset = tf.data.Dataset.from_tensor_slices((features, labels))
   dataset = dataset.repeat()
   return dataset if is_training else dataset.take(num_examples)
 
 
 def _eval_padding(data, count):
   """`count` all-zero examples with mask 0: fixed-shape filler that the metrics ignore."""
-  image = tf.zeros([data.image_size, data.image_size, 3], tf.float32)
-  return tf.data.Dataset.from_tensors(
-      ({'image': image, 'mask': tf.constant(0.0)}, tf.constant(0, tf.int32))).repeat(count)
+  if data.modality == 'text':
+    features = {'token_ids': tf.zeros([data.max_seq_length], tf.int32),
+                'length': tf.constant(0, tf.int32), 'mask': tf.constant(0.0)}
+  else:
+    features = {'image': tf.zeros([data.image_size, data.image_size, 3], tf.float32),
+                'mask': tf.constant(0.0)}
+  return tf.data.Dataset.from_tensors((features, tf.constant(0, tf.int32))).repeat(count)
 
 
 def _record_dataset(pattern, is_training):
@@ -90,6 +134,13 @@ def input_fn_builder(data, is_training, global_batch_size=None):
     num_examples = data.num_train_examples if is_training else data.num_eval_examples
     if data.fake_data:
       dataset = _fake_dataset(data, is_training, num_examples)
+    elif data.modality == 'text':
+      dataset = _record_dataset(data.file_pattern(is_training), is_training)
+      dataset = dataset.map(lambda r: _parse_text(data, r), num_parallel_calls=AUTOTUNE)
+      # Token ids are small: keep them in memory after the first pass.
+      dataset = dataset.cache()
+      if is_training:
+        dataset = dataset.shuffle(_SHUFFLE_BUFFER_DECODED).repeat()
     else:
       dataset = _record_dataset(data.file_pattern(is_training), is_training)
       dataset = dataset.map(lambda r: _parse_and_decode(data, r), num_parallel_calls=AUTOTUNE)
@@ -111,8 +162,22 @@ def input_fn_builder(data, is_training, global_batch_size=None):
 
 
 def serving_input_receiver_fn_builder(data):
-  """Returns a serving_input_receiver_fn whose signature input `image_bytes` is a string [batch]
-  of encoded JPEG/PNG images, preprocessed exactly like evaluation images."""
+  """Returns a serving_input_receiver_fn whose signature input is
+    images: `image_bytes`, a string [batch] of encoded JPEG/PNG images, preprocessed exactly like
+      evaluation images;
+    text: `text`, a string [batch] of raw UTF-8 texts, tokenized in the graph by
+      `trainer.text.texts_to_ids` with the data set's vocab.txt (embedded in the SavedModel).
+  """
+  if data.modality == 'text':
+    vocabulary = text_lib.read_vocabulary(data.vocab_path)
+
+    def text_serving_input_receiver_fn():
+      texts = tf.placeholder(tf.string, [None], name='text')
+      token_ids, length = text_lib.texts_to_ids(texts, vocabulary, data.max_seq_length)
+      return tf.estimator.export.ServingInputReceiver(
+          {'token_ids': token_ids, 'length': length}, {'text': texts})
+    return text_serving_input_receiver_fn
+
   def serving_input_receiver_fn():
     image_bytes = tf.placeholder(tf.string, [None], name='image_bytes')
     images = tf.map_fn(

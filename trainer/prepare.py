@@ -2,6 +2,8 @@
 
   python -m trainer.prepare fashion_mnist --output_dir DIR [--source_dir DIR]
   python -m trainer.prepare image_folder --source_dir TREE --output_dir DIR
+  python -m trainer.prepare text --input FILE[,FILE] --output_dir DIR   (see trainer.prepare_text)
+  python -m trainer.prepare rotten_tomatoes --output_dir DIR
 
 Records hold `image/encoded`, `image/format`, `image/height`, `image/width`, `image/channels`,
 `image/colorspace`, `image/class/label` (0-based here; dataset.json says label_offset 0),
@@ -22,10 +24,11 @@ import tensorflow.compat.v1 as tf
 
 from flags import prepare_flags  # pylint: disable=unused-import  # defines the flags
 from trainer import dataset_info
+from trainer import prepare_text
 from trainer.config import PipelineError
 
 FLAGS = absl_flags.FLAGS
-DATASETS = ('fashion_mnist', 'image_folder')
+DATASETS = ('fashion_mnist', 'image_folder', 'text', 'rotten_tomatoes')
 FASHION_MNIST_DIR = '/usr/share/datasets/fashion-mnist'
 FASHION_MNIST_FILES = {
     'train': ('train-images-idx3-ubyte.gz', 'train-labels-idx1-ubyte.gz'),
@@ -80,19 +83,6 @@ def make_example(encoded, image_format, height, width, channels, label, class_na
   }))
 
 
-def write_shards(output_dir, split, examples, num_shards):
-  """Writes serialized `examples` (a list) as <split>-0000i-of-0000N, in order, contiguous."""
-  num_shards = max(1, min(num_shards, len(examples)))
-  bounds = np.linspace(0, len(examples), num_shards + 1).astype(int)
-  for i in range(num_shards):
-    path = '%s/%s-%05d-of-%05d' % (output_dir.rstrip('/'), split, i, num_shards)
-    with tf.io.TFRecordWriter(path) as writer:
-      for example in examples[bounds[i]:bounds[i + 1]]:
-        writer.write(example)
-  logging.info('wrote %d %s examples in %d shards to %s', len(examples), split, num_shards,
-               output_dir)
-
-
 def encode_png(images):
   """PNG-encodes uint8 images [n, h, w, c] (c = 1 or 3) in batches; returns a list of bytes."""
   encoded = []
@@ -138,7 +128,7 @@ def prepare_fashion_mnist(output_dir, source_dir=None, train_shards=16, validati
         make_example(png, 'PNG', 28, 28, 1, int(label), FASHION_MNIST_CLASSES[label],
                      '%s/%05d.png' % (split, i)).SerializeToString()
         for i, (png, label) in enumerate(zip(pngs, labels))]
-    write_shards(output_dir, split, examples,
+    dataset_info.write_shards(output_dir, split, examples,
                  train_shards if split == 'train' else validation_shards)
     counts[split] = len(examples)
   info = {
@@ -238,7 +228,7 @@ def prepare_image_folder(source_dir, output_dir, validation_fraction=0.1, train_
           examples.append(make_example(
               encoded, fmt, height, width, int(num_channels), label, class_names[label],
               os.path.relpath(path, source_dir)).SerializeToString())
-        write_shards(output_dir, split, examples,
+        dataset_info.write_shards(output_dir, split, examples,
                      train_shards if split == 'train' else validation_shards)
   mean = sums / pixels
   heights, widths = zip(*sizes)
@@ -260,17 +250,37 @@ def prepare_image_folder(source_dir, output_dir, validation_fraction=0.1, train_
   return info
 
 
+def _text_options():
+  return dict(vocab_size=FLAGS.vocab_size, min_count=FLAGS.min_count,
+              max_seq_length=FLAGS.max_seq_length, train_shards=FLAGS.train_shards,
+              validation_shards=FLAGS.validation_shards)
+
+
 def main(argv):
   if len(argv) != 2 or argv[1] not in DATASETS:
-    raise app.UsageError('usage: python -m trainer.prepare {%s} --output_dir DIR [--source_dir DIR]'
-                         % ','.join(DATASETS))
+    raise app.UsageError('usage: python -m trainer.prepare {%s} --output_dir DIR [...]; see '
+                         '--helpfull' % ','.join(DATASETS))
   try:
     if argv[1] == 'fashion_mnist':
       info = prepare_fashion_mnist(FLAGS.output_dir, FLAGS.source_dir, FLAGS.train_shards,
                                    FLAGS.validation_shards)
+    elif argv[1] == 'image_folder':
+      info = prepare_image_folder(FLAGS.source_dir, FLAGS.output_dir,
+                                  FLAGS.validation_fraction or 0.1, FLAGS.train_shards,
+                                  FLAGS.validation_shards)
+    elif argv[1] == 'text':
+      info = prepare_text.prepare_text_files(
+          FLAGS.input, FLAGS.output_dir, validation_input=FLAGS.validation_input,
+          text_column=FLAGS.text_column, label_column=FLAGS.label_column,
+          validation_fraction=FLAGS.validation_fraction or 0.2, seed=FLAGS.seed,
+          **_text_options())
     else:
-      info = prepare_image_folder(FLAGS.source_dir, FLAGS.output_dir, FLAGS.validation_fraction,
-                                  FLAGS.train_shards, FLAGS.validation_shards)
+      if FLAGS.input and len(FLAGS.input) > 1:
+        raise PipelineError('rotten_tomatoes takes at most one --input (the .csv.bz2 file).')
+      info = prepare_text.prepare_rotten_tomatoes(
+          FLAGS.output_dir, FLAGS.input[0] if FLAGS.input else None,
+          validation_fraction=FLAGS.validation_fraction or 0.2, seed=FLAGS.seed,
+          **_text_options())
   except PipelineError as e:
     print('error: %s' % e, file=sys.stderr)
     sys.exit(2)
