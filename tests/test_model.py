@@ -119,6 +119,9 @@ def _inputs(model, batch, size, rng):
           'mask': tf.ones([batch])}, labels
 
 
+_XLA_STEPS = 10
+
+
 @pytest.mark.parametrize('model,image_size', [
     ('resnet', 32), ('cnn', 28), pytest.param('inception_v3', 75, marks=_SLOW_XLA_ON_TF1),
     ('bilstm', 0)])
@@ -130,13 +133,13 @@ def test_train_step_compiles_with_xla_on_cpu(model, image_size):
   batch = 4
   recipe = dict(MODEL_DEFAULTS[model], warmup_epochs=0.0)
   if model == 'inception_v3':
-    recipe['base_learning_rate'] = 1.0  # 0.165 * 4 / 256 barely moves the loss in 4 steps
+    recipe['base_learning_rate'] = 0.3  # 0.165 * 4 / 256 barely moves the loss in a few steps
   if model == 'bilstm':
     recipe.update(_TEXT, base_learning_rate=0.01)
   config = ModelConfig(model=model, num_classes=10, image_size=image_size, train_batch_size=batch,
                        num_train_examples=40, skip_host_call=True, **recipe)
   with tf.Graph().as_default():
-    tf.set_random_seed(0)  # dropout masks: the same run on every attempt
+    tf.set_random_seed(0)  # initial weights; dropout inside the XLA cluster does not follow it
     features, labels = _inputs(model, batch, image_size, np.random.RandomState(0))
 
     def train_step(features, labels):
@@ -150,16 +153,17 @@ def test_train_step_compiles_with_xla_on_cpu(model, image_size):
       sess.run(tf.global_variables_initializer())
       options = tf.RunOptions(output_partition_graphs=True)
       metadata = tf.RunMetadata()
-      losses = [sess.run(loss, options=options, run_metadata=metadata) for _ in range(6)]
+      losses = [sess.run(loss, options=options, run_metadata=metadata) for _ in range(_XLA_STEPS)]
       step = sess.run(tf.train.get_global_step())
       averages = [v for v in tf.global_variables() if 'ExponentialMovingAverage' in v.name]
   executed = {node.op for graph in metadata.partition_graphs for node in graph.node}
   # What ran was an XLA cluster, not the individual TF kernels.
   assert executed & {'XlaLaunch', '_XlaCompile', '_XlaRun'}, sorted(executed)
   assert not executed & {'Conv2D', 'Conv2DBackpropFilter', 'MatMul'}, sorted(executed)
-  assert step == 6
-  # Same batch: the loss must fall (the last two steps, as dropout makes single steps noisy).
-  assert all(np.isfinite(losses)) and max(losses[-2:]) < losses[0], losses
+  assert step == _XLA_STEPS
+  # Same batch: the loss must fall. Dropout inside the XLA cluster is not reproducible from the graph
+  # seed and single steps at batch 4 are noisy, so the mean of the last three steps is compared.
+  assert all(np.isfinite(losses)) and np.mean(losses[-3:]) < losses[0], losses
   assert bool(averages) == (config.moving_average_decay > 0)
 
 
