@@ -2,7 +2,7 @@
 
 TensorFlow is an extra, not a requirement: Cloud TPU VMs, AI Platform (runtime 1.15) and the
 project's own virtualenvs each bring their own TensorFlow build, and pip must not replace it.
-  pip install .                 # code + numpy/absl/GCS client; TensorFlow already present
+  pip install .                 # code + numpy/absl/GCS client/hypertune; TensorFlow already present
   pip install '.[tf1]'          # + tensorflow==1.15.5        (Python 3.7)
   pip install '.[tf1-mkl]'      # + intel-tensorflow==1.15.2  (Python 3.7, x86-64)
   pip install '.[tf2]'          # + tensorflow-cpu 2.15.1 and tensorflow-estimator 2.15.0
@@ -13,11 +13,11 @@ from setuptools import setup
 setup(
     name='tpu-estimator-pipeline',
     version='0.1.0',
-    description='TensorFlow Estimator/TPUEstimator training pipeline (ResNet) for Cloud TPU, '
-                'CPU and GPU',
+    description='TensorFlow Estimator/TPUEstimator training pipeline (ResNet, InceptionV3, CNN, '
+                'BiLSTM) for Cloud TPU, CPU and GPU',
     packages=['trainer', 'models', 'flags'],
     python_requires='>=3.7',
-    install_requires=['numpy', 'absl-py', 'google-cloud-storage'],
+    install_requires=['numpy', 'absl-py', 'google-cloud-storage', 'cloudml-hypertune'],
     extras_require={
         # TF 1.15's TPUClusterResolver needs the Google API client to look up a TPU by name.
         'tf1': ['tensorflow==1.15.5', 'protobuf<3.21', 'google-api-python-client', 'oauth2client'],
@@ -29,5 +29,6 @@ setup(
     entry_points={'console_scripts': [
         'tpu-pipeline-train=trainer.main:run',
         'tpu-pipeline-prepare=trainer.prepare:run',
+        'tpu-pipeline-submit=trainer.submit:run',
     ]},
 )

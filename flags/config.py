@@ -61,14 +61,33 @@ def _preprocessing_value(f, preprocessing, name, default=None):
 def _recipe_values(f):
   """The optimisation settings: each flag if given, else the --model recipe in MODEL_DEFAULTS."""
   values = dict(MODEL_DEFAULTS[f.model])
-  for name in ('base_learning_rate', 'weight_decay', 'label_smoothing', 'warmup_epochs',
-               'lr_decay_every_epochs', 'lr_decay_factor', 'moving_average_decay',
-               'gradient_clip_norm'):
+  for name in ('lr_schedule', 'base_learning_rate', 'weight_decay', 'label_smoothing',
+               'warmup_epochs', 'lr_decay_every_epochs', 'lr_decay_factor',
+               'moving_average_decay', 'gradient_clip_norm'):
     if getattr(f, name) is not None:
       values[name] = getattr(f, name)
   if f.lr_decay_epochs is not None:
     values['lr_decay_epochs'] = tuple(float(e) for e in f.lr_decay_epochs)
+  # A decay flag the chosen schedule does not read would be silently ignored.
+  for name, schedule in (('lr_decay_epochs', 'step'), ('lr_decay_every_epochs', 'exponential')):
+    if getattr(f, name) is not None and values['lr_schedule'] != schedule:
+      raise PipelineError('--%s is read by the %s schedule only, but --model=%s trains with the %s '
+                          'schedule: add --lr_schedule=%s or drop --%s.'
+                          % (name, schedule, f.model, values['lr_schedule'], schedule, name))
   return values
+
+
+def model_dir_of(f):
+  """--model_dir, else the --job_dir AI Platform passes.
+
+  Raises:
+    PipelineError: neither is given.
+  """
+  model_dir = f.model_dir or f.job_dir
+  if not model_dir:
+    raise PipelineError('--model_dir is required (checkpoints, TensorBoard events and '
+                        'results.json go there); on AI Platform --job-dir serves as its default.')
+  return model_dir
 
 
 def _check_combinations(f):
@@ -93,7 +112,7 @@ def _check_combinations(f):
                             'same per-core batch. Use a multiple of %d.'
                             % (name, getattr(f, name), f.num_cores, f.num_cores))
     for name in ('data_dir', 'model_dir', 'export_dir'):
-      value = getattr(f, name)
+      value = model_dir_of(f) if name == 'model_dir' else getattr(f, name)
       if value and not value.startswith('gs://'):
         raise PipelineError('--%s=%s is a local path, which a Cloud TPU cannot read or write: '
                             'use a gs:// path.' % (name, value))
@@ -114,7 +133,7 @@ def config_from_flags(f):
   _check_combinations(f)
   if not f.fake_data:
     # Before reading dataset.json: TF's own gs:// client retries a missing bucket for minutes.
-    storage.check_path_usable(f.data_dir, 'data_dir')
+    storage.check_path_usable(f.data_dir, 'data_dir', f.use_tpu)
   info = {} if f.fake_data else (dataset_info.read(f.data_dir) or {})
   if f.fake_data:
     info = dict(_FAKE_TEXT_DEFAULTS if f.model in TEXT_MODELS else _FAKE_DEFAULTS)
@@ -162,12 +181,12 @@ def config_from_flags(f):
         vocab_size=data.vocab_size, max_seq_length=data.max_seq_length,
         embedding_dim=f.embedding_dim, lstm_hidden_units=f.lstm_hidden_units,
         lstm_layers=f.lstm_layers, lstm_pooling=f.lstm_pooling, dropout_rate=f.dropout_rate,
-        use_tpu=f.use_tpu, skip_host_call=f.skip_host_call, model_dir=f.model_dir,
+        use_tpu=f.use_tpu, skip_host_call=f.skip_host_call, model_dir=model_dir_of(f),
         **_recipe_values(f))
   except ValueError as e:
     raise PipelineError(str(e))
   return Config(
-      model=model, data=data, mode=f.mode, model_dir=f.model_dir, train_steps=train_steps,
+      model=model, data=data, mode=f.mode, model_dir=model_dir_of(f), train_steps=train_steps,
       eval_batch_size=f.eval_batch_size, steps_per_eval=f.steps_per_eval,
       iterations_per_loop=f.iterations_per_loop,
       save_checkpoints_steps=f.save_checkpoints_steps or f.steps_per_eval,

@@ -6,7 +6,8 @@ Flags whose default is None take their value from <data_dir>/dataset.json when i
 
 from absl import flags
 
-from models.config import LSTM_POOLINGS, MODEL_DEFAULTS, MODELS, PRECISIONS, RESNET_DEPTHS
+from models.config import (LR_SCHEDULES, LSTM_POOLINGS, MODEL_DEFAULTS, MODELS, PRECISIONS,
+                           RESNET_DEPTHS)
 from trainer.config import MODES
 from trainer.preprocessing import TRAIN_CROPS
 
@@ -49,6 +50,10 @@ flags.DEFINE_float('weight_decay', None,
                    'L2 coefficient, batch-norm variables excluded (%s).' % _recipe('weight_decay'))
 flags.DEFINE_float('warmup_epochs', None,
                    'Epochs of linear learning-rate warmup (%s).' % _recipe('warmup_epochs'))
+flags.DEFINE_enum('lr_schedule', None, LR_SCHEDULES,
+                  'Learning-rate schedule (%s): step decays at --lr_decay_epochs, exponential '
+                  'every --lr_decay_every_epochs, constant keeps --base_learning_rate unscaled.'
+                  % _recipe('lr_schedule'))
 flags.DEFINE_list('lr_decay_epochs', None,
                   'Step schedule (resnet): epochs at which the learning rate is multiplied by '
                   '--lr_decay_factor (resnet 30,60,80).')
@@ -122,8 +127,10 @@ flags.DEFINE_integer('num_cores', 8, 'TPU cores (replicas) to shard the batch ov
 flags.DEFINE_float('tpu_connect_timeout', 10.0, 'Seconds allowed to resolve and reach the TPU.')
 
 # --- Output --------------------------------------------------------------------------------------
-flags.DEFINE_string('model_dir', None, 'Checkpoints, TensorBoard events and results.json.')
+flags.DEFINE_string('model_dir', None, 'Checkpoints, TensorBoard events and results.json '
+                    '(default: --job_dir).')
+flags.DEFINE_string('job_dir', None, 'The job directory AI Platform passes (as --job-dir); the '
+                    'model_dir when --model_dir is not given.')
 flags.DEFINE_string('export_dir', None, 'If set, a SavedModel for serving is exported here.')
 flags.DEFINE_bool('skip_host_call', False, 'Do not write per-step TensorBoard summaries.')
 
-flags.mark_flag_as_required('model_dir')

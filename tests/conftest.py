@@ -60,7 +60,7 @@ def read_records(pattern, limit=None):
 def write_subset(source_dir, output_dir, num_train, num_eval, num_shards=2, **info_overrides):
   """A small real dataset: the first num_train / num_eval records of `source_dir` (and its
   vocab.txt for text data)."""
-  os.makedirs(output_dir, exist_ok=True)
+  tf.io.gfile.makedirs(output_dir)
   vocab = os.path.join(source_dir, text_lib.VOCAB_FILENAME)
   if os.path.exists(vocab):
     tf.io.gfile.copy(vocab, os.path.join(output_dir, text_lib.VOCAB_FILENAME), overwrite=True)

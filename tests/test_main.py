@@ -242,6 +242,33 @@ def test_labels_that_need_an_offset_are_refused(small_dir, tmp_path):
                     '--model_dir=' + str(tmp_path / 'm'), *TINY), 'out of range')
 
 
+def test_a_decay_flag_the_schedule_does_not_read_is_refused(small_dir, tmp_path):
+  # resnet trains with the step schedule, which has no --lr_decay_every_epochs.
+  _refused(run_main('--lr_decay_every_epochs=0.5', '--train_steps=1', '--data_dir=' + small_dir,
+                    '--model_dir=' + str(tmp_path), *TINY),
+           '--lr_decay_every_epochs is read by the exponential schedule only')
+
+
+def test_lr_schedule_flag_replaces_the_recipe_schedule(small_dir, tmp_path):
+  # --lr_schedule=constant overrides resnet's step schedule, so --lr_decay_epochs no longer applies.
+  _refused(run_main('--lr_schedule=constant', '--lr_decay_epochs=1', '--train_steps=1',
+                    '--data_dir=' + small_dir, '--model_dir=' + str(tmp_path), *TINY),
+           'but --model=resnet trains with the constant schedule')
+
+
+def test_lr_schedule_keeps_the_rest_of_the_recipe():
+  import types
+  from flags.config import _recipe_values
+  unset = dict.fromkeys(['base_learning_rate', 'weight_decay', 'label_smoothing', 'warmup_epochs',
+                         'lr_decay_every_epochs', 'moving_average_decay', 'gradient_clip_norm'])
+  recipe = _recipe_values(types.SimpleNamespace(
+      model='inception_v3', lr_schedule='step', lr_decay_epochs=['1.9'], lr_decay_factor=0.1,
+      **unset))
+  assert (recipe['lr_schedule'], recipe['lr_decay_epochs'], recipe['lr_decay_factor']) == (
+      'step', (1.9,), 0.1)
+  assert (recipe['optimizer'], recipe['label_smoothing']) == ('rmsprop', 0.1)
+
+
 def test_bfloat16_without_tpu_is_refused(small_dir, tmp_path):
   _refused(run_main('--precision=bfloat16', '--train_steps=1', '--data_dir=' + small_dir,
                     '--model_dir=' + str(tmp_path), *TINY), 'bfloat16 needs --use_tpu')

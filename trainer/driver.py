@@ -220,9 +220,9 @@ def run(config):
   """
   check_data(config)
   estimator = estimator_lib.build_estimator(config)  # resolves the TPU first with --use_tpu
-  storage.check_path_usable(config.model_dir, 'model_dir')
+  storage.check_path_usable(config.model_dir, 'model_dir', config.use_tpu)
   if config.export_dir:
-    storage.check_path_usable(config.export_dir, 'export_dir')
+    storage.check_path_usable(config.export_dir, 'export_dir', config.use_tpu)
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   start = time.time()
   if config.mode == 'eval':

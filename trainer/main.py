@@ -13,6 +13,7 @@ from absl import logging
 
 from flags import config as flags_config
 from flags import definitions  # pylint: disable=unused-import  # defines the flags
+from trainer import cloud
 from trainer import driver
 from trainer.config import PipelineError
 
@@ -23,15 +24,25 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError('unexpected arguments: %s' % ' '.join(argv[1:]))
   try:
+    cloud.check_tf_config()
+    cloud.check_hypertune_tag()
     config = flags_config.config_from_flags(FLAGS)
     results = driver.run(config)
+    cloud.report_hypertune_metric(results)
   except PipelineError as e:
     print('error: %s' % e, file=sys.stderr)
     sys.exit(2)
   print(json.dumps(results, indent=2, sort_keys=True))
 
 
+def _job_dir_spelling(argv):
+  """AI Platform passes `--job-dir`; absl flag names use underscores."""
+  return [('--job_dir' + arg[len('--job-dir'):]) if arg.split('=')[0] == '--job-dir' else arg
+          for arg in argv]
+
+
 def run():
+  sys.argv = _job_dir_spelling(sys.argv)
   logging.set_verbosity(logging.INFO)
   # TF 1.15 gives its logger a stderr handler of its own; absl's handler already prints its
   # records, so drop TF's to avoid every line appearing twice.

@@ -25,6 +25,7 @@ import tensorflow.compat.v1 as tf
 from flags import prepare_flags  # pylint: disable=unused-import  # defines the flags
 from trainer import dataset_info
 from trainer import prepare_text
+from trainer import storage
 from trainer.config import PipelineError
 
 FLAGS = absl_flags.FLAGS
@@ -261,6 +262,7 @@ def main(argv):
     raise app.UsageError('usage: python -m trainer.prepare {%s} --output_dir DIR [...]; see '
                          '--helpfull' % ','.join(DATASETS))
   try:
+    storage.check_path_usable(FLAGS.output_dir, 'output_dir')
     if argv[1] == 'fashion_mnist':
       info = prepare_fashion_mnist(FLAGS.output_dir, FLAGS.source_dir, FLAGS.train_shards,
                                    FLAGS.validation_shards)

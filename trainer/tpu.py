@@ -15,25 +15,36 @@ _HELP = ('Check that the TPU exists and is READY (`gcloud compute tpus list --zo
          'or run without --use_tpu to train on the CPU/GPU.')
 
 
+_GKE_VARIABLE = 'KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS'
+
+
 def tpu_name(flag_value, environ=None):
-  """The TPU to use: --tpu, else $TPU_NAME, else grpc://$COLAB_TPU_ADDR, else None."""
+  """The TPU to use and where that came from, in this order: --tpu, $TPU_NAME,
+  grpc://$COLAB_TPU_ADDR, $KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS (GKE and AI Platform; TF's resolver
+  reads that variable itself, including a pod slice's comma-separated endpoints).
+
+  Returns:
+    (name or grpc:// address(es), source description), or (None, what was tried).
+  """
   environ = os.environ if environ is None else environ
   if flag_value:
-    return flag_value
+    return flag_value, '--tpu'
   if environ.get('TPU_NAME'):
-    return environ['TPU_NAME']
+    return environ['TPU_NAME'], '$TPU_NAME'
   if environ.get('COLAB_TPU_ADDR'):
-    return 'grpc://' + environ['COLAB_TPU_ADDR']
-  return None
+    return 'grpc://' + environ['COLAB_TPU_ADDR'], '$COLAB_TPU_ADDR'
+  if environ.get(_GKE_VARIABLE):
+    return environ[_GKE_VARIABLE], '$' + _GKE_VARIABLE
+  return None, '--tpu, $TPU_NAME, $COLAB_TPU_ADDR and $' + _GKE_VARIABLE
 
 
-def _check_reachable(master, timeout):
+def _check_reachable(master, timeout, what):
   """Fails fast if nothing answers at the grpc:// address (a session would otherwise hang)."""
   address = parse.urlparse(master)
   try:
     socket.create_connection((address.hostname, address.port or 8470), timeout=timeout).close()
   except OSError as e:
-    raise PipelineError('the TPU at %s is unreachable (%s). %s' % (master, e, _HELP))
+    raise PipelineError('%s at %s is unreachable (%s). %s' % (what, master, e, _HELP))
 
 
 def _call_with_timeout(fn, timeout, what):
@@ -62,7 +73,7 @@ def resolve_tpu(tpu, zone=None, project=None, timeout=10.0):
   """Builds a TPUClusterResolver and checks that its master answers.
 
   Args:
-    tpu: --tpu value: a Cloud TPU name or grpc://host:port (None: use TPU_NAME / COLAB_TPU_ADDR).
+    tpu: --tpu value: a Cloud TPU name or grpc://host:port (None: see `tpu_name`).
     zone, project: GCE zone and project of a named TPU (None: from the metadata server).
     timeout: seconds allowed for resolving the name and for connecting to the TPU.
 
@@ -72,16 +83,18 @@ def resolve_tpu(tpu, zone=None, project=None, timeout=10.0):
   Raises:
     PipelineError: no TPU given, the name does not resolve, or the TPU does not answer.
   """
-  name = tpu_name(tpu)
+  name, source = tpu_name(tpu)
   if not name:
-    raise PipelineError('--use_tpu needs a TPU: pass --tpu=NAME (or grpc://host:8470), or set '
-                        'TPU_NAME / COLAB_TPU_ADDR.')
+    raise PipelineError('--use_tpu needs a TPU, and none was given: tried %s. Pass --tpu=NAME '
+                        '(or grpc://host:8470).' % source)
+  what = 'TPU %r (from %s, zone=%s, project=%s)' % (name, source, zone, project)
   resolver = _call_with_timeout(
-      lambda: tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name, zone=zone, project=project),
-      timeout, 'resolving TPU %r (zone=%s, project=%s)' % (name, zone, project))
-  master = _call_with_timeout(resolver.master, timeout, 'looking up the address of TPU %r' % name)
+      lambda: tf.distribute.cluster_resolver.TPUClusterResolver(
+          tpu=None if source == '$' + _GKE_VARIABLE else name, zone=zone, project=project),
+      timeout, 'resolving ' + what)
+  master = _call_with_timeout(resolver.master, timeout, 'looking up the address of ' + what)
   if not master:
-    raise PipelineError('TPU %r resolved to no address. %s' % (name, _HELP))
-  _check_reachable(master, timeout)
+    raise PipelineError('%s resolved to no address. %s' % (what, _HELP))
+  _check_reachable(master, timeout, what)
   logging.info('Using TPU %s at %s', name, master)
   return resolver

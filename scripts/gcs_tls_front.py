@@ -1,0 +1,147 @@
+"""HTTPS front for a local fake-gcs-server, so TensorFlow's built-in gs:// client can talk to it.
+
+usage: gcs_tls_front.py LISTEN_PORT CERT KEY BACKEND_PORT     (both on 127.0.0.1; stdlib only)
+
+Buckets named in $GCS_DENIED_BUCKETS (space separated) answer every request with 403, as GCS does
+for an identity without access, and those in $GCS_READONLY_BUCKETS answer 403 to writes and
+deletes (an identity with a viewer role): the emulator itself has no permissions to test against.
+
+Why it exists: TensorFlow's GCS client has https://www.googleapis.com and
+https://storage.googleapis.com compiled in, so the sandbox maps those names to 127.0.0.1 and this
+process terminates TLS for them. It also re-frames each request: TensorFlow sends
+`Transfer-Encoding: identity` with empty POST/PUT bodies, which the emulator (Go net/http) answers
+with 501, so hop-by-hop headers are dropped and every body is sent with a Content-Length.
+"""
+
+import http.client
+import http.server
+import json
+import os
+import re
+import socket
+import ssl
+import sys
+import threading
+
+_HOP_BY_HOP = frozenset([
+    'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer',
+    'upgrade', 'expect', 'content-length', 'proxy-authenticate', 'proxy-authorization'])
+
+
+class _Front(http.server.BaseHTTPRequestHandler):
+  protocol_version = 'HTTP/1.1'
+  backend_port = None
+  _connections = threading.local()
+
+  def setup(self):
+    # Headers and body leave in separate writes; without TCP_NODELAY each request can stall on
+    # the peer's delayed ACK (~40 ms), which makes TF's many small requests crawl.
+    self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    self.request.do_handshake()
+    super().setup()
+
+  def log_message(self, *args):
+    pass
+
+  def _body(self):
+    if 'chunked' in self.headers.get('Transfer-Encoding', '').lower():
+      parts = []
+      while True:
+        size = int(self.rfile.readline().split(b';')[0].strip() or b'0', 16)
+        if not size:
+          while self.rfile.readline() not in (b'\r\n', b'\n', b''):
+            pass
+          return b''.join(parts)
+        parts.append(self.rfile.read(size))
+        self.rfile.readline()
+    length = int(self.headers.get('Content-Length') or 0)
+    return self.rfile.read(length) if length else b''
+
+  def _backend(self, reconnect):
+    conn = getattr(self._connections, 'conn', None)
+    if conn is None or reconnect:
+      if conn is not None:
+        conn.close()
+      conn = http.client.HTTPConnection('127.0.0.1', self.backend_port, timeout=600)
+      self._connections.conn = conn
+    return conn
+
+  def _denied(self):
+    match = re.match(r'^(?:/upload)?(?:/storage/v1/b/|/)([^/?]+)', self.path)
+    if not match:
+      return False
+    bucket = match.group(1)
+    if bucket in os.environ.get('GCS_DENIED_BUCKETS', '').split():
+      return True
+    return (self.command in ('POST', 'PUT', 'PATCH', 'DELETE')
+            and bucket in os.environ.get('GCS_READONLY_BUCKETS', '').split())
+
+  def _forward(self):
+    body = self._body()
+    if self._denied():
+      message = json.dumps({'error': {'code': 403, 'message': 'sandbox: access to this bucket is '
+                                      'denied', 'errors': [{'reason': 'forbidden'}]}}).encode()
+      self.send_response_only(403, 'Forbidden')
+      self.send_header('Content-Type', 'application/json')
+      self.send_header('Content-Length', str(len(message)))
+      self.end_headers()
+      self.wfile.write(message)
+      return
+    headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP]
+    headers.append(('X-Forwarded-Proto', 'https'))
+    if body or self.command in ('POST', 'PUT', 'PATCH'):
+      headers.append(('Content-Length', str(len(body))))
+    for attempt in range(2):  # a kept-alive backend connection may have been closed meanwhile
+      conn = self._backend(reconnect=attempt > 0)
+      try:
+        conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+        for key, value in headers:
+          conn.putheader(key, value)
+        conn.endheaders(body or None)
+        response = conn.getresponse()
+        break
+      except (ConnectionError, http.client.HTTPException):
+        if attempt:
+          raise
+    data = response.read()
+    self.send_response_only(response.status, response.reason)
+    for key, value in response.getheaders():
+      if key.lower() not in _HOP_BY_HOP:
+        self.send_header(key, value)
+    if self.command == 'HEAD' or response.status in (204, 304):
+      length = response.getheader('Content-Length')
+      if length is not None:
+        self.send_header('Content-Length', length)
+      data = b''
+    else:
+      self.send_header('Content-Length', str(len(data)))
+    self.end_headers()
+    self.wfile.write(data)
+    self.wfile.flush()
+    if response.will_close:
+      self._backend(reconnect=True)
+
+  do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+
+class _Server(http.server.ThreadingHTTPServer):
+  daemon_threads = True
+
+  def handle_error(self, request, client_address):
+    if not isinstance(sys.exc_info()[1], (ConnectionError, ssl.SSLError, socket.timeout)):
+      super().handle_error(request, client_address)
+
+
+def main(argv):
+  listen_port, cert, key, backend_port = argv[1:5]
+  _Front.backend_port = int(backend_port)
+  context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+  context.load_cert_chain(cert, key)
+  server = _Server(('127.0.0.1', int(listen_port)), _Front)
+  server.socket = context.wrap_socket(server.socket, server_side=True,
+                                      do_handshake_on_connect=False)
+  server.serve_forever()
+
+
+if __name__ == '__main__':
+  main(sys.argv)

@@ -1,0 +1,174 @@
+"""gs:// end to end through TensorFlow's built-in GCS filesystem and google-cloud-storage, against
+a local fake-gcs-server (`scripts/gcs-sandbox`, which `make test` runs the suite in as root).
+
+Bucket `bkt` exists, `readonly` exists but refuses writes (403), `denied` answers 403 to everything,
+any other bucket does not exist.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+from conftest import REPO, TINY_BY_MODEL, read_records, results_of, run_main
+from test_main import _predict_in_fresh_process
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get('GCS_SANDBOX') != '1',
+    reason='needs the GCS emulator: run inside scripts/gcs-sandbox (root, unshare), as `make test` '
+           'does')
+
+
+@pytest.fixture
+def gcs_dir():
+  """A fresh gs:// prefix in the emulator's bucket."""
+  return 'gs://bkt/%s' % uuid.uuid4().hex[:12]
+
+
+def _ok(proc):
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc
+
+
+def _refused(proc, message):
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  assert message in proc.stderr, proc.stderr[-3000:]
+  return proc
+
+
+def _prepare(*args):
+  return subprocess.run([sys.executable, '-m', 'trainer.prepare'] + list(args), cwd=REPO,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                        timeout=600)
+
+
+def _image_folder(small_dir, root, per_class=6):
+  """A folder-per-class tree of real Fashion-MNIST PNGs (the input `prepare image_folder` takes)."""
+  counts = {}
+  for record in read_records(os.path.join(small_dir, 'train-*')):
+    feature = tf.train.Example.FromString(record).features.feature
+    label = feature['image/class/label'].int64_list.value[0]
+    if label > 2 or counts.get(label, 0) >= per_class:
+      continue
+    counts[label] = counts.get(label, 0) + 1
+    folder = root / ('class%d' % label)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ('%d.png' % counts[label])).write_bytes(feature['image/encoded'].bytes_list.value[0])
+  return root
+
+
+@pytest.mark.parametrize('model', ['resnet', 'bilstm'])
+def test_prepare_train_eval_resume_export_and_predict_all_on_gcs(model, small_dir, gcs_dir,
+                                                                 tmp_path):
+  args, _ = TINY_BY_MODEL[model]
+  data_dir, model_dir = gcs_dir + '/data', gcs_dir + '/model'
+  export_dir = gcs_dir + '/export'
+  if model == 'bilstm':
+    _ok(_prepare('rotten_tomatoes', '--output_dir=' + data_dir, '--train_shards=2',
+                 '--validation_shards=1'))
+  else:
+    source = _image_folder(small_dir, tmp_path / 'photos')
+    _ok(_prepare('image_folder', '--source_dir=' + str(source), '--output_dir=' + data_dir,
+                 '--validation_fraction=0.3', '--train_shards=2', '--validation_shards=1'))
+  with tf.io.gfile.GFile(data_dir + '/dataset.json') as f:
+    info = json.load(f)
+  assert tf.io.gfile.glob(data_dir + '/train-*') and tf.io.gfile.glob(data_dir + '/validation-*')
+
+  common = ['--data_dir=' + data_dir, '--model_dir=' + model_dir, '--skip_host_call'] + list(args)
+  first = _ok(run_main('--train_steps=3', *common))
+  assert 'Saving checkpoints for 3' in first.stderr
+  assert results_of_gcs(model_dir)['global_step'] == 3
+  # Evaluation alone, in a new process, of the checkpoint on gs://: the same numbers.
+  evaluated = json.loads(_ok(run_main('--mode=eval', *common)).stdout)
+  assert evaluated['global_step'] == 3
+  assert evaluated['num_eval_examples'] == info['num_eval_examples']
+  # Resume from gs:// in a new process, then export to gs://.
+  resumed = _ok(run_main('--train_steps=5', '--export_dir=' + export_dir, *common))
+  assert 'Restoring parameters from %s/model.ckpt-3' % model_dir in resumed.stderr
+  results = results_of_gcs(model_dir)
+  assert results['global_step'] == 5 and results['export_path'].startswith(export_dir + '/')
+  assert tf.io.gfile.exists(results['export_path'] + '/saved_model.pb')
+  # The SavedModel is loaded from gs:// in a fresh process and classifies the gs:// eval records.
+  labels, classes, probabilities = _predict_in_fresh_process(results['export_path'], data_dir,
+                                                             tmp_path)
+  assert len(classes) == len(labels) == results['num_eval_examples']
+  np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-4)
+  assert (classes == labels).sum() == round(results['top_1_accuracy'] * len(labels))
+
+
+def results_of_gcs(model_dir):
+  with tf.io.gfile.GFile(model_dir + '/results.json') as f:
+    return json.load(f)
+
+
+# ---- preflight: clear errors within seconds, before TensorFlow touches a bucket ------------------
+
+def _fast(proc_fn):
+  start = time.time()
+  proc = proc_fn()
+  assert time.time() - start < 60, 'took %.0f s' % (time.time() - start)
+  return proc
+
+
+def test_missing_bucket_for_model_dir(small_dir):
+  args, _ = TINY_BY_MODEL['resnet']
+  proc = _fast(lambda: run_main('--train_steps=1', '--data_dir=' + small_dir,
+                                '--model_dir=gs://no-such-bucket/run', *args))
+  _refused(proc, 'bucket gs://no-such-bucket (from --model_dir) does not exist')
+
+
+def test_missing_bucket_for_prepare_output():
+  proc = _fast(lambda: _prepare('rotten_tomatoes', '--output_dir=gs://no-such-bucket/data'))
+  _refused(proc, 'bucket gs://no-such-bucket (from --output_dir) does not exist')
+
+
+def test_data_dir_without_shards_or_dataset_json(gcs_dir, tmp_path):
+  args, _ = TINY_BY_MODEL['resnet']
+  with tf.io.gfile.GFile(gcs_dir + '/empty/README', 'w') as f:
+    f.write('no shards here')
+  proc = _fast(lambda: run_main('--train_steps=1', '--data_dir=%s/empty' % gcs_dir,
+                                '--model_dir=' + str(tmp_path), *args))
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  assert 'dataset.json' in proc.stderr or 'no TFRecord files match' in proc.stderr, proc.stderr
+
+
+def test_permission_denied_names_the_identity_to_grant(small_dir):
+  args, _ = TINY_BY_MODEL['resnet']
+  proc = _fast(lambda: run_main('--train_steps=1', '--data_dir=' + small_dir,
+                                '--model_dir=gs://denied/run', *args))
+  _refused(proc, 'permission denied on bucket gs://denied for --model_dir')
+  assert 'roles/storage.objectAdmin' in proc.stderr and 'Grant ' in proc.stderr
+  assert 'cloud-tpu.iam.gserviceaccount.com' not in proc.stderr  # no TPU in this run
+
+
+def test_permission_denied_with_use_tpu_names_the_tpu_service_account():
+  proc = _fast(lambda: _prepare_denied_tpu_run())
+  _refused(proc, 'permission denied on bucket gs://denied for --data_dir')
+  assert 'service-PROJECT_NUMBER@cloud-tpu.iam.gserviceaccount.com' in proc.stderr
+
+
+def _prepare_denied_tpu_run():
+  # The data_dir is checked while the flags become a config, before the TPU is resolved.
+  return run_main('--use_tpu', '--tpu=grpc://127.0.0.1:1', '--train_steps=1',
+                  '--data_dir=gs://denied/data', '--model_dir=gs://bkt/run', '--model=resnet')
+
+
+def test_read_only_model_dir_is_refused_before_training(small_dir):
+  # The bucket exists and can be read: only the write check finds the problem.
+  args, _ = TINY_BY_MODEL['resnet']
+  proc = _fast(lambda: run_main('--train_steps=1', '--data_dir=' + small_dir,
+                                '--model_dir=gs://readonly/run', *args))
+  _refused(proc, 'permission denied on bucket gs://readonly for --model_dir')
+  assert 'Saving checkpoints' not in proc.stderr
+
+
+def test_model_dir_write_check_leaves_nothing_behind(gcs_dir):
+  from trainer import storage
+  storage.check_path_usable(gcs_dir + '/model', 'model_dir')
+  assert not tf.io.gfile.glob(gcs_dir + '/*')

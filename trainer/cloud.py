@@ -1,0 +1,102 @@
+"""What the trainer does for AI Platform Training beyond training: the TF_CONFIG check and
+hyperparameter-tuning reports.
+
+AI Platform runs each tuning trial with CLOUD_ML_HP_METRIC_TAG (the `hyperparameterMetricTag` of
+the job's config, e.g. top_1_accuracy) and CLOUD_ML_TRIAL_ID set; the trial's final value of that
+metric is reported through the cloudml-hypertune package, which writes it to a local file
+(CLOUD_ML_HP_METRIC_FILE, default /tmp/hypertune/output.metrics) that the service collects.
+"""
+
+import json
+import os
+
+from absl import logging
+
+from trainer.config import PipelineError
+
+METRIC_TAG_ENV = 'CLOUD_ML_HP_METRIC_TAG'
+
+
+def check_tf_config(environ=None):
+  """Accepts a TF_CONFIG that describes one training process (AI Platform's BASIC tiers: a lone
+  'master' or 'chief'); refuses a cluster with workers or parameter servers.
+
+  Returns:
+    The task dict of TF_CONFIG ({} without TF_CONFIG).
+
+  Raises:
+    PipelineError: TF_CONFIG is not JSON, or describes a multi-process cluster.
+  """
+  environ = os.environ if environ is None else environ
+  raw = environ.get('TF_CONFIG')
+  if not raw:
+    return {}
+  try:
+    tf_config = json.loads(raw)
+  except ValueError as e:
+    raise PipelineError('TF_CONFIG is not valid JSON (%s): %r' % (e, raw[:200]))
+  cluster = tf_config.get('cluster') or {}
+  others = sorted(k for k, v in cluster.items() if k not in ('master', 'chief') and v)
+  if others:
+    raise PipelineError(
+        'TF_CONFIG describes a cluster with %s: multi-worker training on TensorFlow\'s '
+        'distributed runtime is not supported by this trainer yet, and each process would run a '
+        'training of its own. Use one machine (AI Platform BASIC_GPU or BASIC_TPU, '
+        'aiplatform/basic_*.yaml).' % ' and '.join(others))
+  task = tf_config.get('task') or {}
+  if task:
+    logging.info('TF_CONFIG task: %s', task)
+  return task
+
+
+# The evaluation metrics in results.json that a tuning job can optimise.
+TUNABLE_METRICS = ('top_1_accuracy', 'top_5_accuracy', 'loss')
+
+
+def check_hypertune_tag(environ=None):
+  """Before training: a tuning trial's metric tag must name one of `TUNABLE_METRICS`.
+
+  Raises:
+    PipelineError: it does not (the trial would otherwise train and then fail to report).
+  """
+  environ = os.environ if environ is None else environ
+  tag = environ.get(METRIC_TAG_ENV)
+  if tag and tag not in TUNABLE_METRICS:
+    raise PipelineError('hyperparameterMetricTag %r (from $%s) is not a metric of this trainer; '
+                        'use one of %s.' % (tag, METRIC_TAG_ENV, ', '.join(TUNABLE_METRICS)))
+
+
+def report_hypertune_metric(results, environ=None):
+  """Reports results[$CLOUD_ML_HP_METRIC_TAG] at results['global_step'] in a tuning trial.
+
+  Args:
+    results: the run's results dict (as in results.json).
+    environ: the environment (default os.environ).
+
+  Returns:
+    The reported value (float), or None outside a tuning trial.
+
+  Raises:
+    PipelineError: the tag names no metric of the run, or cloudml-hypertune is not installed.
+  """
+  environ = os.environ if environ is None else environ
+  tag = environ.get(METRIC_TAG_ENV)
+  if not tag:
+    return None
+  check_hypertune_tag(environ)
+  value = results.get(tag)
+  if value is None:
+    raise PipelineError('this run (mode %s) produced no %s to report to hyperparameter tuning; '
+                        'use --mode=train_and_eval.' % (results.get('mode'), tag))
+  try:
+    import hypertune  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise PipelineError('this is a hyperparameter-tuning trial ($%s=%s) but cloudml-hypertune is '
+                        'not installed: `pip install cloudml-hypertune` (setup.py lists it).'
+                        % (METRIC_TAG_ENV, tag))
+  hypertune.HyperTune().report_hyperparameter_tuning_metric(
+      hyperparameter_metric_tag=tag, metric_value=float(value),
+      global_step=int(results.get('global_step') or 0))
+  logging.info('Reported %s = %.6f to AI Platform hyperparameter tuning (trial %s)', tag, value,
+               environ.get('CLOUD_ML_TRIAL_ID', '?'))
+  return float(value)
