@@ -1,5 +1,5 @@
-"""What the trainer does for AI Platform Training beyond training: the TF_CONFIG check and
-hyperparameter-tuning reports.
+"""What the trainer reads from AI Platform Training: the TF_CONFIG cluster and the
+hyperparameter-tuning trial it reports to.
 
 AI Platform runs each tuning trial with CLOUD_ML_HP_METRIC_TAG (the `hyperparameterMetricTag` of
 the job's config, e.g. top_1_accuracy) and CLOUD_ML_TRIAL_ID set; the trial's final value of that
@@ -17,36 +17,33 @@ from trainer.config import PipelineError
 METRIC_TAG_ENV = 'CLOUD_ML_HP_METRIC_TAG'
 
 
-def check_tf_config(environ=None):
-  """Accepts a TF_CONFIG that describes one training process (AI Platform's BASIC tiers: a lone
-  'master' or 'chief'); refuses a cluster with workers or parameter servers.
+def distributed_task(environ=None):
+  """The task of this process when TF_CONFIG describes a cluster with workers or parameter
+  servers (TensorFlow's distributed runtime, as AI Platform's CUSTOM tier starts it).
 
   Returns:
-    The task dict of TF_CONFIG ({} without TF_CONFIG).
+    (task_type, task_index, cluster dict), or None for a single-process run (no TF_CONFIG, or
+    AI Platform's BASIC tiers: a lone 'master'/'chief').
 
   Raises:
-    PipelineError: TF_CONFIG is not JSON, or describes a multi-process cluster.
+    PipelineError: TF_CONFIG is not JSON or has no valid task for its cluster.
   """
   environ = os.environ if environ is None else environ
   raw = environ.get('TF_CONFIG')
   if not raw:
-    return {}
+    return None
   try:
     tf_config = json.loads(raw)
   except ValueError as e:
     raise PipelineError('TF_CONFIG is not valid JSON (%s): %r' % (e, raw[:200]))
   cluster = tf_config.get('cluster') or {}
-  others = sorted(k for k, v in cluster.items() if k not in ('master', 'chief') and v)
-  if others:
-    raise PipelineError(
-        'TF_CONFIG describes a cluster with %s: multi-worker training on TensorFlow\'s '
-        'distributed runtime is not supported by this trainer yet, and each process would run a '
-        'training of its own. Use one machine (AI Platform BASIC_GPU or BASIC_TPU, '
-        'aiplatform/basic_*.yaml).' % ' and '.join(others))
+  if not any(cluster.get(k) for k in cluster if k not in ('master', 'chief')):
+    return None
   task = tf_config.get('task') or {}
-  if task:
-    logging.info('TF_CONFIG task: %s', task)
-  return task
+  task_type, index = task.get('type'), task.get('index', 0)
+  if task_type not in cluster or not 0 <= index < len(cluster[task_type]):
+    raise PipelineError('TF_CONFIG task %s is not in its cluster %s.' % (task, sorted(cluster)))
+  return task_type, index, cluster
 
 
 # The evaluation metrics in results.json that a tuning job can optimise.
@@ -81,8 +78,8 @@ def report_hypertune_metric(results, environ=None):
   """
   environ = os.environ if environ is None else environ
   tag = environ.get(METRIC_TAG_ENV)
-  if not tag:
-    return None
+  if not tag or results.get('task_type') not in (None, 'chief', 'master'):
+    return None  # not a tuning trial, or a worker / parameter server (the chief reports)
   check_hypertune_tag(environ)
   value = results.get(tag)
   if value is None:

@@ -7,6 +7,7 @@ import time
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from trainer import cloud
 from trainer import estimator as estimator_lib
 from trainer import hooks as hooks_lib
 from trainer import input_pipeline
@@ -126,7 +127,7 @@ def _train(estimator, config, max_steps, throughput):
   throughput[1] += hook.measured_seconds
 
 
-def evaluate(estimator, config, checkpoint_path):
+def evaluate(estimator, config, checkpoint_path, input_fn=None):
   """Evaluates one checkpoint on every eval example exactly once.
 
   Returns:
@@ -136,8 +137,8 @@ def evaluate(estimator, config, checkpoint_path):
   Raises:
     PipelineError: the eval split holds a different number of examples than configured.
   """
-  input_fn = input_pipeline.input_fn_builder(config.data, is_training=False,
-                                             global_batch_size=config.eval_batch_size)
+  input_fn = input_fn or input_pipeline.input_fn_builder(
+      config.data, is_training=False, global_batch_size=config.eval_batch_size)
   with _explain_input_errors(config, 'eval'), _explain_checkpoint_mismatch(config):
     metrics = estimator.evaluate(input_fn, steps=config.eval_steps, checkpoint_path=checkpoint_path)
   results = {
@@ -219,6 +220,9 @@ def run(config):
     PipelineError: for anything the user must fix (data, TPU, checkpoints).
   """
   check_data(config)
+  task = cloud.distributed_task()
+  if task:
+    return _run_distributed(config, *task)
   estimator = estimator_lib.build_estimator(config)  # resolves the TPU first with --use_tpu
   storage.check_path_usable(config.model_dir, 'model_dir', config.use_tpu)
   if config.export_dir:
@@ -229,7 +233,15 @@ def run(config):
     results = _eval_only(estimator, config)
   else:
     results = _train_and_eval(estimator, config, throughput)
-  results.update({
+  results.update(_run_facts(config, throughput, start))
+  if config.export_dir:
+    results['export_path'] = export(estimator, config, tf.train.latest_checkpoint(config.model_dir))
+  _write_json(config.model_dir, RESULTS_FILE, results)
+  return results
+
+
+def _run_facts(config, throughput, start):
+  return {
       'mode': config.mode,
       'model': config.model.model,
       'resnet_depth': config.model.resnet_depth if config.model.model == 'resnet' else None,
@@ -245,11 +257,68 @@ def run(config):
       'precision': config.model.precision,
       'tensorflow_version': tf.__version__,
       'mkl_enabled': _mkl_enabled(),
-  })
+  }
+
+
+def _write_json(directory, name, value):
+  tf.io.gfile.makedirs(directory)
+  with tf.io.gfile.GFile('%s/%s' % (directory.rstrip('/'), name), 'w') as f:
+    f.write(json.dumps(value, indent=2, sort_keys=True) + '\n')
+
+
+def _run_distributed(config, task_type, task_index, cluster):
+  """Between-graph training on TensorFlow's distributed runtime (`tf.estimator.train_and_evaluate`
+  with the TF_CONFIG cluster). Parameter servers serve until they are stopped; every worker trains
+  until the shared global_step reaches train_steps and records its own step count in
+  <model_dir>/tasks/<type>-<index>.json; the chief then evaluates the final checkpoint, exports,
+  and writes results.json.
+
+  Raises:
+    PipelineError: --use_tpu or --mode=eval with such a cluster.
+  """
+  if config.use_tpu:
+    raise PipelineError('TF_CONFIG describes a CPU/GPU cluster (%s) but --use_tpu is set: a Cloud '
+                        'TPU job runs as one process. Drop --use_tpu or the cluster.'
+                        % ', '.join(sorted(cluster)))
+  if config.mode == 'eval':
+    raise PipelineError('--mode=eval runs as one process: unset TF_CONFIG to evaluate.')
+  logging.info('Distributed training: task %s %d of cluster %s', task_type, task_index,
+               json.dumps(cluster, sort_keys=True))
+  estimator = estimator_lib.build_distributed_estimator(config)
+  if task_type != 'ps':
+    storage.check_path_usable(config.model_dir, 'model_dir')
+  progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
+  counter = hooks_lib.LocalStepCounter()
+  train_input = input_pipeline.input_fn_builder(config.data, is_training=True)
+  eval_input = input_pipeline.input_fn_builder(config.data, is_training=False,
+                                               global_batch_size=config.eval_batch_size)
+
+  def train_input_fn(params):
+    return train_input(dict(params, batch_size=config.train_batch_size))
+
+  def eval_input_fn(params):
+    return eval_input(dict(params, batch_size=config.eval_batch_size))
+
+  start = time.time()
+  with _explain_input_errors(config, 'train'), _explain_checkpoint_mismatch(config):
+    tf.estimator.train_and_evaluate(  # a 'ps' task serves here until it is stopped
+        estimator,
+        tf.estimator.TrainSpec(train_input_fn, max_steps=config.train_steps,
+                               hooks=[progress, counter]),
+        tf.estimator.EvalSpec(eval_input_fn, steps=config.eval_steps))
+  task = {'task_type': task_type, 'task_index': task_index, 'local_steps': counter.steps,
+          'wall_seconds': time.time() - start}
+  _write_json(config.model_dir + '/tasks', '%s-%d.json' % (task_type, task_index), task)
+  if task_type not in ('chief', 'master'):
+    return task
+  checkpoint = tf.train.latest_checkpoint(config.model_dir)
+  results = evaluate(estimator, config, checkpoint, input_fn=eval_input_fn)
+  results.update(_run_facts(config, [progress.measured_steps, progress.measured_seconds], start))
+  results.update(task, cluster={k: len(v) for k, v in cluster.items()})
   if config.export_dir:
-    results['export_path'] = export(estimator, config, tf.train.latest_checkpoint(config.model_dir))
-  with tf.io.gfile.GFile('%s/%s' % (config.model_dir.rstrip('/'), RESULTS_FILE), 'w') as f:
-    f.write(json.dumps(results, indent=2, sort_keys=True) + '\n')
+    storage.check_path_usable(config.export_dir, 'export_dir')
+    results['export_path'] = export(estimator, config, checkpoint)
+  _write_json(config.model_dir, RESULTS_FILE, results)
   return results
 
 

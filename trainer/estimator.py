@@ -33,3 +33,25 @@ def build_estimator(config):
       use_tpu=config.use_tpu, train_batch_size=config.train_batch_size,
       eval_batch_size=config.eval_batch_size, predict_batch_size=config.eval_batch_size,
       export_to_tpu=False)
+
+
+def build_distributed_estimator(config):
+  """Returns a `tf.estimator.Estimator` running the same model_fn on TensorFlow's distributed
+  runtime: the cluster in TF_CONFIG (chief, workers, parameter servers), between-graph replication
+  with the variables on the parameter servers and asynchronous updates. Each worker step uses
+  `config.train_batch_size` examples.
+
+  TPUEstimator's CPU mode does the same conversion (`TPUEstimatorSpec.as_estimator_spec`): eval
+  metrics become eval_metric_ops and the host_call runs as a training hook.
+  """
+  model_fn = model_fn_lib.model_fn_builder(config.model)
+
+  def estimator_model_fn(features, labels, mode, params):
+    batch = (config.train_batch_size if mode == tf.estimator.ModeKeys.TRAIN
+             else config.eval_batch_size)
+    return model_fn(features, labels, mode, dict(params, batch_size=batch)).as_estimator_spec()
+
+  run_config = tf.estimator.RunConfig(  # reads TF_CONFIG
+      model_dir=config.model_dir, save_checkpoints_steps=config.save_checkpoints_steps,
+      keep_checkpoint_max=config.keep_checkpoint_max, log_step_count_steps=None)
+  return tf.estimator.Estimator(estimator_model_fn, config=run_config, params={})

@@ -72,6 +72,17 @@ class ProgressHook(tf.train.SessionRunHook):
                  values['lr'], rate, _format_seconds(eta))
 
 
+class LocalStepCounter(tf.train.SessionRunHook):
+  """Counts the train steps this process ran (in between-graph training every worker advances the
+  shared global_step; this is its own share)."""
+
+  def __init__(self):
+    self.steps = 0
+
+  def after_run(self, run_context, run_values):
+    self.steps += 1
+
+
 def _format_seconds(seconds):
   if seconds == float('inf'):
     return '?'

@@ -24,7 +24,6 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError('unexpected arguments: %s' % ' '.join(argv[1:]))
   try:
-    cloud.check_tf_config()
     cloud.check_hypertune_tag()
     config = flags_config.config_from_flags(FLAGS)
     results = driver.run(config)

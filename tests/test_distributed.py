@@ -1,0 +1,91 @@
+"""Multi-worker CPU training on TensorFlow's own distributed runtime: a chief, a worker and a
+parameter server as separate processes on 127.0.0.1, configured through TF_CONFIG as AI Platform's
+CUSTOM tier does it."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, TINY, results_of, run_main
+
+
+def _free_ports(count):
+  sockets = [socket.socket() for _ in range(count)]
+  for s in sockets:
+    s.bind(('127.0.0.1', 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+def _start(task_type, cluster, args, log_path):
+  env = dict(os.environ, TF_CONFIG=json.dumps({'cluster': cluster,
+                                               'task': {'type': task_type, 'index': 0}}))
+  log = open(str(log_path), 'w')
+  return subprocess.Popen([sys.executable, '-m', 'trainer.main'] + args, cwd=REPO, env=env,
+                          stdout=log, stderr=subprocess.STDOUT), log
+
+
+def test_chief_worker_and_ps_train_one_model_together(small_dir, tmp_path):
+  chief, worker, ps = ('127.0.0.1:%d' % p for p in _free_ports(3))
+  cluster = {'chief': [chief], 'worker': [worker], 'ps': [ps]}
+  model_dir = str(tmp_path / 'model')
+  # Long enough (in wall time) that the worker, which starts 5 s late and then waits for the
+  # chief to initialise the variables, takes part.
+  args = ['--train_steps=300', '--data_dir=' + small_dir, '--model_dir=' + model_dir,
+          '--export_dir=' + str(tmp_path / 'export'), '--skip_host_call'] + TINY
+  processes = {t: _start(t, cluster, args, tmp_path / (t + '.log')) for t in ('ps', 'chief',
+                                                                              'worker')}
+  try:
+    deadline = time.time() + 480
+    for task_type in ('chief', 'worker'):
+      proc, _ = processes[task_type]
+      proc.wait(timeout=max(1, deadline - time.time()))
+      log = (tmp_path / (task_type + '.log')).read_text()
+      assert proc.returncode == 0, log[-3000:]
+    assert processes['ps'][0].poll() is None  # a parameter server serves until it is stopped
+  finally:
+    for proc, log in processes.values():
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+      log.close()
+  results = results_of(model_dir)
+  tasks = {t: json.load(open(os.path.join(model_dir, 'tasks', t + '-0.json')))
+           for t in ('chief', 'worker')}
+  assert results['global_step'] >= 300 and results['cluster'] == {'chief': 1, 'worker': 1, 'ps': 1}
+  # Both workers advanced the one shared global_step.
+  print('local steps:', {t: v['local_steps'] for t, v in tasks.items()})
+  assert tasks['chief']['local_steps'] > 0 and tasks['worker']['local_steps'] > 0, tasks
+  assert tasks['chief']['local_steps'] + tasks['worker']['local_steps'] >= 300
+  # The checkpoint is an ordinary one: a single process without TF_CONFIG evaluates it.
+  evaluated = run_main('--mode=eval', '--data_dir=' + small_dir, '--model_dir=' + model_dir, *TINY)
+  assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+  again = json.loads(evaluated.stdout)
+  assert again['global_step'] == results['global_step']
+  assert again['top_1_accuracy'] == pytest.approx(results['top_1_accuracy'], abs=1e-6)
+  assert os.path.exists(os.path.join(results['export_path'], 'saved_model.pb'))
+
+
+def test_a_tf_config_task_outside_its_cluster_is_refused(small_dir, tmp_path):
+  tf_config = {'cluster': {'chief': ['127.0.0.1:1'], 'worker': ['127.0.0.1:2']},
+               'task': {'type': 'worker', 'index': 3}}
+  proc = run_main('--train_steps=1', '--data_dir=' + small_dir, '--model_dir=' + str(tmp_path),
+                  *TINY, env={'TF_CONFIG': json.dumps(tf_config)})
+  assert proc.returncode == 2 and 'is not in its cluster' in proc.stderr, proc.stderr[-3000:]
+
+
+def test_use_tpu_with_a_cpu_cluster_is_refused(tmp_path):
+  tf_config = {'cluster': {'chief': ['127.0.0.1:1'], 'ps': ['127.0.0.1:2']},
+               'task': {'type': 'chief', 'index': 0}}
+  proc = run_main('--use_tpu', '--tpu=grpc://127.0.0.1:1', '--train_steps=1', '--fake_data',
+                  '--num_classes=10', '--image_size=16', '--train_batch_size=64',
+                  '--eval_batch_size=64', '--model_dir=gs://bkt/m',
+                  env={'TF_CONFIG': json.dumps(tf_config)})
+  assert proc.returncode == 2 and 'but --use_tpu is set' in proc.stderr, proc.stderr[-3000:]
