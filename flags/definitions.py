@@ -126,6 +126,14 @@ flags.DEFINE_integer('iterations_per_loop', 100, 'Steps run on the TPU per host 
 flags.DEFINE_integer('num_cores', 8, 'TPU cores (replicas) to shard the batch over.')
 flags.DEFINE_float('tpu_connect_timeout', 10.0, 'Seconds allowed to resolve and reach the TPU.')
 
+# --- GPUs ----------------------------------------------------------------------------------------
+flags.DEFINE_integer('num_gpus', 0,
+                     'Train with MirroredStrategy on this many local GPUs (synchronous data '
+                     'parallelism, --train_batch_size split evenly). 0: TensorFlow picks one device.')
+flags.DEFINE_list('mirrored_devices', None,
+                  'MirroredStrategy devices instead of --num_gpus, e.g. /gpu:0,/gpu:2. '
+                  '/cpu:0,/cpu:1 runs the same path on CPU devices (for testing it without GPUs).')
+
 # --- Output --------------------------------------------------------------------------------------
 flags.DEFINE_string('model_dir', None, 'Checkpoints, TensorBoard events and results.json '
                     '(default: --job_dir).')
@@ -133,4 +141,9 @@ flags.DEFINE_string('job_dir', None, 'The job directory AI Platform passes (as -
                     'model_dir when --model_dir is not given.')
 flags.DEFINE_string('export_dir', None, 'If set, a SavedModel for serving is exported here.')
 flags.DEFINE_bool('skip_host_call', False, 'Do not write per-step TensorBoard summaries.')
+flags.DEFINE_list('profile_steps', None,
+                  'START,END: write a full TensorFlow trace of each global step in [START, END) '
+                  'to model_dir/profile/timeline-<step>.json (Chrome trace format: '
+                  'chrome://tracing or ui.perfetto.dev). CPU/GPU only; on a Cloud TPU use the '
+                  'Cloud TPU profiler (capture_tpu_profile).')
 

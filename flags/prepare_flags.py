@@ -34,3 +34,5 @@ flags.DEFINE_integer('max_seq_length', 0,
                      'longest training text rounded up to a multiple of 8.')
 flags.DEFINE_integer('seed', 20180921, 'Seed of the train/validation shuffle split.')
 flags.mark_flag_as_required('output_dir')
+flags.DEFINE_integer('num_images', 2000, 'photos: JPEG crops to cut from the scikit-image sample '
+                     'photos.')

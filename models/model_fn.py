@@ -21,6 +21,7 @@ from models import resnet
 # The host_call summary and the logging hook both look for these names.
 LEARNING_RATE_NAME = 'learning_rate'
 TRAIN_LOSS_COLLECTION = 'train_loss'
+NETWORK_VARIABLES_COLLECTION = 'network_variables'
 
 
 def learning_rate_schedule(config, global_step):
@@ -110,8 +111,9 @@ def _optimizer(config, learning_rate):
 
 def _minimize(config, optimizer, loss, global_step):
   """The update op. On TPU the gradients are averaged over the cores (CrossShardOptimizer's
-  reduction); with gradient_clip_norm > 0 the averaged gradient is clipped to that global norm
-  (Pascanu et al. 2013, Sec. 3.2), so the result does not depend on the number of cores."""
+  reduction) and over MirroredStrategy replicas (the optimizer's own reduction); with
+  gradient_clip_norm > 0 the averaged gradient is clipped to that global norm (Pascanu et al.
+  2013, Sec. 3.2), so the result does not depend on the number of cores or replicas."""
   if not config.gradient_clip_norm:
     if config.use_tpu:
       optimizer = tf.tpu.CrossShardOptimizer(optimizer)
@@ -125,7 +127,19 @@ def _minimize(config, optimizer, loss, global_step):
     # The per-core loss is a mean over that core's examples: average the gradients over cores.
     num_shards = tf.tpu.cross_replica_sum(tf.constant(1.0))
     grads = [tf.tpu.cross_replica_sum(g) / num_shards for g in grads]
+  replica = tf.distribute.get_replica_context()
+  replicas = replica.num_replicas_in_sync if replica else 1
+  if replicas > 1:
+    # MirroredStrategy under the Estimator: compute_gradients scaled each replica's loss by
+    # 1 / replicas, so the sum over replicas is the gradient of the global batch's mean loss.
+    # (ReplicaContext.all_reduce fails on mirrored variables in TF 1.15: reduce in a merge_call.)
+    grads = replica.merge_call(
+        lambda strategy, pairs: strategy.extended.batch_reduce_to(tf.distribute.ReduceOp.SUM, pairs),
+        args=(list(zip(grads, variables)),))
   grads, _ = tf.clip_by_global_norm(grads, config.gradient_clip_norm)
+  if replicas > 1:
+    # apply_gradients sums the replicas' gradients once more; each holds the clipped global one.
+    grads = [g / replicas for g in grads]
   return optimizer.apply_gradients(zip(grads, variables), global_step=global_step)
 
 
@@ -134,6 +148,48 @@ def _moving_average(config, global_step=None):
   average tracks the weights closely early on and is usable in short runs (not only after
   ~1 / (1 - decay) steps)."""
   return tf.train.ExponentialMovingAverage(config.moving_average_decay, num_updates=global_step)
+
+
+def _apply_moving_average(config, global_step, variables, train_op):
+  """The op updating the weight EMA (`_moving_average`) after `train_op`.
+
+  On TPU: `tf.train.ExponentialMovingAverage.apply`. On CPU/GPU the same update is written out,
+  so that it (1) reads each variable after the step: the EMA would read the snapshot that
+  `dynamic_rnn` caches of each LSTM variable, taken before the update, and (2) runs under
+  MirroredStrategy, where it is built once in cross-replica context on each variable's
+  cross-replica value (the weights, equal on every replica after the update, and the replicas'
+  mean of each batch-norm statistic); TF 1.15's EMA cannot run inside a replica (it names the
+  shadows after the replica's copy). The shadows get the EMA's names, initial values and decay,
+  so evaluation and export restore them the same way.
+  """
+  if config.use_tpu:
+    return _moving_average(config, global_step).apply(variables)
+
+  def update(strategy, train_ops):
+    ema = _moving_average(config, global_step)
+    shadows = []
+    for variable in variables:
+      # The name alone, as the EMA gives it: outside the enclosing name scope. Initialised with
+      # the variable's own initial value (one session run initialises both).
+      with tf.get_default_graph().name_scope(None):
+        shadows.append(tf.Variable(variable.initial_value, trainable=False,
+                                   name=ema.average_name(variable),
+                                   collections=[tf.GraphKeys.GLOBAL_VARIABLES]))
+    # After every replica's step (TF 2 does not carry the caller's control dependencies into a
+    # merge_call): the updated step count and weights.
+    with tf.control_dependencies(strategy.experimental_local_results(train_ops)):
+      step = tf.cast(global_step, tf.float32)
+      decay = tf.minimum(config.moving_average_decay, (1. + step) / (10. + step))
+      updates = [
+          strategy.extended.update(shadow, lambda s, v: s.assign_sub((s - v) * (1. - decay)),
+                                   args=(variable.read_value(),))
+          for shadow, variable in zip(shadows, variables)]
+    return tf.group(updates)
+
+  replica = tf.distribute.get_replica_context()
+  if replica is None or replica.num_replicas_in_sync == 1:
+    return update(tf.distribute.get_strategy(), train_op)
+  return replica.merge_call(update, args=(train_op,))
 
 
 def _ema_scaffold_fn(config, network_variables):
@@ -198,10 +254,24 @@ def model_fn_builder(config):
   def model_fn(features, labels, mode, params):
     del params  # Shapes come from the features; the batch size is static in them.
     is_training = mode == tf.estimator.ModeKeys.TRAIN
-    existing = {v.name for v in tf.global_variables()}
-    logits, aux_logits = _logits(config, features, is_training)
-    # Weights and batch-norm statistics: what the moving average covers.
-    network_variables = [v for v in tf.global_variables() if v.name not in existing]
+    # Weights and batch-norm statistics: what the moving average covers, recorded as they are
+    # created (collections would also hold variables of an earlier call).
+    network_variables = []
+
+    def record(next_creator, **kwargs):
+      variable = next_creator(**kwargs)
+      network_variables.append(variable)
+      return variable
+
+    with tf.variable_creator_scope(record):
+      logits, aux_logits = _logits(config, features, is_training)
+    if network_variables:
+      for variable in network_variables:
+        tf.add_to_collection(NETWORK_VARIABLES_COLLECTION, variable)
+    else:
+      # MirroredStrategy: replicas after the first reuse the first one's variables (through
+      # variable-scope reuse, without creating any).
+      network_variables = tf.get_collection(NETWORK_VARIABLES_COLLECTION)
     scaffold_fn = None
     if config.moving_average_decay > 0 and not is_training:
       scaffold_fn = _ema_scaffold_fn(config, network_variables)
@@ -240,7 +310,7 @@ def model_fn_builder(config):
       train_op = _minimize(config, _optimizer(config, learning_rate), loss, global_step)
     if config.moving_average_decay > 0:
       with tf.control_dependencies([train_op]), tf.name_scope('moving_average'):
-        train_op = _moving_average(config, global_step).apply(network_variables)
+        train_op = _apply_moving_average(config, global_step, network_variables, train_op)
     if not config.use_tpu:
       # The progress hook reads the loss from here; on TPU the loss lives on the device and
       # TPUEstimator reports it itself at the end of each iterations_per_loop.

@@ -127,5 +127,21 @@ def run_main(*args, env=None, timeout=600):
 
 
 def results_of(model_dir):
-  with open(os.path.join(model_dir, 'results.json')) as f:
+  """The results.json of a run, from a local or gs:// model_dir."""
+  with tf.io.gfile.GFile(model_dir.rstrip('/') + '/results.json') as f:
     return json.load(f)
+
+
+def ok(proc):
+  """Asserts a CLI run succeeded; returns it."""
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc
+
+
+def refused(proc, *fragments):
+  """Asserts a CLI run stopped with the usage-error status and a message holding `fragments`,
+  not a traceback."""
+  assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+  for fragment in fragments:
+    assert fragment in proc.stderr, proc.stderr[-2000:]
+  assert 'Traceback' not in proc.stderr

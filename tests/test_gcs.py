@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO, TINY_BY_MODEL, read_records, results_of, run_main
+from conftest import REPO, TINY_BY_MODEL, ok, read_records, refused, results_of, run_main
 from test_main import _predict_in_fresh_process
 
 pytestmark = pytest.mark.skipif(
@@ -29,17 +29,6 @@ pytestmark = pytest.mark.skipif(
 def gcs_dir():
   """A fresh gs:// prefix in the emulator's bucket."""
   return 'gs://bkt/%s' % uuid.uuid4().hex[:12]
-
-
-def _ok(proc):
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return proc
-
-
-def _refused(proc, message):
-  assert proc.returncode == 2, proc.stderr[-3000:]
-  assert message in proc.stderr, proc.stderr[-3000:]
-  return proc
 
 
 def _prepare(*args):
@@ -70,28 +59,28 @@ def test_prepare_train_eval_resume_export_and_predict_all_on_gcs(model, small_di
   data_dir, model_dir = gcs_dir + '/data', gcs_dir + '/model'
   export_dir = gcs_dir + '/export'
   if model == 'bilstm':
-    _ok(_prepare('rotten_tomatoes', '--output_dir=' + data_dir, '--train_shards=2',
+    ok(_prepare('rotten_tomatoes', '--output_dir=' + data_dir, '--train_shards=2',
                  '--validation_shards=1'))
   else:
     source = _image_folder(small_dir, tmp_path / 'photos')
-    _ok(_prepare('image_folder', '--source_dir=' + str(source), '--output_dir=' + data_dir,
+    ok(_prepare('image_folder', '--source_dir=' + str(source), '--output_dir=' + data_dir,
                  '--validation_fraction=0.3', '--train_shards=2', '--validation_shards=1'))
   with tf.io.gfile.GFile(data_dir + '/dataset.json') as f:
     info = json.load(f)
   assert tf.io.gfile.glob(data_dir + '/train-*') and tf.io.gfile.glob(data_dir + '/validation-*')
 
   common = ['--data_dir=' + data_dir, '--model_dir=' + model_dir, '--skip_host_call'] + list(args)
-  first = _ok(run_main('--train_steps=3', *common))
+  first = ok(run_main('--train_steps=3', *common))
   assert 'Saving checkpoints for 3' in first.stderr
-  assert results_of_gcs(model_dir)['global_step'] == 3
+  assert results_of(model_dir)['global_step'] == 3
   # Evaluation alone, in a new process, of the checkpoint on gs://: the same numbers.
-  evaluated = json.loads(_ok(run_main('--mode=eval', *common)).stdout)
+  evaluated = json.loads(ok(run_main('--mode=eval', *common)).stdout)
   assert evaluated['global_step'] == 3
   assert evaluated['num_eval_examples'] == info['num_eval_examples']
   # Resume from gs:// in a new process, then export to gs://.
-  resumed = _ok(run_main('--train_steps=5', '--export_dir=' + export_dir, *common))
+  resumed = ok(run_main('--train_steps=5', '--export_dir=' + export_dir, *common))
   assert 'Restoring parameters from %s/model.ckpt-3' % model_dir in resumed.stderr
-  results = results_of_gcs(model_dir)
+  results = results_of(model_dir)
   assert results['global_step'] == 5 and results['export_path'].startswith(export_dir + '/')
   assert tf.io.gfile.exists(results['export_path'] + '/saved_model.pb')
   # The SavedModel is loaded from gs:// in a fresh process and classifies the gs:// eval records.
@@ -100,11 +89,6 @@ def test_prepare_train_eval_resume_export_and_predict_all_on_gcs(model, small_di
   assert len(classes) == len(labels) == results['num_eval_examples']
   np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-4)
   assert (classes == labels).sum() == round(results['top_1_accuracy'] * len(labels))
-
-
-def results_of_gcs(model_dir):
-  with tf.io.gfile.GFile(model_dir + '/results.json') as f:
-    return json.load(f)
 
 
 # ---- preflight: clear errors within seconds, before TensorFlow touches a bucket ------------------
@@ -120,12 +104,12 @@ def test_missing_bucket_for_model_dir(small_dir):
   args, _ = TINY_BY_MODEL['resnet']
   proc = _fast(lambda: run_main('--train_steps=1', '--data_dir=' + small_dir,
                                 '--model_dir=gs://no-such-bucket/run', *args))
-  _refused(proc, 'bucket gs://no-such-bucket (from --model_dir) does not exist')
+  refused(proc, 'bucket gs://no-such-bucket (from --model_dir) does not exist')
 
 
 def test_missing_bucket_for_prepare_output():
   proc = _fast(lambda: _prepare('rotten_tomatoes', '--output_dir=gs://no-such-bucket/data'))
-  _refused(proc, 'bucket gs://no-such-bucket (from --output_dir) does not exist')
+  refused(proc, 'bucket gs://no-such-bucket (from --output_dir) does not exist')
 
 
 def test_data_dir_without_shards_or_dataset_json(gcs_dir, tmp_path):
@@ -142,14 +126,14 @@ def test_permission_denied_names_the_identity_to_grant(small_dir):
   args, _ = TINY_BY_MODEL['resnet']
   proc = _fast(lambda: run_main('--train_steps=1', '--data_dir=' + small_dir,
                                 '--model_dir=gs://denied/run', *args))
-  _refused(proc, 'permission denied on bucket gs://denied for --model_dir')
+  refused(proc, 'permission denied on bucket gs://denied for --model_dir')
   assert 'roles/storage.objectAdmin' in proc.stderr and 'Grant ' in proc.stderr
   assert 'cloud-tpu.iam.gserviceaccount.com' not in proc.stderr  # no TPU in this run
 
 
 def test_permission_denied_with_use_tpu_names_the_tpu_service_account():
   proc = _fast(lambda: _prepare_denied_tpu_run())
-  _refused(proc, 'permission denied on bucket gs://denied for --data_dir')
+  refused(proc, 'permission denied on bucket gs://denied for --data_dir')
   assert 'service-PROJECT_NUMBER@cloud-tpu.iam.gserviceaccount.com' in proc.stderr
 
 
@@ -164,7 +148,7 @@ def test_read_only_model_dir_is_refused_before_training(small_dir):
   args, _ = TINY_BY_MODEL['resnet']
   proc = _fast(lambda: run_main('--train_steps=1', '--data_dir=' + small_dir,
                                 '--model_dir=gs://readonly/run', *args))
-  _refused(proc, 'permission denied on bucket gs://readonly for --model_dir')
+  refused(proc, 'permission denied on bucket gs://readonly for --model_dir')
   assert 'Saving checkpoints' not in proc.stderr
 
 

@@ -112,3 +112,25 @@ def test_color_distortion_changes_training_images_only_within_range():
     assert 0.0 <= sample.min() and sample.max() <= 255.0
     assert np.abs(sample - plain).mean() > 1.0
   assert np.abs(samples[0] - samples[1]).mean() > 0.1  # random per call
+
+
+def test_a_jpeg_training_crop_decodes_only_its_window_to_the_same_pixels(monkeypatch):
+  """decode_and_crop_jpeg on the sampled window gives what decoding the whole JPEG and cutting
+  the same box gives (the path other formats take), so the fast path changes no image."""
+  # A smooth photo-like image (JPEG artefacts of noise would dominate the comparison).
+  y, x = np.mgrid[0:180, 0:240]
+  pixels = np.stack([x, y, (x + y) // 2], axis=-1).astype(np.uint8)
+  box = ([30, 44, 0], [96, 128, -1])
+  monkeypatch.setattr(preprocessing, '_distorted_bbox',
+                      lambda shape: (tf.constant(box[0]), tf.constant(box[1])))
+  with tf.Graph().as_default():
+    jpeg = tf.image.encode_jpeg(tf.constant(pixels), quality=95)
+    # The same decoded pixels as a PNG: decoded whole, then cropped.
+    png = tf.image.encode_png(tf.io.decode_jpeg(jpeg, channels=3))
+    from_jpeg = preprocessing.decode_distorted_bbox_crop(jpeg, 64)
+    from_png = preprocessing.decode_distorted_bbox_crop(png, 64)
+    with tf.Session() as sess:
+      from_jpeg, from_png = sess.run([from_jpeg, from_png])
+  assert from_jpeg.shape == (64, 64, 3)
+  np.testing.assert_allclose(from_jpeg, from_png, atol=2.0)
+  assert np.abs(from_jpeg - from_png).mean() < 0.5

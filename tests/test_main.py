@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import (REPO, TINY, TINY_BY_MODEL, read_records, requires_isolation, results_of,
-                      run_main, write_subset)
+from conftest import (REPO, TINY, TINY_BY_MODEL, ok, read_records, refused, requires_isolation,
+                      results_of, run_main, write_subset)
 
 
 def _events_tags(model_dir):
@@ -22,11 +22,6 @@ def _events_tags(model_dir):
     for event in tf.train.summary_iterator(path):
       tags.update(v.tag for v in event.summary.value)
   return tags
-
-
-def _ok(proc):
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return proc
 
 
 def _tiny(model, request):
@@ -40,7 +35,7 @@ def test_train_and_eval_resumes_and_a_finished_run_trains_nothing(model, request
   args, data_dir = _tiny(model, request)
   model_dir = str(tmp_path / 'model')
   common = args + ['--data_dir=' + data_dir, '--model_dir=' + model_dir, '--steps_per_eval=5']
-  first = _ok(run_main('--train_steps=10', *common))
+  first = ok(run_main('--train_steps=10', *common))
   results = results_of(model_dir)
   assert results['global_step'] == 10 and results['model'] == model
   assert results['num_eval_examples'] == len(read_records(os.path.join(data_dir, 'validation-*')))
@@ -51,12 +46,12 @@ def test_train_and_eval_resumes_and_a_finished_run_trains_nothing(model, request
   assert 'examples/sec' in first.stderr and 'ETA' in first.stderr
   assert {'loss', 'learning_rate'} <= _events_tags(model_dir)  # host_call summaries
 
-  second = _ok(run_main('--train_steps=15', *common))
+  second = ok(run_main('--train_steps=15', *common))
   assert 'Resuming from the checkpoint at step 10 of 15' in second.stderr
   assert results_of(model_dir)['global_step'] == 15
 
   checkpoints = sorted(os.listdir(model_dir))
-  third = _ok(run_main('--train_steps=15', *common))
+  third = ok(run_main('--train_steps=15', *common))
   assert 'not training' in third.stderr
   assert results_of(model_dir)['global_step'] == 15
   assert [c for c in sorted(os.listdir(model_dir)) if 'ckpt' in c] == [
@@ -68,11 +63,11 @@ def test_train_then_eval_mode(model, request, tmp_path):
   args, data_dir = _tiny(model, request)
   model_dir = str(tmp_path / 'model')
   common = args + ['--data_dir=' + data_dir, '--model_dir=' + model_dir, '--skip_host_call']
-  _ok(run_main('--mode=train', '--train_steps=4', *common))
+  ok(run_main('--mode=train', '--train_steps=4', *common))
   assert results_of(model_dir)['global_step'] == 4
   assert 'top_1_accuracy' not in results_of(model_dir)
   assert not glob.glob(os.path.join(model_dir, 'eval*'))
-  _ok(run_main('--mode=eval', *common))
+  ok(run_main('--mode=eval', *common))
   results = results_of(model_dir)
   assert results['mode'] == 'eval' and results['global_step'] == 4
   assert results['num_eval_examples'] == len(read_records(os.path.join(data_dir, 'validation-*')))
@@ -87,7 +82,7 @@ def test_eval_without_checkpoint_is_refused(small_dir, tmp_path):
 def test_eval_counts_all_10000_test_images(fashion_mnist_dir, tmp_path):
   model_dir = str(tmp_path / 'model')
   # image_size 8 keeps the 10,000-image evaluation cheap; the count is what is under test.
-  _ok(run_main('--train_steps=1', '--image_size=8', '--eval_batch_size=1024', '--skip_host_call',
+  ok(run_main('--train_steps=1', '--image_size=8', '--eval_batch_size=1024', '--skip_host_call',
                '--data_dir=' + fashion_mnist_dir, '--model_dir=' + model_dir,
                *[a for a in TINY if not a.startswith(('--image_size', '--eval_batch_size'))]))
   assert results_of(model_dir)['num_eval_examples'] == 10000
@@ -124,7 +119,7 @@ def _predict_in_fresh_process(export_path, data_dir, tmp_path):
              'input_name': 'text' if kind == 'text' else 'image_bytes'}
   labels = np.array([e[kind + '/class/label'].int64_list.value[0] for e in examples])
   (tmp_path / 'request.json').write_text(json.dumps(request))
-  proc = _ok(subprocess.run([sys.executable, '-c', _PREDICT_SCRIPT, export_path,
+  proc = ok(subprocess.run([sys.executable, '-c', _PREDICT_SCRIPT, export_path,
                              str(tmp_path / 'request.json')], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, universal_newlines=True, cwd=str(tmp_path)))
   out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -135,7 +130,7 @@ def _predict_in_fresh_process(export_path, data_dir, tmp_path):
 def test_export_predicts_real_examples_in_a_fresh_process(model, request, tmp_path):
   args, data_dir = _tiny(model, request)
   model_dir, export_dir = str(tmp_path / 'model'), str(tmp_path / 'export')
-  _ok(run_main('--train_steps=20', '--data_dir=' + data_dir, '--model_dir=' + model_dir,
+  ok(run_main('--train_steps=20', '--data_dir=' + data_dir, '--model_dir=' + model_dir,
                '--export_dir=' + export_dir, '--skip_host_call', *args))
   results = results_of(model_dir)
   labels, classes, probabilities = _predict_in_fresh_process(results['export_path'], data_dir,
@@ -162,10 +157,10 @@ def test_evaluation_and_export_use_the_moving_average_weights(small_dir, tmp_pat
   model_dir = str(tmp_path / 'model')
   # A short average (0.5) so that after 20 steps the averaged and raw weights clearly differ.
   common = args + ['--data_dir=' + small_dir, '--model_dir=' + model_dir, '--skip_host_call']
-  _ok(run_main('--mode=train', '--train_steps=20', '--moving_average_decay=0.5', *common))
-  _ok(run_main('--mode=eval', '--moving_average_decay=0', *common))
+  ok(run_main('--mode=train', '--train_steps=20', '--moving_average_decay=0.5', *common))
+  ok(run_main('--mode=eval', '--moving_average_decay=0', *common))
   raw = results_of(model_dir)
-  _ok(run_main('--mode=eval', '--moving_average_decay=0.5', '--export_dir=' + str(tmp_path / 'e'),
+  ok(run_main('--mode=eval', '--moving_average_decay=0.5', '--export_dir=' + str(tmp_path / 'e'),
                *common))
   ema = results_of(model_dir)
   assert raw['global_step'] == ema['global_step'] == 20
@@ -179,19 +174,19 @@ def test_evaluation_and_export_use_the_moving_average_weights(small_dir, tmp_pat
 def test_moving_average_on_a_checkpoint_without_one_is_refused(small_dir, tmp_path):
   args, _ = TINY_BY_MODEL['cnn']
   common = args + ['--data_dir=' + small_dir, '--model_dir=' + str(tmp_path), '--skip_host_call']
-  _ok(run_main('--mode=train', '--train_steps=2', *common))
-  _refused(run_main('--mode=eval', '--moving_average_decay=0.99', *common),
+  ok(run_main('--mode=train', '--train_steps=2', *common))
+  refused(run_main('--mode=eval', '--moving_average_decay=0.99', *common),
            'has no moving averages', '--moving_average_decay=0')
   assert tf.train.latest_checkpoint(str(tmp_path)).endswith('-2')
 
 
 def test_inception_refuses_images_below_75_pixels(small_dir, tmp_path):
-  _refused(run_main('--model=inception_v3', '--train_steps=1', '--data_dir=' + small_dir,
+  refused(run_main('--model=inception_v3', '--train_steps=1', '--data_dir=' + small_dir,
                     '--model_dir=' + str(tmp_path)), 'at least 75x75', '--image_size=75')
 
 
 def test_fake_data_smoke(tmp_path):
-  _ok(run_main('--fake_data', '--num_classes=10', '--num_eval_examples=100',
+  ok(run_main('--fake_data', '--num_classes=10', '--num_eval_examples=100',
                '--num_train_examples=1000', '--train_steps=2', '--model_dir=' + str(tmp_path),
                *[a for a in TINY if a != '--model=resnet']))
   assert results_of(str(tmp_path))['num_eval_examples'] == 100
@@ -199,25 +194,18 @@ def test_fake_data_smoke(tmp_path):
 
 # ---- Bad input: a clear message, exit status 2, nothing lost --------------------------------------
 
-def _refused(proc, *fragments):
-  assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
-  for fragment in fragments:
-    assert fragment in proc.stderr, proc.stderr[-2000:]
-  assert 'Traceback' not in proc.stderr
-
-
 def test_missing_data_dir_flag_is_an_error_not_fake_data(tmp_path):
-  _refused(run_main('--model_dir=' + str(tmp_path), '--train_steps=1'), '--data_dir is required')
+  refused(run_main('--model_dir=' + str(tmp_path), '--train_steps=1'), '--data_dir is required')
 
 
 def test_missing_and_empty_data_dir(tmp_path):
-  _refused(run_main('--data_dir=' + str(tmp_path / 'nope'), '--model_dir=' + str(tmp_path / 'm'),
+  refused(run_main('--data_dir=' + str(tmp_path / 'nope'), '--model_dir=' + str(tmp_path / 'm'),
                     '--train_steps=1', '--num_classes=10', '--label_offset=0', '--image_size=28',
                     '--num_train_examples=1', '--num_eval_examples=1'), 'does not exist')
   (tmp_path / 'empty').mkdir()
-  _refused(run_main('--data_dir=' + str(tmp_path / 'empty'), '--model_dir=' + str(tmp_path / 'm'),
+  refused(run_main('--data_dir=' + str(tmp_path / 'empty'), '--model_dir=' + str(tmp_path / 'm'),
                     '--train_steps=1'), '--num_classes', 'no dataset.json')
-  _refused(run_main('--data_dir=' + str(tmp_path / 'empty'), '--model_dir=' + str(tmp_path / 'm'),
+  refused(run_main('--data_dir=' + str(tmp_path / 'empty'), '--model_dir=' + str(tmp_path / 'm'),
                     '--train_steps=1', '--num_classes=10', '--label_offset=0', '--image_size=28',
                     '--num_train_examples=1', '--num_eval_examples=1'), 'no TFRecord files match')
 
@@ -227,31 +215,31 @@ def test_corrupt_tfrecord_is_reported_and_checkpoints_survive(small_dir, tmp_pat
   shutil.copytree(small_dir, data_dir)
   model_dir = str(tmp_path / 'model')
   common = TINY + ['--data_dir=' + data_dir, '--model_dir=' + model_dir, '--skip_host_call']
-  _ok(run_main('--mode=train', '--train_steps=2', *common))
+  ok(run_main('--mode=train', '--train_steps=2', *common))
   shard = sorted(glob.glob(os.path.join(data_dir, 'validation-*')))[0]
   blob = bytearray(open(shard, 'rb').read())
   blob[4000:4010] = b'\xff' * 10  # flips bytes inside a record: its CRC no longer matches
   open(shard, 'wb').write(bytes(blob))
-  _refused(run_main('--mode=eval', *common), 'corrupt TFRecord data in the eval split', shard)
+  refused(run_main('--mode=eval', *common), 'corrupt TFRecord data in the eval split', shard)
   assert tf.train.latest_checkpoint(model_dir).endswith('-2')
 
 
 def test_labels_that_need_an_offset_are_refused(small_dir, tmp_path):
   data_dir = write_subset(small_dir, str(tmp_path / 'data'), 64, 64, label_offset=1)
-  _refused(run_main('--train_steps=1', '--data_dir=' + data_dir,
+  refused(run_main('--train_steps=1', '--data_dir=' + data_dir,
                     '--model_dir=' + str(tmp_path / 'm'), *TINY), 'out of range')
 
 
 def test_a_decay_flag_the_schedule_does_not_read_is_refused(small_dir, tmp_path):
   # resnet trains with the step schedule, which has no --lr_decay_every_epochs.
-  _refused(run_main('--lr_decay_every_epochs=0.5', '--train_steps=1', '--data_dir=' + small_dir,
+  refused(run_main('--lr_decay_every_epochs=0.5', '--train_steps=1', '--data_dir=' + small_dir,
                     '--model_dir=' + str(tmp_path), *TINY),
            '--lr_decay_every_epochs is read by the exponential schedule only')
 
 
 def test_lr_schedule_flag_replaces_the_recipe_schedule(small_dir, tmp_path):
   # --lr_schedule=constant overrides resnet's step schedule, so --lr_decay_epochs no longer applies.
-  _refused(run_main('--lr_schedule=constant', '--lr_decay_epochs=1', '--train_steps=1',
+  refused(run_main('--lr_schedule=constant', '--lr_decay_epochs=1', '--train_steps=1',
                     '--data_dir=' + small_dir, '--model_dir=' + str(tmp_path), *TINY),
            'but --model=resnet trains with the constant schedule')
 
@@ -270,26 +258,26 @@ def test_lr_schedule_keeps_the_rest_of_the_recipe():
 
 
 def test_bfloat16_without_tpu_is_refused(small_dir, tmp_path):
-  _refused(run_main('--precision=bfloat16', '--train_steps=1', '--data_dir=' + small_dir,
+  refused(run_main('--precision=bfloat16', '--train_steps=1', '--data_dir=' + small_dir,
                     '--model_dir=' + str(tmp_path), *TINY), 'bfloat16 needs --use_tpu')
 
 
 def test_batch_not_divisible_by_cores_is_refused_before_any_work(tmp_path):
   model_dir = tmp_path / 'model'
   start = time.time()
-  _refused(run_main('--use_tpu', '--tpu=my-tpu', '--num_cores=8', '--train_batch_size=100',
+  refused(run_main('--use_tpu', '--tpu=my-tpu', '--num_cores=8', '--train_batch_size=100',
                     '--train_steps=1', '--data_dir=gs://bkt/data', '--model_dir=gs://bkt/m'),
            '--train_batch_size=100 is not divisible by --num_cores=8')
   assert time.time() - start < 60 and not model_dir.exists()
 
 
 def test_tpu_with_local_paths_is_refused(small_dir, tmp_path):
-  _refused(run_main('--use_tpu', '--tpu=my-tpu', '--train_steps=1', '--data_dir=' + small_dir,
+  refused(run_main('--use_tpu', '--tpu=my-tpu', '--train_steps=1', '--data_dir=' + small_dir,
                     '--model_dir=' + str(tmp_path), *TINY), 'a Cloud TPU cannot read')
 
 
 def test_tpu_flags_without_use_tpu_are_refused(small_dir, tmp_path):
-  _refused(run_main('--tpu=my-tpu', '--train_steps=1', '--data_dir=' + small_dir,
+  refused(run_main('--tpu=my-tpu', '--train_steps=1', '--data_dir=' + small_dir,
                     '--model_dir=' + str(tmp_path), *TINY), '--tpu is only used with --use_tpu')
 
 
@@ -314,5 +302,5 @@ def test_unreachable_bucket_fails_fast_with_a_clear_message(tmp_path):
   proc = run_main('--data_dir=gs://no-such-bucket/data', '--model_dir=' + str(tmp_path),
                   '--train_steps=1', '--num_classes=10', '--label_offset=0', '--image_size=16',
                   '--num_train_examples=10', '--num_eval_examples=10', *TINY[:1])
-  _refused(proc, 'gs://no-such-bucket')
+  refused(proc, 'gs://no-such-bucket')
   assert time.time() - start < 60

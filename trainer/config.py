@@ -72,7 +72,9 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  """One training/evaluation run. Batch sizes are global (summed over all TPU cores)."""
+  """One training/evaluation run. Batch sizes are global (summed over all TPU cores or
+  MirroredStrategy replicas). `mirrored_devices` (e.g. ('/gpu:0', '/gpu:1')) trains with
+  MirroredStrategy over those devices; empty: TensorFlow's default device."""
   model: ModelConfig
   data: DataConfig
   mode: str
@@ -92,6 +94,13 @@ class Config:
   gcp_project: Optional[str] = None
   num_cores: int = 8
   tpu_connect_timeout: float = 10.0
+  mirrored_devices: Tuple[str, ...] = ()
+  profile_steps: Tuple[int, ...] = ()  # (start, end): trace global steps [start, end)
+
+  @property
+  def num_replicas(self):
+    """Synchronous replicas the training batch is split over off TPU (MirroredStrategy)."""
+    return max(1, len(self.mirrored_devices))
 
   @property
   def train_batch_size(self):

@@ -118,11 +118,28 @@ def _locate_corrupt_shard(pattern, max_bytes=2 << 30):
   return 'shards %s; the damaged one was not found in the first %d MiB' % (pattern, max_bytes >> 20)
 
 
+def input_fns(config, estimator):
+  """(train_input_fn, eval_input_fn) for `estimator`. TPUEstimator sets params['batch_size']
+  itself (per core on TPU); a plain Estimator does not, so these give its input_fns the
+  per-replica training batch and the eval batch."""
+  train = input_pipeline.input_fn_builder(config.data, is_training=True)
+  evaluation = input_pipeline.input_fn_builder(config.data, is_training=False,
+                                               global_batch_size=config.eval_batch_size)
+  if isinstance(estimator, tf.estimator.tpu.TPUEstimator):
+    return train, evaluation
+  per_replica = config.train_batch_size // config.num_replicas
+  return (lambda params: train(dict(params, batch_size=per_replica)),
+          lambda params: evaluation(dict(params, batch_size=config.eval_batch_size)))
+
+
 def _train(estimator, config, max_steps, throughput):
   hook = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
+  hooks = [hook]
+  if config.profile_steps:
+    hooks.append(hooks_lib.TraceHook(config.model_dir.rstrip('/') + '/profile',
+                                     *config.profile_steps))
   with _explain_input_errors(config, 'train'), _explain_checkpoint_mismatch(config):
-    estimator.train(input_pipeline.input_fn_builder(config.data, is_training=True),
-                    max_steps=max_steps, hooks=[hook])
+    estimator.train(input_fns(config, estimator)[0], max_steps=max_steps, hooks=hooks)
   throughput[0] += hook.measured_steps
   throughput[1] += hook.measured_seconds
 
@@ -137,8 +154,7 @@ def evaluate(estimator, config, checkpoint_path, input_fn=None):
   Raises:
     PipelineError: the eval split holds a different number of examples than configured.
   """
-  input_fn = input_fn or input_pipeline.input_fn_builder(
-      config.data, is_training=False, global_batch_size=config.eval_batch_size)
+  input_fn = input_fn or input_fns(config, estimator)[1]
   with _explain_input_errors(config, 'eval'), _explain_checkpoint_mismatch(config):
     metrics = estimator.evaluate(input_fn, steps=config.eval_steps, checkpoint_path=checkpoint_path)
   results = {
@@ -221,6 +237,10 @@ def run(config):
   """
   check_data(config)
   task = cloud.distributed_task()
+  if task and config.mirrored_devices:
+    raise PipelineError('TF_CONFIG describes a cluster (%s) but MirroredStrategy (--num_gpus or '
+                        '--mirrored_devices) trains in one process. Unset TF_CONFIG or drop the '
+                        'flag.' % ', '.join(sorted(task[2])))
   if task:
     return _run_distributed(config, *task)
   estimator = estimator_lib.build_estimator(config)  # resolves the TPU first with --use_tpu
@@ -254,6 +274,7 @@ def _run_facts(config, throughput, start):
                            if throughput[1] > 0 else None),
       'wall_seconds': time.time() - start,
       'use_tpu': config.use_tpu,
+      'mirrored_devices': list(config.mirrored_devices),
       'precision': config.model.precision,
       'tensorflow_version': tf.__version__,
       'mkl_enabled': _mkl_enabled(),
@@ -289,16 +310,7 @@ def _run_distributed(config, task_type, task_index, cluster):
     storage.check_path_usable(config.model_dir, 'model_dir')
   progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
   counter = hooks_lib.LocalStepCounter()
-  train_input = input_pipeline.input_fn_builder(config.data, is_training=True)
-  eval_input = input_pipeline.input_fn_builder(config.data, is_training=False,
-                                               global_batch_size=config.eval_batch_size)
-
-  def train_input_fn(params):
-    return train_input(dict(params, batch_size=config.train_batch_size))
-
-  def eval_input_fn(params):
-    return eval_input(dict(params, batch_size=config.eval_batch_size))
-
+  train_input_fn, eval_input_fn = input_fns(config, estimator)
   start = time.time()
   with _explain_input_errors(config, 'train'), _explain_checkpoint_mismatch(config):
     tf.estimator.train_and_evaluate(  # a 'ps' task serves here until it is stopped

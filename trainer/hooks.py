@@ -83,6 +83,42 @@ class LocalStepCounter(tf.train.SessionRunHook):
     self.steps += 1
 
 
+class TraceHook(tf.train.SessionRunHook):
+  """Writes a full TensorFlow trace of each step whose global step (as the step starts) lies in
+  [start, end) to <output_dir>/timeline-<step>.json, in the Chrome trace format (open it in
+  chrome://tracing or https://ui.perfetto.dev): every op, its device, thread and duration."""
+
+  def __init__(self, output_dir, start, end):
+    self._output_dir = output_dir
+    self._start, self._end = start, end
+    self._step = None
+    self.written = []
+
+  def begin(self):
+    self._global_step = tf.train.get_global_step()
+
+  def after_create_session(self, session, coord):
+    self._step = int(session.run(self._global_step))
+
+  def before_run(self, run_context):
+    options = None
+    if self._start <= self._step < self._end:
+      options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
+    return tf.train.SessionRunArgs(None, options=options)
+
+  def after_run(self, run_context, run_values):
+    if self._start <= self._step < self._end:
+      from tensorflow.python.client import timeline  # the Chrome-trace writer TF's own hooks use
+      path = '%s/timeline-%d.json' % (self._output_dir.rstrip('/'), self._step)
+      tf.io.gfile.makedirs(self._output_dir)
+      with tf.io.gfile.GFile(path, 'w') as f:
+        f.write(timeline.Timeline(run_values.run_metadata.step_stats)
+                .generate_chrome_trace_format())
+      self.written.append(path)
+      logging.info('Wrote the trace of step %d to %s', self._step, path)
+    self._step += 1
+
+
 def _format_seconds(seconds):
   if seconds == float('inf'):
     return '?'

@@ -43,11 +43,17 @@ def _checked_label(data, label, key):
     return tf.identity(label)
 
 
+def _parse(data, serialized):
+  """Parses one record; returns (encoded image bytes, int32 label in [0, num_classes))."""
+  parsed = tf.io.parse_single_example(serialized, _FEATURES)
+  return parsed['image/encoded'], _checked_label(data, parsed['image/class/label'],
+                                                 'image/class/label')
+
+
 def _parse_and_decode(data, serialized):
   """Parses one record; returns (uint8 [h, w, 3] image, int32 label in [0, num_classes))."""
-  parsed = tf.io.parse_single_example(serialized, _FEATURES)
-  label = _checked_label(data, parsed['image/class/label'], 'image/class/label')
-  return preprocessing.decode_image(parsed['image/encoded']), label
+  encoded, label = _parse(data, serialized)
+  return preprocessing.decode_image(encoded), label
 
 
 def _parse_text(data, serialized):
@@ -67,7 +73,10 @@ def _parse_text(data, serialized):
 
 
 def _preprocess(data, is_training, image, label):
-  image = preprocessing.preprocess_image(
+  """image: decoded uint8 [h, w, 3] (cache_decoded) or the encoded bytes."""
+  preprocess = (preprocessing.preprocess_image if image.dtype == tf.uint8
+                else preprocessing.preprocess_encoded)
+  image = preprocess(
       image, is_training, data.image_size, data.mean_rgb, data.stddev_rgb,
       train_crop=data.train_crop, crop_padding=data.crop_padding,
       eval_crop_fraction=data.eval_crop_fraction, random_flip=data.random_flip,
@@ -143,9 +152,13 @@ def input_fn_builder(data, is_training, global_batch_size=None):
         dataset = dataset.shuffle(_SHUFFLE_BUFFER_DECODED).repeat()
     else:
       dataset = _record_dataset(data.file_pattern(is_training), is_training)
-      dataset = dataset.map(lambda r: _parse_and_decode(data, r), num_parallel_calls=AUTOTUNE)
       if data.cache_decoded:
+        # Decoded once, kept in host RAM: later epochs only crop, flip and normalize.
+        dataset = dataset.map(lambda r: _parse_and_decode(data, r), num_parallel_calls=AUTOTUNE)
         dataset = dataset.cache()
+      else:
+        # Decoded in the preprocessing map, so a JPEG training crop decodes only its window.
+        dataset = dataset.map(lambda r: _parse(data, r), num_parallel_calls=AUTOTUNE)
       if is_training:
         dataset = dataset.shuffle(
             _SHUFFLE_BUFFER_DECODED if data.cache_decoded else _SHUFFLE_BUFFER_ENCODED)

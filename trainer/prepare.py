@@ -4,6 +4,7 @@
   python -m trainer.prepare image_folder --source_dir TREE --output_dir DIR
   python -m trainer.prepare text --input FILE[,FILE] --output_dir DIR   (see trainer.prepare_text)
   python -m trainer.prepare rotten_tomatoes --output_dir DIR
+  python -m trainer.prepare photos --output_dir DIR [--num_images N]   (see trainer.photos)
 
 Records hold `image/encoded`, `image/format`, `image/height`, `image/width`, `image/channels`,
 `image/colorspace`, `image/class/label` (0-based here; dataset.json says label_offset 0),
@@ -13,7 +14,9 @@ Records hold `image/encoded`, `image/format`, `image/height`, `image/width`, `im
 
 import gzip
 import os
+import shutil
 import sys
+import tempfile
 import zlib
 
 from absl import app
@@ -24,12 +27,13 @@ import tensorflow.compat.v1 as tf
 
 from flags import prepare_flags  # pylint: disable=unused-import  # defines the flags
 from trainer import dataset_info
+from trainer import photos
 from trainer import prepare_text
 from trainer import storage
 from trainer.config import PipelineError
 
 FLAGS = absl_flags.FLAGS
-DATASETS = ('fashion_mnist', 'image_folder', 'text', 'rotten_tomatoes')
+DATASETS = ('fashion_mnist', 'image_folder', 'text', 'rotten_tomatoes', 'photos')
 FASHION_MNIST_DIR = '/usr/share/datasets/fashion-mnist'
 FASHION_MNIST_FILES = {
     'train': ('train-images-idx3-ubyte.gz', 'train-labels-idx1-ubyte.gz'),
@@ -251,6 +255,28 @@ def prepare_image_folder(source_dir, output_dir, validation_fraction=0.1, train_
   return info
 
 
+def prepare_photos(output_dir, num_images, train_shards=8, validation_shards=2):
+  """Real-photo records for the input benchmark: `num_images` JPEG crops of 400x350 cut from the
+  scikit-image sample photos (`trainer.photos`), one class per photo, 10% held out by a stable
+  hash. Returns the dataset.json dict.
+
+  Raises:
+    PipelineError: scikit-image missing, or fewer than two images per photo.
+  """
+  if num_images < 2 * len(photos.PHOTOS):
+    raise PipelineError('--num_images=%d: photos needs at least %d (two per photo).'
+                        % (num_images, 2 * len(photos.PHOTOS)))
+  tree = tempfile.mkdtemp(prefix='photos-')
+  try:
+    photos.write_crops(tree, num_images)
+    info = prepare_image_folder(tree, output_dir, 0.1, train_shards, validation_shards)
+  finally:
+    shutil.rmtree(tree, ignore_errors=True)
+  info.update(name='photos', source='scikit-image sample photos: %s' % ', '.join(photos.PHOTOS))
+  dataset_info.write(output_dir, info)
+  return info
+
+
 def _text_options():
   return dict(vocab_size=FLAGS.vocab_size, min_count=FLAGS.min_count,
               max_seq_length=FLAGS.max_seq_length, train_shards=FLAGS.train_shards,
@@ -270,6 +296,9 @@ def main(argv):
       info = prepare_image_folder(FLAGS.source_dir, FLAGS.output_dir,
                                   FLAGS.validation_fraction or 0.1, FLAGS.train_shards,
                                   FLAGS.validation_shards)
+    elif argv[1] == 'photos':
+      info = prepare_photos(FLAGS.output_dir, FLAGS.num_images, FLAGS.train_shards,
+                            FLAGS.validation_shards)
     elif argv[1] == 'text':
       info = prepare_text.prepare_text_files(
           FLAGS.input, FLAGS.output_dir, validation_input=FLAGS.validation_input,

@@ -53,8 +53,9 @@ def _check_bucket(path, flag, writable=False, use_tpu=False):
     bucket = client.bucket(bucket_name)
     exists = bucket.exists(timeout=GCS_TIMEOUT_SECONDS, retry=None)
     if exists and writable:
-      marker = bucket.blob('%s/.write-check-%s' % (prefix.rstrip('/'), uuid.uuid4().hex)
-                           if prefix.strip('/') else '.write-check-%s' % uuid.uuid4().hex)
+      name = '.write-check-' + uuid.uuid4().hex
+      directory = prefix.strip('/')
+      marker = bucket.blob(directory + '/' + name if directory else name)
       marker.upload_from_string(b'', timeout=GCS_TIMEOUT_SECONDS, retry=None)
       marker.delete(timeout=GCS_TIMEOUT_SECONDS, retry=None)
   except auth_exceptions.DefaultCredentialsError as e:

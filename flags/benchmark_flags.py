@@ -1,0 +1,19 @@
+"""Flags of `python -m trainer.benchmark` (the model sub-command also reads the trainer's model
+flags from `flags.definitions`)."""
+
+from absl import flags
+
+from flags import definitions  # noqa: F401  (--model, --resnet_depth, --image_size, ...)
+
+flags.DEFINE_integer('batch_size', 32, 'model: training examples per step. input: images per '
+                     'batch. overhead: examples per step.')
+flags.DEFINE_integer('warmup_steps', 5, 'Steps run before timing starts (graph optimisation, '
+                     'input warm-up, allocator growth).')
+flags.DEFINE_integer('steps_per_window', 10, 'Steps (input: batches; conv: iterations) per '
+                     'timed window.')
+flags.DEFINE_integer('windows', 5, 'Timed windows; the record gives their median and spread.')
+flags.DEFINE_enum('path', 'both', ['both', 'estimator', 'session'],
+                  'model: time the Estimator path, the bare session.run loop, or both.')
+flags.DEFINE_integer('epochs', 20, 'overhead: epochs over the 150 iris examples.')
+flags.DEFINE_string('output', None, 'Where to write the JSON record (default: '
+                    'runs/benchmarks/<sub-command>-<details>-<runtime>.json).')

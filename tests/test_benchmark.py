@@ -1,0 +1,132 @@
+"""`python -m trainer.benchmark`: each sub-command runs on a tiny configuration and writes a
+well-formed record (no timing assertions: speed targets live in BENCHMARKS.md), `trainer.prepare
+photos`, and the trainer's --profile_steps traces."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, ok, refused, run_main
+from trainer import measure
+from trainer import dataset_info
+from trainer.config import PipelineError
+
+TINY_WINDOWS = ['--warmup_steps=1', '--steps_per_window=1', '--windows=2']
+
+
+def _bench(*args):
+  return subprocess.run([sys.executable, '-m', 'trainer.benchmark'] + list(args), cwd=REPO,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                        timeout=600)
+
+
+def _record(path, name):
+  with open(path) as f:
+    record = json.load(f)
+  assert record['benchmark'] == name
+  runtime = record['runtime']
+  for key in ('python', 'tensorflow_version', 'tensorflow_build', 'mkl_enabled', 'cpu_flags',
+              'usable_cores', 'gpus'):
+    assert key in runtime
+  assert runtime['usable_cores'] >= 1
+  return record
+
+
+def _check_summary(summary, windows):
+  assert len(summary['windows']) == windows
+  assert summary['min'] <= summary['median'] <= summary['max']
+  assert summary['median'] > 0
+  assert summary['spread'] == pytest.approx((summary['max'] - summary['min']) / summary['median'])
+
+
+def test_window_rates_time_each_window_after_the_warmup():
+  times = [0.0, 1.0, 1.5, 2.0, 4.0, 6.0]  # after steps 1..6
+  # warmup 2: windows of 2 steps start at t=1.0 -> 2.0 and 2.0 -> 6.0
+  assert measure.window_rates(times, 2, 2, 2, per_step=10) == [20.0, 5.0]
+  with pytest.raises(PipelineError):
+    measure.window_rates(times, 2, 3, 2, per_step=10)
+  summary = measure.summarize([3.0, 1.0, 2.0])
+  assert (summary['median'], summary['min'], summary['max'], summary['spread']) == (2, 1, 3, 1)
+
+
+def test_model_times_the_estimator_path_and_the_bare_loop(tmp_path):
+  out = str(tmp_path / 'model.json')
+  proc = ok(_bench('model', '--model=cnn', '--image_size=28', '--num_classes=10',
+                   '--batch_size=8', '--output=' + out, *TINY_WINDOWS))
+  assert 'pipeline overhead' in proc.stdout
+  record = _record(out, 'model')
+  assert record['config']['model'] == 'cnn' and record['config']['batch_size'] == 8
+  for key in ('estimator_examples_per_sec', 'session_examples_per_sec'):
+    _check_summary(record['measurements'][key], 2)
+  est, bare = (record['measurements'][k]['median'] for k in ('estimator_examples_per_sec',
+                                                             'session_examples_per_sec'))
+  assert record['measurements']['overhead_percent'] == pytest.approx(100 * (1 - est / bare))
+
+
+def test_input_times_the_training_input_fn_on_real_photos(tmp_path):
+  photos = str(tmp_path / 'photos')
+  ok(subprocess.run([sys.executable, '-m', 'trainer.prepare', 'photos', '--output_dir=' + photos,
+                     '--num_images=40'], cwd=REPO, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, universal_newlines=True, timeout=600))
+  info = dataset_info.read(photos)
+  assert info['num_classes'] == 10
+  assert info['num_train_examples'] + info['num_eval_examples'] == 40
+  assert (info['image_height'], info['image_width']) == (350, 400)
+  out = str(tmp_path / 'input.json')
+  ok(_bench('input', '--data_dir=' + photos, '--image_size=224', '--batch_size=4',
+            '--output=' + out, *TINY_WINDOWS))
+  record = _record(out, 'input')
+  assert record['config']['image_size'] == 224
+  _check_summary(record['measurements']['examples_per_sec'], 2)
+  cores = record['runtime']['usable_cores']
+  assert record['measurements']['examples_per_sec_per_core']['median'] == pytest.approx(
+      record['measurements']['examples_per_sec']['median'] / cores)
+
+
+def test_conv_reports_time_and_gflops_of_the_classic_convolution(tmp_path):
+  out = str(tmp_path / 'conv.json')
+  ok(_bench('conv', '--output=' + out, '--warmup_steps=1', '--steps_per_window=1', '--windows=1'))
+  record = _record(out, 'conv')
+  # 128 x 128 x 128 outputs x 256 filters x (5 x 5 x 3) multiply-adds x 2.
+  assert record['config']['flops_per_iteration'] == 2 * 128 * 128 * 128 * 256 * 75
+  seconds = record['measurements']['seconds_per_iteration']['median']
+  gflops = record['measurements']['gflops_per_sec']['median']
+  assert gflops == pytest.approx(record['config']['flops_per_iteration'] / seconds / 1e9)
+
+
+def test_overhead_compares_the_four_ways_of_running_the_iris_network(tmp_path):
+  out = str(tmp_path / 'overhead.json')
+  proc = ok(_bench('overhead', '--epochs=2', '--batch_size=10', '--windows=1', '--output=' + out))
+  record = _record(out, 'overhead')
+  assert record['config']['examples'] == 150 and record['config']['steps'] == 30
+  assert len(record['measurements']) == 4
+  for label, summary in record['measurements'].items():
+    assert label in proc.stdout
+    _check_summary(summary, 1)
+    assert summary['microseconds_per_step'] == pytest.approx(1e6 * summary['median'] / 30)
+
+
+def test_bad_invocations_are_refused(tmp_path):
+  proc = _bench('nonsense')
+  assert proc.returncode == 1 and 'usage: python -m trainer.benchmark' in proc.stderr
+  refused(_bench('input'), '--data_dir')
+  refused(_bench('conv', '--windows=0'), '--windows must be >= 1')
+
+
+def test_profile_steps_writes_a_trace_of_each_step(small_dir, tmp_path):
+  model_dir = str(tmp_path / 'model')
+  ok(run_main('--model=cnn', '--image_size=28', '--train_batch_size=16', '--train_steps=5',
+              '--profile_steps=2,4', '--data_dir=' + small_dir, '--model_dir=' + model_dir,
+              '--mode=train'))
+  traces = sorted(os.listdir(os.path.join(model_dir, 'profile')))
+  assert traces == ['timeline-2.json', 'timeline-3.json']
+  with open(os.path.join(model_dir, 'profile', traces[0])) as f:
+    events = json.load(f)['traceEvents']
+  # Op events are named 'scope/op:Type'; the convolutions (or their gradients) must be there.
+  assert any('Conv2D' in e.get('args', {}).get('name', '') for e in events)
+  common = ['--data_dir=' + small_dir, '--model_dir=' + str(tmp_path / 'm'), '--train_steps=1']
+  refused(run_main('--profile_steps=5,3', *common), 'START < END')
+  refused(run_main('--profile_steps=0,50', *common), 'at most 20')
