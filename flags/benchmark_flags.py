@@ -17,3 +17,5 @@ flags.DEFINE_enum('path', 'both', ['both', 'estimator', 'session'],
 flags.DEFINE_integer('epochs', 20, 'overhead: epochs over the 150 iris examples.')
 flags.DEFINE_string('output', None, 'Where to write the JSON record (default: '
                     'runs/benchmarks/<sub-command>-<details>-<runtime>.json).')
+flags.DEFINE_bool('input_stages', False, 'input: also time the pipeline cut after each stage '
+                  '(read, decode, crop window, resize) of JPEG records, to show where time goes.')

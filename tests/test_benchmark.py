@@ -77,10 +77,14 @@ def test_input_times_the_training_input_fn_on_real_photos(tmp_path):
   assert (info['image_height'], info['image_width']) == (350, 400)
   out = str(tmp_path / 'input.json')
   ok(_bench('input', '--data_dir=' + photos, '--image_size=224', '--batch_size=4',
-            '--output=' + out, *TINY_WINDOWS))
+            '--input_stages', '--output=' + out, *TINY_WINDOWS))
   record = _record(out, 'input')
   assert record['config']['image_size'] == 224
   _check_summary(record['measurements']['examples_per_sec'], 2)
+  stages = record['measurements']['stages']
+  assert len(stages) == 5 and stages[-1]['stage'].startswith('whole input_fn')
+  for summary in stages:
+    _check_summary(summary, 2)
   cores = record['runtime']['usable_cores']
   assert record['measurements']['examples_per_sec_per_core']['median'] == pytest.approx(
       record['measurements']['examples_per_sec']['median'] / cores)

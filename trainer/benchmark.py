@@ -25,6 +25,7 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +44,7 @@ from trainer import estimator as estimator_lib
 from trainer import hooks as hooks_lib
 from trainer import input_pipeline
 from trainer import measure
+from trainer import preprocessing
 from trainer.config import PipelineError
 
 FLAGS = absl_flags.FLAGS
@@ -78,7 +80,8 @@ def write_record(name, config, measurements, rows, columns):
 def _details(name, config):
   if name == 'model':
     depth = config['resnet_depth'] if config['model'] == 'resnet' else ''
-    return 'model-%s%s-%d-b%d' % (config['model'], depth, config['image_size'] or 0,
+    return 'model-%s%s-%d-b%d' % (config['model'], depth,
+                                  config['image_size'] or config['max_seq_length'] or 0,
                                   config['batch_size'])
   if name == 'input':
     return 'input-%d-b%d' % (config['image_size'], config['batch_size'])
@@ -147,19 +150,38 @@ def session_rates(config, session_config):
                       config.train_batch_size)
 
 
+def _path_in_subprocess(path):
+  """Runs this model benchmark for one path in a fresh process and returns its measurement: the
+  second of two sessions in one process runs measurably slower (up to 15% with intel-tensorflow),
+  which would bias whichever path ran second."""
+  args = [a for a in sys.argv[1:] if a.split('=')[0] not in ('--path', '--output')]
+  with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, 'record.json')
+    proc = subprocess.run([sys.executable, '-m', 'trainer.benchmark'] + args +
+                          ['--path=' + path, '--output=' + out],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True)
+    if proc.returncode != 0:
+      raise PipelineError('the %s path failed:\n%s' % (path, proc.stdout[-3000:]))
+    with open(out) as f:
+      record = json.load(f)
+  return record['measurements']['%s_examples_per_sec' % path]
+
+
 def bench_model():
   model_dir = tempfile.mkdtemp(prefix='benchmark-model-')
   try:
     config = _model_config(model_dir)
     measurements, rows = {}, []
-    session_config = None
-    if FLAGS.path in ('both', 'estimator'):
-      rates, session_config = estimator_rates(config)
-      measurements['estimator_examples_per_sec'] = measure.summarize(rates)
-    if FLAGS.path in ('both', 'session'):
-      if session_config is None:
-        session_config = estimator_lib.build_estimator(config).config.session_config
-      measurements['session_examples_per_sec'] = measure.summarize(session_rates(config, session_config))
+    if FLAGS.path == 'both':
+      for path in ('estimator', 'session'):
+        measurements['%s_examples_per_sec' % path] = _path_in_subprocess(path)
+    elif FLAGS.path == 'estimator':
+      measurements['estimator_examples_per_sec'] = measure.summarize(estimator_rates(config)[0])
+    else:
+      session_config = estimator_lib.build_estimator(config).config.session_config
+      measurements['session_examples_per_sec'] = measure.summarize(
+          session_rates(config, session_config))
     for key, label in (('estimator_examples_per_sec', 'Estimator path'),
                        ('session_examples_per_sec', 'bare session.run')):
       if key in measurements:
@@ -178,6 +200,7 @@ def bench_model():
         'optimizer': model.optimizer, 'moving_average_decay': model.moving_average_decay,
         'skip_host_call': model.skip_host_call, 'warmup_steps': FLAGS.warmup_steps,
         'windows': FLAGS.windows, 'steps_per_window': FLAGS.steps_per_window,
+        'paths_in_separate_processes': FLAGS.path == 'both',
         'input': 'synthetic (--fake_data: a fixed set of 64 examples, repeated)'}
     return write_record('model', details, measurements, rows,
                         ['path', 'examples/sec median (min-max)'])
@@ -187,20 +210,62 @@ def bench_model():
 
 # --- input -----------------------------------------------------------------------------------
 
-def input_rates(data, batch_size):
-  """Examples/sec per window of the training input_fn alone: each step produces a batch in the
-  graph (nothing is copied back to Python)."""
+def _dataset_rates(dataset, batch_size):
+  """Examples/sec per window of producing `dataset`'s batches in the graph (nothing is copied
+  back to Python)."""
   with tf.Graph().as_default():
-    dataset = input_pipeline.input_fn_builder(data, is_training=True)({'batch_size': batch_size})
-    features, labels = tf.data.make_one_shot_iterator(dataset).get_next()
-    produce = tf.group(tf.nest.flatten(features) + [labels])
+    produce = tf.group(tf.nest.flatten(tf.data.make_one_shot_iterator(dataset()).get_next()))
     with tf.Session() as sess:
       times = []
       for _ in range(_total_steps()):
         sess.run(produce)
         times.append(time.perf_counter())
   return measure.window_rates(times, FLAGS.warmup_steps, FLAGS.windows, FLAGS.steps_per_window,
-                      batch_size)
+                              batch_size)
+
+
+def input_rates(data, batch_size):
+  """Examples/sec per window of the training input_fn alone."""
+  return _dataset_rates(
+      lambda: input_pipeline.input_fn_builder(data, is_training=True)({'batch_size': batch_size}),
+      batch_size)
+
+
+def input_stage_rates(data, batch_size):
+  """Where the input pipeline's time goes: the same records, shuffle and parallel map cut after
+  each stage of a JPEG 'distorted_bbox' training example. Each stage's map returns a small value
+  that needs the stage's work (a pixel, or the resized image)."""
+  autotune = tf.data.experimental.AUTOTUNE
+
+  def records():
+    # pylint: disable=protected-access
+    dataset = input_pipeline._record_dataset(data.file_pattern(True), True)
+    dataset = dataset.map(lambda r: input_pipeline._parse(data, r), num_parallel_calls=autotune)
+    return dataset.shuffle(1024).repeat()
+
+  def stage(fn):
+    return lambda: records().map(fn, num_parallel_calls=autotune).batch(
+        batch_size, drop_remainder=True).prefetch(autotune)
+
+  def window(encoded):
+    begin, size = preprocessing._distorted_bbox(tf.image.extract_jpeg_shape(encoded))  # pylint: disable=protected-access
+    return tf.stack([begin[0], begin[1], size[0], size[1]])
+
+  stages = [
+      ('read, parse, shuffle', stage(lambda encoded, label: label)),
+      ('+ decode the whole JPEG', stage(
+          lambda encoded, label: tf.io.decode_jpeg(encoded, channels=3)[0, 0, 0])),
+      ('+ decode the crop window only', stage(
+          lambda encoded, label: tf.image.decode_and_crop_jpeg(
+              encoded, window(encoded), channels=3)[0, 0, 0])),
+      ('+ resize the crop to %d' % data.image_size, stage(
+          lambda encoded, label: preprocessing.decode_distorted_bbox_crop(
+              encoded, data.image_size))),
+      ('whole input_fn (+ flip, normalize, batch)',
+       lambda: input_pipeline.input_fn_builder(data, is_training=True)(
+           {'batch_size': batch_size})),
+  ]
+  return [(name, _dataset_rates(make, batch_size)) for name, make in stages]
 
 
 def bench_input():
@@ -223,6 +288,16 @@ def bench_input():
              'steps_per_window': FLAGS.steps_per_window}
   rows = [['training input_fn', _fmt(measurements['examples_per_sec']),
            _fmt(measurements['examples_per_sec_per_core'])]]
+  if FLAGS.input_stages:
+    measurements['stages'] = []
+    for name, stage_rates in input_stage_rates(data, FLAGS.batch_size):
+      summary = measure.summarize(stage_rates)
+      # Core-microseconds per example: what each stage adds is the difference to the one above.
+      summary.update(stage=name,
+                     core_microseconds_per_example=1e6 * facts_cores / summary['median'])
+      measurements['stages'].append(summary)
+      rows.append([name, _fmt(summary), '%.0f core-us/example'
+                   % summary['core_microseconds_per_example']])
   return write_record('input', details, measurements, rows,
                       ['what', 'examples/sec median (min-max)', 'per core'])
 
