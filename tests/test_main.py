@@ -155,12 +155,15 @@ def test_evaluation_and_export_use_the_moving_average_weights(small_dir, tmp_pat
   XLA test and its export by the export test)."""
   args, _ = TINY_BY_MODEL['cnn']
   model_dir = str(tmp_path / 'model')
-  # A short average (0.5) so that after 20 steps the averaged and raw weights clearly differ.
-  common = args + ['--data_dir=' + small_dir, '--model_dir=' + model_dir, '--skip_host_call']
-  ok(run_main('--mode=train', '--train_steps=20', '--moving_average_decay=0.5', *common))
+  # The average covers the last few steps (decay min(0.9, (1 + step) / (10 + step)) = 0.7 at
+  # step 20) and each step moves the weights far (Adam at 5x the recipe's rate), so the averaged
+  # and raw weights clearly differ.
+  common = args + ['--data_dir=' + small_dir, '--model_dir=' + model_dir, '--skip_host_call',
+                   '--base_learning_rate=0.005']
+  ok(run_main('--mode=train', '--train_steps=20', '--moving_average_decay=0.9', *common))
   ok(run_main('--mode=eval', '--moving_average_decay=0', *common))
   raw = results_of(model_dir)
-  ok(run_main('--mode=eval', '--moving_average_decay=0.5', '--export_dir=' + str(tmp_path / 'e'),
+  ok(run_main('--mode=eval', '--moving_average_decay=0.9', '--export_dir=' + str(tmp_path / 'e'),
                *common))
   ema = results_of(model_dir)
   assert raw['global_step'] == ema['global_step'] == 20
