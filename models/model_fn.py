@@ -246,8 +246,8 @@ def model_fn_builder(config):
       cross-entropy + aux_loss_weight x the auxiliary head's (InceptionV3) + weight decay; with
       moving_average_decay > 0 each step also updates the EMA of the network's variables.
     EVAL: `metric_fn` on masked batches.
-    PREDICT: `classes` int32 [batch], `probabilities` float32 [batch, num_classes], also the
-      `serving_default` export signature.
+    PREDICT: `classes` int32 [batch], `probabilities` and `logits` float32 [batch, num_classes],
+      also the `serving_default` export signature.
   With moving_average_decay > 0, EVAL and PREDICT (hence export) restore the network's variables
   from their moving averages in the checkpoint being read.
   """
@@ -280,6 +280,9 @@ def model_fn_builder(config):
       predictions = {
           'classes': tf.argmax(logits, axis=1, output_type=tf.int32),
           'probabilities': tf.nn.softmax(logits),
+          # Callers that need a log-likelihood take it from the logits: a saturated softmax
+          # rounds small probabilities to 0.
+          'logits': logits,
       }
       return tf.estimator.tpu.TPUEstimatorSpec(
           mode, predictions=predictions, scaffold_fn=scaffold_fn,

@@ -84,8 +84,8 @@ def test_prepare_train_eval_resume_export_and_predict_all_on_gcs(model, small_di
   assert results['global_step'] == 5 and results['export_path'].startswith(export_dir + '/')
   assert tf.io.gfile.exists(results['export_path'] + '/saved_model.pb')
   # The SavedModel is loaded from gs:// in a fresh process and classifies the gs:// eval records.
-  labels, classes, probabilities = _predict_in_fresh_process(results['export_path'], data_dir,
-                                                             tmp_path)
+  labels, classes, probabilities, _ = _predict_in_fresh_process(results['export_path'], data_dir,
+                                                                tmp_path)
   assert len(classes) == len(labels) == results['num_eval_examples']
   np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-4)
   assert (classes == labels).sum() == round(results['top_1_accuracy'] * len(labels))

@@ -100,7 +100,8 @@ with tf.Graph().as_default(), tf.Session() as sess:
   out = sess.run({k: v.name for k, v in sig.outputs.items()},
                  {sig.inputs[request['input_name']].name: inputs})
 print(json.dumps({'classes': out['classes'].tolist(),
-                  'probabilities': out['probabilities'].tolist()}))
+                  'probabilities': out['probabilities'].tolist(),
+                  'logits': out['logits'].tolist()}))
 '''
 
 
@@ -109,7 +110,7 @@ def _predict_in_fresh_process(export_path, data_dir, tmp_path):
   bytes, or for text data the raw text strings.
 
   Returns:
-    (labels, classes, probabilities) as numpy arrays.
+    (labels, classes, probabilities, logits) as numpy arrays.
   """
   records = read_records(os.path.join(data_dir, 'validation-*'))
   examples = [tf.train.Example.FromString(r).features.feature for r in records]
@@ -123,7 +124,8 @@ def _predict_in_fresh_process(export_path, data_dir, tmp_path):
                              str(tmp_path / 'request.json')], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, universal_newlines=True, cwd=str(tmp_path)))
   out = json.loads(proc.stdout.strip().splitlines()[-1])
-  return labels, np.array(out['classes']), np.array(out['probabilities'])
+  return (labels, np.array(out['classes']), np.array(out['probabilities']),
+          np.array(out['logits']))
 
 
 @pytest.mark.parametrize('model', sorted(TINY_BY_MODEL))
@@ -133,18 +135,29 @@ def test_export_predicts_real_examples_in_a_fresh_process(model, request, tmp_pa
   ok(run_main('--train_steps=20', '--data_dir=' + data_dir, '--model_dir=' + model_dir,
                '--export_dir=' + export_dir, '--skip_host_call', *args))
   results = results_of(model_dir)
-  labels, classes, probabilities = _predict_in_fresh_process(results['export_path'], data_dir,
-                                                             tmp_path)
+  labels, classes, probabilities, logits = _predict_in_fresh_process(results['export_path'],
+                                                                     data_dir, tmp_path)
   assert len(classes) == len(labels) == results['num_eval_examples']
   np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-4)
+  np.testing.assert_allclose(probabilities, _softmax(logits), atol=1e-5)
   # Same weights and the same eval preprocessing as evaluation: the same accuracy and loss.
   assert (classes == labels).sum() == round(results['top_1_accuracy'] * len(labels))
   if model != 'inception_v3':  # 20-step InceptionV3: eval logits ~1e8, the softmax saturates
-    np.testing.assert_allclose(_mean_xent(probabilities, labels), results['loss'], rtol=1e-3)
+    np.testing.assert_allclose(_mean_xent(logits, labels), results['loss'], rtol=1e-3)
 
 
-def _mean_xent(probabilities, labels):
-  return float(np.mean(-np.log(probabilities[np.arange(len(labels)), labels])))
+def _softmax(logits):
+  shifted = logits - logits.max(axis=1, keepdims=True)
+  return np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+
+
+def _mean_xent(logits, labels):
+  """Mean softmax cross-entropy from logits (float64, log-sum-exp), as evaluation computes it;
+  the float32 probabilities of a confident wrong prediction round to 0."""
+  logits = logits.astype(np.float64)
+  shifted = logits - logits.max(axis=1, keepdims=True)
+  log_probabilities = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+  return float(np.mean(-log_probabilities[np.arange(len(labels)), labels]))
 
 
 def test_evaluation_and_export_use_the_moving_average_weights(small_dir, tmp_path):
@@ -168,8 +181,8 @@ def test_evaluation_and_export_use_the_moving_average_weights(small_dir, tmp_pat
   ema = results_of(model_dir)
   assert raw['global_step'] == ema['global_step'] == 20
   assert abs(raw['loss'] - ema['loss']) > 1e-3 * raw['loss'], (raw['loss'], ema['loss'])
-  labels, _, probabilities = _predict_in_fresh_process(ema['export_path'], small_dir, tmp_path)
-  exported = _mean_xent(probabilities, labels)
+  labels, _, _, logits = _predict_in_fresh_process(ema['export_path'], small_dir, tmp_path)
+  exported = _mean_xent(logits, labels)
   np.testing.assert_allclose(exported, ema['loss'], rtol=1e-3)
   assert abs(exported - raw['loss']) > 1e-3 * raw['loss']
 

@@ -291,8 +291,8 @@ def test_saved_model_classifies_raw_strings_like_the_estimator(text_small_dir, t
   ok(run_main('--train_steps=30', '--data_dir=' + text_small_dir, '--model_dir=' + model_dir,
                '--export_dir=' + str(tmp_path / 'export'), '--skip_host_call', *args))
   results = results_of(model_dir)
-  labels, classes, probabilities = _predict_in_fresh_process(results['export_path'],
-                                                             text_small_dir, tmp_path)
+  labels, classes, probabilities, logits = _predict_in_fresh_process(results['export_path'],
+                                                                     text_small_dir, tmp_path)
 
   info = dataset_info.read(text_small_dir)
   data = DataConfig(data_dir=text_small_dir, num_classes=2, num_train_examples=256,
@@ -309,4 +309,5 @@ def test_saved_model_classifies_raw_strings_like_the_estimator(text_small_dir, t
   predictions = predictions[:len(labels)]  # the rest is the eval padding
   np.testing.assert_array_equal(classes, [p['classes'] for p in predictions])
   np.testing.assert_allclose(probabilities, [p['probabilities'] for p in predictions], atol=1e-5)
+  np.testing.assert_allclose(logits, [p['logits'] for p in predictions], rtol=1e-4, atol=1e-4)
   assert (classes == labels).sum() == round(results['top_1_accuracy'] * len(labels))

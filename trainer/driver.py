@@ -218,8 +218,8 @@ def _eval_only(estimator, config):
 
 def export(estimator, config, checkpoint_path):
   """Writes a SavedModel (signature `serving_default`: image_bytes, or text for text models ->
-  classes, probabilities) of
-  `checkpoint_path`, with the moving-average weights when the model keeps them."""
+  classes, probabilities, logits) of `checkpoint_path`, with the moving-average weights when the
+  model keeps them."""
   with _explain_checkpoint_mismatch(config):
     path = estimator.export_saved_model(
         config.export_dir, input_pipeline.serving_input_receiver_fn_builder(config.data),
