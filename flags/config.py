@@ -223,8 +223,7 @@ def config_from_flags(f):
       image_size=values.get('image_size') or 0,
       train_pattern=info.get('train_pattern', DataConfig.train_pattern),
       eval_pattern=info.get('eval_pattern', DataConfig.eval_pattern),
-      mean_rgb=tuple(info.get('mean_rgb', DataConfig.mean_rgb)),
-      stddev_rgb=tuple(info.get('stddev_rgb', DataConfig.stddev_rgb)),
+      image_dtype='float32' if f.use_tpu else 'uint8',
       train_crop=_preprocessing_value(f, preprocessing, 'train_crop'),
       crop_padding=_preprocessing_value(f, preprocessing, 'crop_padding'),
       eval_crop_fraction=_preprocessing_value(f, preprocessing, 'eval_crop_fraction'),
@@ -245,6 +244,8 @@ def config_from_flags(f):
   try:
     model = ModelConfig(
         model=f.model, num_classes=data.num_classes, image_size=data.image_size,
+        mean_rgb=tuple(info.get('mean_rgb', ModelConfig.mean_rgb)),
+        stddev_rgb=tuple(info.get('stddev_rgb', ModelConfig.stddev_rgb)),
         train_batch_size=f.train_batch_size, num_train_examples=data.num_train_examples,
         resnet_depth=f.resnet_depth, momentum=f.momentum, precision=f.precision,
         vocab_size=data.vocab_size, max_seq_length=data.max_seq_length,

@@ -20,6 +20,11 @@ PRECISIONS = ('float32', 'bfloat16')
 # would reduce to nothing (Szegedy et al. 2016, Sec. 9, trains a 79x79 variant).
 INCEPTION_MIN_IMAGE_SIZE = 75
 
+# Per-channel pixel statistics of ImageNet on the 0-255 scale: the normalization of data sets
+# whose dataset.json gives none.
+IMAGENET_MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+IMAGENET_STDDEV_RGB = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+
 # The training recipe each network was published with, in the names of `ModelConfig`.
 MODEL_DEFAULTS = {
     # He et al. 2016, Sec. 3.4 with the large-batch rules of Goyal et al. 2017.
@@ -54,6 +59,8 @@ class ModelConfig:
     model: network name, one of `MODELS`.
     num_classes: number of output classes (logits width).
     image_size: input height and width in pixels (images are square, 3 channels).
+    mean_rgb, stddev_rgb: per-channel statistics on the 0-255 scale; the model_fn normalizes
+      its 0-255 input images with them (`normalize_images`).
     vocab_size, max_seq_length: text models: embedding rows (ids 0 = padding, 1 = unknown) and
       tokens per example (static; shorter texts are padded and masked).
     embedding_dim, lstm_hidden_units, lstm_layers, lstm_pooling, dropout_rate: the BiLSTM's
@@ -93,6 +100,8 @@ class ModelConfig:
   model: str = 'resnet'
   num_classes: int = 10
   image_size: int = 32
+  mean_rgb: Tuple[float, float, float] = IMAGENET_MEAN_RGB
+  stddev_rgb: Tuple[float, float, float] = IMAGENET_STDDEV_RGB
   train_batch_size: int = 128
   num_train_examples: int = 60000
   resnet_depth: int = 18

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import write_subset
+from conftest import read_records, write_subset
 from trainer import input_pipeline
 from trainer import preprocessing
 from trainer.config import DataConfig
@@ -18,8 +18,7 @@ def _data_config(data_dir, **overrides):
   values = dict(data_dir=data_dir, num_classes=info['num_classes'],
                 num_train_examples=info['num_train_examples'],
                 num_eval_examples=info['num_eval_examples'], image_size=28,
-                label_offset=info['label_offset'], mean_rgb=tuple(info['mean_rgb']),
-                stddev_rgb=tuple(info['stddev_rgb']), train_crop='pad_and_crop',
+                label_offset=info['label_offset'], train_crop='pad_and_crop',
                 eval_crop_fraction=1.0)
   values.update(overrides)
   return DataConfig(**values)
@@ -55,6 +54,16 @@ def test_eval_covers_all_10000_test_images_once(fashion_mnist_dir):
   assert len({img.tobytes() for img in images}) > 9900
   image_shape = tf.data.get_output_shapes(dataset)[0]['image']
   assert image_shape.as_list() == [1024, 28, 28, 3]  # static: TPU-compatible
+  # A 28x28 -> 28x28 resize keeps every pixel: the eval images are the records' own pixels
+  # (grayscale repeated over RGB) as uint8, 0-255, not normalized (the model_fn does that).
+  assert images.dtype == np.uint8
+  encoded = [tf.train.Example.FromString(r).features.feature['image/encoded'].bytes_list.value[0]
+             for r in read_records(os.path.join(fashion_mnist_dir, 'validation-*'), limit=50)]
+  with tf.Graph().as_default(), tf.Session() as sess:
+    placeholder = tf.placeholder(tf.string, [])
+    decoded = preprocessing.decode_image(placeholder)
+    originals = [sess.run(decoded, {placeholder: e}) for e in encoded]
+  assert {o.tobytes() for o in originals} <= {img.tobytes() for img in images}
 
 
 def test_train_batches_are_static_per_shard_and_labels_in_range(fashion_mnist_dir):
@@ -67,7 +76,7 @@ def test_train_batches_are_static_per_shard_and_labels_in_range(fashion_mnist_di
   for features, labels in batches:
     assert features['mask'].tolist() == [1.0] * 32
     assert labels.min() >= 0 and labels.max() < 10
-    assert abs(features['image'].mean()) < 1.0  # normalized with the dataset statistics
+    assert features['image'].dtype == np.uint8 and features['image'].max() > 128
 
 
 def test_label_out_of_range_is_reported(fashion_mnist_dir):
@@ -96,8 +105,7 @@ def test_subset_helper_keeps_real_records(fashion_mnist_dir, tmp_path):
 
 def test_color_distortion_changes_training_images_only_within_range():
   pixels = np.random.RandomState(0).randint(0, 256, [28, 28, 3]).astype(np.uint8)
-  kwargs = dict(image_size=28, mean_rgb=(0., 0., 0.), stddev_rgb=(1., 1., 1.),
-                train_crop='pad_and_crop', crop_padding=0, random_flip=False,
+  kwargs = dict(image_size=28, train_crop='pad_and_crop', crop_padding=0, random_flip=False,
                 eval_crop_fraction=1.0)
   with tf.Graph().as_default():
     image = tf.constant(pixels)
@@ -106,8 +114,11 @@ def test_color_distortion_changes_training_images_only_within_range():
     evaluated = preprocessing.preprocess_image(image, False, color_distortion=True, **kwargs)
     with tf.Session() as sess:
       plain, evaluated = sess.run([plain, evaluated])
-      samples = [sess.run(distorted) for _ in range(4)]
-  np.testing.assert_allclose(evaluated, plain, atol=1e-3)  # evaluation is never distorted
+      samples = [sess.run(distorted).astype(np.float64) for _ in range(4)]
+  # Evaluation is never distorted, and without distortion a 28x28 image keeps its pixels.
+  np.testing.assert_array_equal(evaluated, pixels)
+  np.testing.assert_array_equal(plain, pixels)
+  plain = plain.astype(np.float64)
   for sample in samples:
     assert 0.0 <= sample.min() and sample.max() <= 255.0
     assert np.abs(sample - plain).mean() > 1.0
@@ -129,8 +140,12 @@ def test_a_jpeg_training_crop_decodes_only_its_window_to_the_same_pixels(monkeyp
     png = tf.image.encode_png(tf.io.decode_jpeg(jpeg, channels=3))
     from_jpeg = preprocessing.decode_distorted_bbox_crop(jpeg, 64)
     from_png = preprocessing.decode_distorted_bbox_crop(png, 64)
+    # The training example: that crop rounded to uint8 (the flip off).
+    example = preprocessing.preprocess_encoded(jpeg, True, 64, random_flip=False)
     with tf.Session() as sess:
-      from_jpeg, from_png = sess.run([from_jpeg, from_png])
+      from_jpeg, from_png, example = sess.run([from_jpeg, from_png, example])
   assert from_jpeg.shape == (64, 64, 3)
   np.testing.assert_allclose(from_jpeg, from_png, atol=2.0)
+  assert example.dtype == np.uint8
+  np.testing.assert_array_equal(example, np.floor(from_jpeg + 0.5))
   assert np.abs(from_jpeg - from_png).mean() < 0.5

@@ -62,7 +62,7 @@ def test_learning_rate_warmup_scaling_and_step_decay():
 
 def _features(batch=8, size=32):
   rng = np.random.RandomState(0)
-  return ({'image': tf.constant(rng.randn(batch, size, size, 3).astype(np.float32)),
+  return ({'image': tf.constant(rng.randint(0, 256, (batch, size, size, 3)).astype(np.uint8)),
            'mask': tf.ones([batch])},
           tf.constant(rng.randint(0, 10, batch).astype(np.int32)))
 
@@ -115,7 +115,7 @@ def _inputs(model, batch, size, rng):
     ids *= np.arange(_TEXT['max_seq_length']) < length[:, None]
     return {'token_ids': tf.constant(ids), 'length': tf.constant(length),
             'mask': tf.ones([batch])}, labels
-  return {'image': tf.constant(rng.randn(batch, size, size, 3).astype(np.float32)),
+  return {'image': tf.constant(rng.randint(0, 256, (batch, size, size, 3)).astype(np.uint8)),
           'mask': tf.ones([batch])}, labels
 
 

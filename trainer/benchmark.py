@@ -234,7 +234,7 @@ def input_rates(data, batch_size):
 def input_stage_rates(data, batch_size):
   """Where the input pipeline's time goes: the same records, shuffle and parallel map cut after
   each stage of a JPEG 'distorted_bbox' training example. Each stage's map returns a small value
-  that needs the stage's work (a pixel, or the resized image)."""
+  that needs the stage's work (one pixel of its output)."""
   autotune = tf.data.experimental.AUTOTUNE
 
   def records():
@@ -244,8 +244,8 @@ def input_stage_rates(data, batch_size):
     return dataset.shuffle(1024).repeat()
 
   def stage(fn):
-    return lambda: records().map(fn, num_parallel_calls=autotune).batch(
-        batch_size, drop_remainder=True).prefetch(autotune)
+    return lambda: input_pipeline.with_host_options(records().map(
+        fn, num_parallel_calls=autotune).batch(batch_size, drop_remainder=True).prefetch(autotune))
 
   def window(encoded):
     begin, size = preprocessing._distorted_bbox(tf.image.extract_jpeg_shape(encoded))  # pylint: disable=protected-access
@@ -258,10 +258,10 @@ def input_stage_rates(data, batch_size):
       ('+ decode the crop window only', stage(
           lambda encoded, label: tf.image.decode_and_crop_jpeg(
               encoded, window(encoded), channels=3)[0, 0, 0])),
-      ('+ resize the crop to %d' % data.image_size, stage(
+      ('+ resize the crop to %d (float32)' % data.image_size, stage(
           lambda encoded, label: preprocessing.decode_distorted_bbox_crop(
-              encoded, data.image_size))),
-      ('whole input_fn (+ flip, normalize, batch)',
+              encoded, data.image_size)[0, 0, 0])),
+      ('whole input_fn (+ round to uint8, flip, batch)',
        lambda: input_pipeline.input_fn_builder(data, is_training=True)(
            {'batch_size': batch_size})),
   ]

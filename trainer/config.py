@@ -6,8 +6,7 @@ from typing import Optional, Tuple
 from models.config import ModelConfig
 
 MODES = ('train', 'eval', 'train_and_eval')
-IMAGENET_MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
-IMAGENET_STDDEV_RGB = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+IMAGE_DTYPES = ('uint8', 'float32')
 
 
 class PipelineError(Exception):
@@ -28,7 +27,9 @@ class DataConfig:
     num_train_examples, num_eval_examples: examples per split (eval must be exact: it sizes the
       padding that lets evaluation see every example once).
     image_size: model input height and width.
-    mean_rgb, stddev_rgb: normalization statistics on the 0-255 scale.
+    image_dtype: dtype of the batches' features['image'], 0-255 pixels either way (the model_fn
+      normalizes them): 'uint8' (CPU/GPU) or 'float32' (Cloud TPU, whose infeed takes no uint8;
+      the cast is one op per batch on the TPU host).
     train_crop, crop_padding, eval_crop_fraction, random_flip, color_distortion: see `trainer.preprocessing`.
     cache_decoded: cache decoded images in host RAM after the first epoch (small datasets only).
     fake_data: synthetic images and labels of the right shapes instead of reading files.
@@ -46,8 +47,7 @@ class DataConfig:
   label_offset: int = 0
   train_pattern: str = 'train-*'
   eval_pattern: str = 'validation-*'
-  mean_rgb: Tuple[float, float, float] = IMAGENET_MEAN_RGB
-  stddev_rgb: Tuple[float, float, float] = IMAGENET_STDDEV_RGB
+  image_dtype: str = 'uint8'
   train_crop: str = 'distorted_bbox'
   crop_padding: int = 4
   eval_crop_fraction: float = 0.875
@@ -59,6 +59,10 @@ class DataConfig:
   max_seq_length: int = 0
   vocab_size: int = 0
   vocab_file: str = 'vocab.txt'
+
+  def __post_init__(self):
+    if self.image_dtype not in IMAGE_DTYPES:
+      raise ValueError('image_dtype must be one of %s, got %r' % (IMAGE_DTYPES, self.image_dtype))
 
   @property
   def vocab_path(self):

@@ -5,7 +5,8 @@ Image records are tf.train.Examples with at least `image/encoded` (JPEG/PNG byte
 `image/class/label` (int64); the other keys (`image/format`, `image/height`, ...) are ignored here.
 Text records hold `text/token_ids` (int64 list) and `text/class/label` (int64).
 input_fns return (features, labels) with static shapes, as TPUs require:
-  images: features['image']: float32 [params['batch_size'], image_size, image_size, 3]
+  images: features['image']: uint8 (data.image_dtype) [params['batch_size'], image_size,
+          image_size, 3], pixels on the 0-255 scale (the model_fn normalizes them)
   text:   features['token_ids']: int32 [params['batch_size'], max_seq_length], 0-padded;
           features['length']: int32 [params['batch_size']]
   features['mask']:  float32 [params['batch_size']], 0.0 marks eval padding
@@ -77,15 +78,14 @@ def _preprocess(data, is_training, image, label):
   preprocess = (preprocessing.preprocess_image if image.dtype == tf.uint8
                 else preprocessing.preprocess_encoded)
   image = preprocess(
-      image, is_training, data.image_size, data.mean_rgb, data.stddev_rgb,
-      train_crop=data.train_crop, crop_padding=data.crop_padding,
+      image, is_training, data.image_size, train_crop=data.train_crop, crop_padding=data.crop_padding,
       eval_crop_fraction=data.eval_crop_fraction, random_flip=data.random_flip,
       color_distortion=data.color_distortion)
   return {'image': image, 'mask': tf.constant(1.0)}, label
 
 
 def _fake_dataset(data, is_training, num_examples):
-  """Random normalized images (or token ids of random lengths) with random labels; one fixed
+  """Random uint8 images (or token ids of random lengths) with random labels; one fixed
   example set repeated (cheap)."""
   labels = tf.random.stateless_uniform([64], seed=[3, 4], maxval=data.num_classes, dtype=tf.int32)
   if data.modality == 'text':
@@ -96,8 +96,9 @@ def _fake_dataset(data, is_training, num_examples):
     ids *= tf.sequence_mask(length, data.max_seq_length, dtype=tf.int32)
     features = {'token_ids': ids, 'length': length, 'mask': tf.ones([64])}
   else:
-    features = {'image': tf.random.stateless_normal(
-        [64, data.image_size, data.image_size, 3], seed=[1, 2]), 'mask': tf.ones([64])}
+    pixels = tf.random.stateless_uniform([64, data.image_size, data.image_size, 3], seed=[1, 2],
+                                         maxval=256, dtype=tf.int32)
+    features = {'image': tf.cast(pixels, tf.uint8), 'mask': tf.ones([64])}
   dataset = tf.data.Dataset.from_tensor_slices((features, labels))
   dataset = dataset.repeat()
   return dataset if is_training else dataset.take(num_examples)
@@ -109,7 +110,7 @@ def _eval_padding(data, count):
     features = {'token_ids': tf.zeros([data.max_seq_length], tf.int32),
                 'length': tf.constant(0, tf.int32), 'mask': tf.constant(0.0)}
   else:
-    features = {'image': tf.zeros([data.image_size, data.image_size, 3], tf.float32),
+    features = {'image': tf.zeros([data.image_size, data.image_size, 3], tf.uint8),
                 'mask': tf.constant(0.0)}
   return tf.data.Dataset.from_tensors((features, tf.constant(0, tf.int32))).repeat(count)
 
@@ -120,6 +121,23 @@ def _record_dataset(pattern, is_training):
   return files.interleave(
       lambda f: tf.data.TFRecordDataset(f, buffer_size=8 * 1024 * 1024),
       cycle_length=16, num_parallel_calls=AUTOTUNE)
+
+
+def _cast_images(features, dtype):
+  features = dict(features)
+  features['image'] = tf.cast(features['image'], dtype)
+  return features
+
+
+def with_host_options(dataset):
+  """`dataset` with each op of its functions on one thread: the map already runs on every core,
+  one example per thread, and splitting a single small image's decode or resize over the cores
+  as well costs more in hand-offs than it gains (1.3-2x slower here; BENCHMARKS.md)."""
+  options = tf.data.Options()
+  # `threading` since TF 2.6; TF 1.15 has only `experimental_threading`.
+  threading = getattr(options, 'threading', None) or options.experimental_threading
+  threading.max_intra_op_parallelism = 1
+  return dataset.with_options(options)
 
 
 def input_fn_builder(data, is_training, global_batch_size=None):
@@ -153,7 +171,7 @@ def input_fn_builder(data, is_training, global_batch_size=None):
     else:
       dataset = _record_dataset(data.file_pattern(is_training), is_training)
       if data.cache_decoded:
-        # Decoded once, kept in host RAM: later epochs only crop, flip and normalize.
+        # Decoded once, kept in host RAM: later epochs only crop and flip.
         dataset = dataset.map(lambda r: _parse_and_decode(data, r), num_parallel_calls=AUTOTUNE)
         dataset = dataset.cache()
       else:
@@ -169,7 +187,10 @@ def input_fn_builder(data, is_training, global_batch_size=None):
       padded_total = -(-num_examples // global_batch_size) * global_batch_size
       dataset = dataset.concatenate(_eval_padding(data, padded_total - num_examples))
     dataset = dataset.batch(batch_size, drop_remainder=True)
-    return dataset.prefetch(AUTOTUNE)
+    if data.modality == 'image' and data.image_dtype != 'uint8':
+      dataset = dataset.map(lambda features, labels: (_cast_images(features, data.image_dtype),
+                                                      labels), num_parallel_calls=AUTOTUNE)
+    return with_host_options(dataset.prefetch(AUTOTUNE))
 
   return input_fn
 
@@ -177,7 +198,7 @@ def input_fn_builder(data, is_training, global_batch_size=None):
 def serving_input_receiver_fn_builder(data):
   """Returns a serving_input_receiver_fn whose signature input is
     images: `image_bytes`, a string [batch] of encoded JPEG/PNG images, preprocessed exactly like
-      evaluation images;
+      evaluation images (uint8; the model normalizes them);
     text: `text`, a string [batch] of raw UTF-8 texts, tokenized in the graph by
       `trainer.text.texts_to_ids` with the data set's vocab.txt (embedded in the SavedModel).
   """
@@ -195,9 +216,9 @@ def serving_input_receiver_fn_builder(data):
     image_bytes = tf.placeholder(tf.string, [None], name='image_bytes')
     images = tf.map_fn(
         lambda b: preprocessing.preprocess_image(
-            preprocessing.decode_image(b), False, data.image_size, data.mean_rgb,
-            data.stddev_rgb, eval_crop_fraction=data.eval_crop_fraction),
-        image_bytes, dtype=tf.float32, back_prop=False)
+            preprocessing.decode_image(b), False, data.image_size,
+            eval_crop_fraction=data.eval_crop_fraction),
+        image_bytes, dtype=tf.uint8, back_prop=False)
     return tf.estimator.export.ServingInputReceiver({'image': images}, {'image_bytes': image_bytes})
 
   return serving_input_receiver_fn

@@ -12,6 +12,11 @@ faces the same way, so a flip shows the model images the test set never has). Wi
 saturation, hue and contrast, as in the reference Inception preprocessing). Evaluation takes a
 central crop of `eval_crop_fraction` of the image and resizes it to image_size (0.875 is the
 ImageNet convention, 1.0 keeps the whole image).
+
+Every function returns uint8 pixels on the 0-255 scale, rounded after resizing: the model_fn
+normalizes them (`models.model_fn.normalize_images`), as the Cloud TPU reference ResNet does. A uint8 image is a
+quarter of the bytes of a float32 one to flip, batch and copy, which is most of the host's work
+after decoding (see BENCHMARKS.md, input pipeline).
 """
 
 import tensorflow.compat.v1 as tf
@@ -27,9 +32,19 @@ def decode_image(encoded):
 
 
 def _resize(image, image_size):
-  image = tf.image.resize_bilinear(tf.expand_dims(image, 0), [image_size, image_size],
+  """Bilinear resize of a [h, w, 3] image to float32 [image_size, image_size, 3]."""
+  # ResizeBilinear reads float32 input faster than uint8 (1.15x on TF 1.15, 1.6x on TF 2.15
+  # here), more than the cast costs.
+  image = tf.image.resize_bilinear(tf.expand_dims(tf.cast(image, tf.float32), 0),
+                                   [image_size, image_size],
                                    align_corners=False)
   return tf.squeeze(image, [0])
+
+
+def _to_uint8(image):
+  """Rounds a float image with values in [0, 255] (a bilinear resize of uint8 pixels stays in
+  that range) to uint8."""
+  return tf.cast(image + 0.5, tf.uint8)
 
 
 def _distorted_bbox(shape):
@@ -69,7 +84,7 @@ def decode_distorted_bbox_crop(encoded, image_size):
 
 
 def _pad_and_crop(image, image_size, crop_padding):
-  image = _resize(image, image_size)
+  image = _to_uint8(_resize(image, image_size))
   image = tf.pad(image, [[crop_padding, crop_padding], [crop_padding, crop_padding], [0, 0]])
   return tf.random_crop(image, [image_size, image_size, 3])
 
@@ -91,16 +106,14 @@ def _distort_color(image):
   return tf.clip_by_value(image, 0.0, 1.0) * 255.0
 
 
-def preprocess_image(image, is_training, image_size, mean_rgb, stddev_rgb,
-                     train_crop='distorted_bbox', crop_padding=4, eval_crop_fraction=0.875,
-                     random_flip=True, color_distortion=False):
-  """Crops, flips (training only), resizes and normalizes one decoded image.
+def preprocess_image(image, is_training, image_size, train_crop='distorted_bbox', crop_padding=4,
+                     eval_crop_fraction=0.875, random_flip=True, color_distortion=False):
+  """Crops, flips (training only) and resizes one decoded image.
 
   Args:
     image: uint8 [height, width, 3].
     is_training: Python bool.
     image_size: output height and width in pixels.
-    mean_rgb, stddev_rgb: per-channel statistics on the 0-255 scale.
     train_crop: one of TRAIN_CROPS.
     crop_padding: pixels of zero padding for 'pad_and_crop'.
     eval_crop_fraction: fraction of each side kept by the eval central crop, in (0, 1].
@@ -108,7 +121,7 @@ def preprocess_image(image, is_training, image_size, mean_rgb, stddev_rgb,
     color_distortion: jitter the colours of training images.
 
   Returns:
-    float32 [image_size, image_size, 3], (pixel - mean) / stddev.
+    uint8 [image_size, image_size, 3], 0-255 (not normalized).
 
   Raises:
     ValueError: for an unknown train_crop.
@@ -117,36 +130,35 @@ def preprocess_image(image, is_training, image_size, mean_rgb, stddev_rgb,
     if train_crop == 'distorted_bbox':
       image = _distorted_bbox_crop(image, image_size)
     elif train_crop == 'pad_and_crop':
-      image = _pad_and_crop(tf.cast(image, tf.float32), image_size, crop_padding)
+      image = _pad_and_crop(image, image_size, crop_padding)
     else:
       raise ValueError('train_crop must be one of %s, got %r' % (TRAIN_CROPS, train_crop))
-    return _augment_and_normalize(image, image_size, mean_rgb, stddev_rgb, random_flip,
-                                  color_distortion)
-  image = _central_crop(tf.cast(image, tf.float32), image_size, eval_crop_fraction)
-  return _augment_and_normalize(image, image_size, mean_rgb, stddev_rgb, False, False)
+    return _augment(image, image_size, random_flip, color_distortion)
+  return _augment(_central_crop(image, image_size, eval_crop_fraction), image_size, False, False)
 
 
-def preprocess_encoded(encoded, is_training, image_size, mean_rgb, stddev_rgb,
-                       train_crop='distorted_bbox', crop_padding=4, eval_crop_fraction=0.875,
-                       random_flip=True, color_distortion=False):
+def preprocess_encoded(encoded, is_training, image_size, train_crop='distorted_bbox',
+                       crop_padding=4, eval_crop_fraction=0.875, random_flip=True,
+                       color_distortion=False):
   """`preprocess_image` from encoded JPEG/PNG bytes (string scalar). The same transformations;
   a 'distorted_bbox' training crop of a JPEG decodes only the crop window
-  (`decode_distorted_bbox_crop`). Returns float32 [image_size, image_size, 3], normalized."""
+  (`decode_distorted_bbox_crop`). Returns uint8 [image_size, image_size, 3], 0-255."""
   if is_training and train_crop == 'distorted_bbox':
-    return _augment_and_normalize(decode_distorted_bbox_crop(encoded, image_size), image_size,
-                                  mean_rgb, stddev_rgb, random_flip, color_distortion)
-  return preprocess_image(decode_image(encoded), is_training, image_size, mean_rgb, stddev_rgb,
-                          train_crop, crop_padding, eval_crop_fraction, random_flip,
-                          color_distortion)
+    return _augment(decode_distorted_bbox_crop(encoded, image_size), image_size, random_flip,
+                    color_distortion)
+  return preprocess_image(decode_image(encoded), is_training, image_size, train_crop,
+                          crop_padding, eval_crop_fraction, random_flip, color_distortion)
 
 
-def _augment_and_normalize(image, image_size, mean_rgb, stddev_rgb, random_flip,
-                           color_distortion):
-  """Flip and colour jitter (as asked) of a float [image_size, image_size, 3] 0-255 image, then
-  (pixel - mean) / stddev."""
+def _augment(image, image_size, random_flip, color_distortion):
+  """Colour jitter and flip (as asked) of an [image_size, image_size, 3] 0-255 image (float32 from
+  a resize, or uint8); returns it as uint8. The flip runs on uint8, after the rounding."""
+  if color_distortion:
+    image = _distort_color(tf.cast(image, tf.float32))
+  if image.dtype != tf.uint8:
+    image = _to_uint8(image)
   if random_flip:
     image = tf.image.random_flip_left_right(image)
-  if color_distortion:
-    image = _distort_color(image)
   image.set_shape([image_size, image_size, 3])
-  return (image - tf.constant(mean_rgb, tf.float32)) / tf.constant(stddev_rgb, tf.float32)
+  return image
+
