@@ -48,6 +48,7 @@ def write_crops(tree, num_images, seed=0):
     size_in = tf.placeholder(tf.int32, [2])
     box_in = tf.placeholder(tf.int32, [2])
     decoded = tf.io.decode_image(encoded_in, channels=3, expand_animations=False)
+    decoded_shape = tf.shape(decoded)
     resized = tf.image.resize(decoded, size_in)
     crop = tf.image.crop_to_bounding_box(resized, box_in[0], box_in[1], CROP[0], CROP[1])
     jpeg = tf.io.encode_jpeg(tf.cast(tf.round(tf.clip_by_value(crop, 0, 255)), tf.uint8),
@@ -57,7 +58,7 @@ def write_crops(tree, num_images, seed=0):
       for path in paths:
         with open(path, 'rb') as f:
           encoded = f.read()
-        sources.append((path, encoded, sess.run(tf.shape(decoded), {encoded_in: encoded})[:2]))
+        sources.append((path, encoded, sess.run(decoded_shape, {encoded_in: encoded})[:2]))
       for index in range(num_images):
         path, encoded, (height, width) = sources[index % len(sources)]
         scale = max(CROP[0] / height, CROP[1] / width) * rng.uniform(1.0, 1.6)
