@@ -132,7 +132,7 @@ def _cast_images(features, dtype):
 def with_host_options(dataset):
   """`dataset` with each op of its functions on one thread: the map already runs on every core,
   one example per thread, and splitting a single small image's decode or resize over the cores
-  as well costs more in hand-offs than it gains (1.3-2x slower here; BENCHMARKS.md)."""
+  as well costs more in hand-offs than it gains (1.3x slower here; BENCHMARKS.md)."""
   options = tf.data.Options()
   # `threading` since TF 2.6; TF 1.15 has only `experimental_threading`.
   threading = getattr(options, 'threading', None) or options.experimental_threading
