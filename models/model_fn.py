@@ -2,7 +2,8 @@
 CPU/GPU.
 
 Features contract (produced by `trainer.input_pipeline`):
-  image models: features['image']: uint8 (float32 on TPU, whose infeed takes no uint8)
+  image models: features['image']: uint8 (float32 with use_tpu: uint8 is not among the
+                TPU infeed's documented types; not run on a TPU here)
                 [batch, image_size, image_size, 3], pixels on the 0-255 scale; the model_fn
                 normalizes them with the data set's mean_rgb and stddev_rgb.
   text models:  features['token_ids']: int32 [batch, max_seq_length], 0-padded;

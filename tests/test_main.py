@@ -146,18 +146,20 @@ def test_export_predicts_real_examples_in_a_fresh_process(model, request, tmp_pa
     np.testing.assert_allclose(_mean_xent(logits, labels), results['loss'], rtol=1e-3)
 
 
+def _log_softmax(logits):
+  """float64 log-softmax by log-sum-exp: exact where the float32 probabilities of a confident
+  wrong prediction round to 0."""
+  shifted = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
+  return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
 def _softmax(logits):
-  shifted = logits - logits.max(axis=1, keepdims=True)
-  return np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+  return np.exp(_log_softmax(logits))
 
 
 def _mean_xent(logits, labels):
-  """Mean softmax cross-entropy from logits (float64, log-sum-exp), as evaluation computes it;
-  the float32 probabilities of a confident wrong prediction round to 0."""
-  logits = logits.astype(np.float64)
-  shifted = logits - logits.max(axis=1, keepdims=True)
-  log_probabilities = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-  return float(np.mean(-log_probabilities[np.arange(len(labels)), labels]))
+  """Mean softmax cross-entropy from logits, as evaluation computes it."""
+  return float(np.mean(-_log_softmax(logits)[np.arange(len(labels)), labels]))
 
 
 def test_evaluation_and_export_use_the_moving_average_weights(small_dir, tmp_path):

@@ -28,8 +28,8 @@ class DataConfig:
       padding that lets evaluation see every example once).
     image_size: model input height and width.
     image_dtype: dtype of the batches' features['image'], 0-255 pixels either way (the model_fn
-      normalizes them): 'uint8' (CPU/GPU) or 'float32' (Cloud TPU, whose infeed takes no uint8;
-      the cast is one op per batch on the TPU host).
+      normalizes them): 'uint8' (CPU/GPU) or 'float32' (Cloud TPU: uint8 is not among the TPU
+      infeed's documented types; the cast is one op per batch on the TPU host).
     train_crop, crop_padding, eval_crop_fraction, random_flip, color_distortion: see `trainer.preprocessing`.
     cache_decoded: cache decoded images in host RAM after the first epoch (small datasets only).
     fake_data: synthetic images and labels of the right shapes instead of reading files.

@@ -14,9 +14,9 @@ central crop of `eval_crop_fraction` of the image and resizes it to image_size (
 ImageNet convention, 1.0 keeps the whole image).
 
 Every function returns uint8 pixels on the 0-255 scale, rounded after resizing: the model_fn
-normalizes them (`models.model_fn.normalize_images`), as the Cloud TPU reference ResNet does. A uint8 image is a
-quarter of the bytes of a float32 one to flip, batch and copy, which is most of the host's work
-after decoding (see BENCHMARKS.md, input pipeline).
+normalizes them (`models.model_fn.normalize_images`), as the Cloud TPU reference ResNet
+does. A uint8 image is a quarter of the bytes of a float32 one to flip, batch and copy, which is
+most of the host's work after decoding (see BENCHMARKS.md, input pipeline).
 """
 
 import tensorflow.compat.v1 as tf
