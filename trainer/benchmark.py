@@ -3,7 +3,8 @@
   model     steady-state training examples/sec of the real model_fn through the real Estimator
             path (progress hook, summaries, checkpoints at start and end) on synthetic input, and
             of the same graph's train op in a bare `session.run` loop; their ratio is the
-            pipeline's own overhead.
+            pipeline's own overhead. Each path runs in a fresh process; --repeats=N runs N
+            rounds (E B, B E, ...) and pools their windows.
   input     examples/sec of the training input_fn alone (read, decode, augment, batch) on real
             TFRecords (--data_dir), with no model.
   conv      the classic micro-benchmark: 128 random 256x256x3 images convolved with 256 5x5
@@ -154,7 +155,8 @@ def _path_in_subprocess(path):
   """Runs this model benchmark for one path in a fresh process and returns its measurement: the
   second of two sessions in one process runs measurably slower (up to 15% with intel-tensorflow),
   which would bias whichever path ran second."""
-  args = [a for a in sys.argv[1:] if a.split('=')[0] not in ('--path', '--output')]
+  args = [a for a in sys.argv[1:]
+          if a.split('=')[0] not in ('--path', '--output', '--repeats')]
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, 'record.json')
     proc = subprocess.run([sys.executable, '-m', 'trainer.benchmark'] + args +
@@ -168,28 +170,61 @@ def _path_in_subprocess(path):
   return record['measurements']['%s_examples_per_sec' % path]
 
 
+PATHS = ('estimator', 'session')
+
+
+def round_order(repeats):
+  """The paths in the order they run: E B, B E, E B, ... A linear drift of the machine's speed
+  over the rounds then costs both paths the same in every pair of rounds."""
+  return [path for r in range(repeats) for path in (PATHS if r % 2 == 0 else PATHS[::-1])]
+
+
+def _overhead(estimator_rate, session_rate):
+  return 100.0 * (1.0 - estimator_rate / session_rate)
+
+
+def _both_paths():
+  """Measurements and table rows of --repeats rounds of both paths, each run in a fresh process."""
+  runs = [(path, _path_in_subprocess(path)) for path in round_order(FLAGS.repeats)]
+  measurements = {}
+  for path in PATHS:
+    measurements['%s_examples_per_sec' % path] = measure.summarize(
+        [w for p, summary in runs if p == path for w in summary['windows']])
+  measurements['runs'] = [{'path': p, 'examples_per_sec': summary} for p, summary in runs]
+  rows = []
+  if FLAGS.repeats > 1:
+    per_round = []
+    for r in range(FLAGS.repeats):
+      pair = dict(runs[2 * r:2 * r + 2])
+      per_round.append(_overhead(pair['estimator']['median'], pair['session']['median']))
+      rows.append(['round %d (%s first)' % (r + 1, runs[2 * r][0]),
+                   'E %s, bare %s, overhead %.1f%%' % (
+                       _fmt(pair['estimator']), _fmt(pair['session']), per_round[-1])])
+    measurements['overhead_percent_per_round'] = per_round
+  return measurements, rows
+
+
 def bench_model():
   model_dir = tempfile.mkdtemp(prefix='benchmark-model-')
   try:
     config = _model_config(model_dir)
-    measurements, rows = {}, []
+    rows = []
     if FLAGS.path == 'both':
-      for path in ('estimator', 'session'):
-        measurements['%s_examples_per_sec' % path] = _path_in_subprocess(path)
+      measurements, rows = _both_paths()
     elif FLAGS.path == 'estimator':
-      measurements['estimator_examples_per_sec'] = measure.summarize(estimator_rates(config)[0])
+      measurements = {'estimator_examples_per_sec': measure.summarize(estimator_rates(config)[0])}
     else:
       session_config = estimator_lib.build_estimator(config).config.session_config
-      measurements['session_examples_per_sec'] = measure.summarize(
-          session_rates(config, session_config))
+      measurements = {'session_examples_per_sec': measure.summarize(
+          session_rates(config, session_config))}
     for key, label in (('estimator_examples_per_sec', 'Estimator path'),
                        ('session_examples_per_sec', 'bare session.run')):
       if key in measurements:
         rows.append([label, _fmt(measurements[key])])
-    if len(measurements) == 2:
-      est, bare = (measurements[k]['median'] for k in ('estimator_examples_per_sec',
-                                                       'session_examples_per_sec'))
-      measurements['overhead_percent'] = 100.0 * (1.0 - est / bare)
+    if FLAGS.path == 'both':
+      measurements['overhead_percent'] = _overhead(
+          measurements['estimator_examples_per_sec']['median'],
+          measurements['session_examples_per_sec']['median'])
       rows.append(['pipeline overhead', '%.1f%%' % measurements['overhead_percent']])
     model = config.model
     details = {
@@ -201,6 +236,8 @@ def bench_model():
         'skip_host_call': model.skip_host_call, 'warmup_steps': FLAGS.warmup_steps,
         'windows': FLAGS.windows, 'steps_per_window': FLAGS.steps_per_window,
         'paths_in_separate_processes': FLAGS.path == 'both',
+        'repeats': FLAGS.repeats if FLAGS.path == 'both' else 1,
+        'order': round_order(FLAGS.repeats) if FLAGS.path == 'both' else [FLAGS.path],
         'input': 'synthetic (--fake_data: a fixed set of 64 examples, repeated)'}
     return write_record('model', details, measurements, rows,
                         ['path', 'examples/sec median (min-max)'])
@@ -462,7 +499,8 @@ def main(argv):
     raise app.UsageError('usage: python -m trainer.benchmark {%s} [flags]; see the module '
                          'docstring or --helpfull' % ','.join(SUBCOMMANDS))
   try:
-    for name in ('warmup_steps', 'steps_per_window', 'windows', 'batch_size', 'epochs'):
+    for name in ('warmup_steps', 'steps_per_window', 'windows', 'batch_size', 'epochs',
+                 'repeats'):
       if getattr(FLAGS, name) < 1:
         raise PipelineError('--%s must be >= 1, got %d.' % (name, getattr(FLAGS, name)))
     {'model': bench_model, 'input': bench_input, 'conv': bench_conv,
