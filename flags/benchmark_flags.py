@@ -13,11 +13,9 @@ flags.DEFINE_integer('steps_per_window', 10, 'Steps (input: batches; conv: itera
                      'timed window.')
 flags.DEFINE_integer('windows', 5, 'Timed windows; the record gives their median and spread.')
 flags.DEFINE_enum('path', 'both', ['both', 'estimator', 'session'],
-                  'model: time the Estimator path, the bare session.run loop, or both.')
-flags.DEFINE_integer('repeats', 1, 'model with --path=both: rounds of one fresh process per path, '
-                     'in the order E B, B E, E B, ... so that a drift of the machine\'s speed '
-                     'over minutes weighs on both paths alike; the windows of all rounds are '
-                     'pooled.')
+                  'model: both: windows of Estimator steps alternate with windows of the same '
+                  'train op in a bare session.run loop, in one session; estimator or session: '
+                  'time one path alone (the bare loop in a graph and session of its own).')
 flags.DEFINE_integer('epochs', 20, 'overhead: epochs over the 150 iris examples.')
 flags.DEFINE_string('output', None, 'Where to write the JSON record (default: '
                     'runs/benchmarks/<sub-command>-<details>-<runtime>.json).')

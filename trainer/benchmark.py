@@ -3,8 +3,8 @@
   model     steady-state training examples/sec of the real model_fn through the real Estimator
             path (progress hook, summaries, checkpoints at start and end) on synthetic input, and
             of the same graph's train op in a bare `session.run` loop; their ratio is the
-            pipeline's own overhead. Each path runs in a fresh process; --repeats=N runs N
-            rounds (E B, B E, ...) and pools their windows.
+            pipeline's own overhead. The windows of the two paths alternate in one Estimator
+            session (--path=estimator or session times one path alone).
   input     examples/sec of the training input_fn alone (read, decode, augment, batch) on real
             TFRecords (--data_dir), with no model.
   conv      the classic micro-benchmark: 128 random 256x256x3 images convolved with 256 5x5
@@ -26,7 +26,6 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -115,11 +114,27 @@ class _FlagOverrides(object):
     return getattr(self._flag_values, name)
 
 
-def _model_config(model_dir):
+def _model_config(model_dir, train_steps):
   return flags_config.config_from_flags(_FlagOverrides(
       FLAGS, fake_data=True, data_dir=None, model_dir=model_dir, job_dir=None, export_dir=None,
-      mode='train', train_steps=_total_steps(), train_epochs=None,
+      mode='train', train_steps=train_steps, train_epochs=None,
       train_batch_size=FLAGS.batch_size, log_every_n_secs=3600.0))
+
+
+def interleaved_rates(config):
+  """Examples/sec per window of `estimator.train` as `trainer.driver` runs it, and of the same
+  session's train op in a bare loop, windows alternating (see measure.BareWindows)."""
+  estimator = estimator_lib.build_estimator(config)
+  windows = measure.BareWindows(FLAGS.warmup_steps, FLAGS.windows, FLAGS.steps_per_window)
+  progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
+  estimator.train(driver.input_fns(config, estimator)[0], max_steps=config.train_steps,
+                  hooks=[progress, windows])
+  if len(windows.bare_seconds) < FLAGS.windows:
+    raise PipelineError('training stopped after %d of %d windows.' % (
+        len(windows.bare_seconds), FLAGS.windows))
+  examples = FLAGS.steps_per_window * config.train_batch_size
+  return ([examples / s for s in windows.estimator_seconds],
+          [examples / s for s in windows.bare_seconds])
 
 
 def estimator_rates(config):
@@ -134,7 +149,8 @@ def estimator_rates(config):
 
 
 def session_rates(config, session_config):
-  """Examples/sec per window of the same model_fn's train op and input in a bare loop."""
+  """Examples/sec per window of the same model_fn's train op and input in a bare loop, in a
+  graph and session of its own."""
   with tf.Graph().as_default():
     dataset = input_pipeline.input_fn_builder(config.data, is_training=True)(
         {'batch_size': config.train_batch_size})
@@ -151,80 +167,33 @@ def session_rates(config, session_config):
                       config.train_batch_size)
 
 
-def _path_in_subprocess(path):
-  """Runs this model benchmark for one path in a fresh process and returns its measurement: the
-  second of two sessions in one process runs measurably slower (up to 15% with intel-tensorflow),
-  which would bias whichever path ran second."""
-  args = [a for a in sys.argv[1:]
-          if a.split('=')[0] not in ('--path', '--output', '--repeats')]
-  with tempfile.TemporaryDirectory() as tmp:
-    out = os.path.join(tmp, 'record.json')
-    proc = subprocess.run([sys.executable, '-m', 'trainer.benchmark'] + args +
-                          ['--path=' + path, '--output=' + out],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True)
-    if proc.returncode != 0:
-      raise PipelineError('the %s path failed:\n%s' % (path, proc.stdout[-3000:]))
-    with open(out) as f:
-      record = json.load(f)
-  return record['measurements']['%s_examples_per_sec' % path]
-
-
-PATHS = ('estimator', 'session')
-
-
-def round_order(repeats):
-  """The paths in the order they run: E B, B E, E B, ... A linear drift of the machine's speed
-  over the rounds then costs both paths the same in every pair of rounds."""
-  return [path for r in range(repeats) for path in (PATHS if r % 2 == 0 else PATHS[::-1])]
-
-
-def _overhead(estimator_rate, session_rate):
-  return 100.0 * (1.0 - estimator_rate / session_rate)
-
-
-def _both_paths():
-  """Measurements and table rows of --repeats rounds of both paths, each run in a fresh process."""
-  runs = [(path, _path_in_subprocess(path)) for path in round_order(FLAGS.repeats)]
-  measurements = {}
-  for path in PATHS:
-    measurements['%s_examples_per_sec' % path] = measure.summarize(
-        [w for p, summary in runs if p == path for w in summary['windows']])
-  measurements['runs'] = [{'path': p, 'examples_per_sec': summary} for p, summary in runs]
-  rows = []
-  if FLAGS.repeats > 1:
-    per_round = []
-    for r in range(FLAGS.repeats):
-      pair = dict(runs[2 * r:2 * r + 2])
-      per_round.append(_overhead(pair['estimator']['median'], pair['session']['median']))
-      rows.append(['round %d (%s first)' % (r + 1, runs[2 * r][0]),
-                   'E %s, bare %s, overhead %.1f%%' % (
-                       _fmt(pair['estimator']), _fmt(pair['session']), per_round[-1])])
-    measurements['overhead_percent_per_round'] = per_round
-  return measurements, rows
-
-
 def bench_model():
   model_dir = tempfile.mkdtemp(prefix='benchmark-model-')
   try:
-    config = _model_config(model_dir)
-    rows = []
     if FLAGS.path == 'both':
-      measurements, rows = _both_paths()
+      # the bare windows advance the global step as well
+      config = _model_config(model_dir, FLAGS.warmup_steps + 2 * FLAGS.windows *
+                             FLAGS.steps_per_window)
+      estimator, bare = interleaved_rates(config)
+      measurements = {'estimator_examples_per_sec': measure.summarize(estimator),
+                      'session_examples_per_sec': measure.summarize(bare)}
     elif FLAGS.path == 'estimator':
+      config = _model_config(model_dir, _total_steps())
       measurements = {'estimator_examples_per_sec': measure.summarize(estimator_rates(config)[0])}
     else:
+      config = _model_config(model_dir, _total_steps())
       session_config = estimator_lib.build_estimator(config).config.session_config
       measurements = {'session_examples_per_sec': measure.summarize(
           session_rates(config, session_config))}
+    rows = []
     for key, label in (('estimator_examples_per_sec', 'Estimator path'),
                        ('session_examples_per_sec', 'bare session.run')):
       if key in measurements:
         rows.append([label, _fmt(measurements[key])])
     if FLAGS.path == 'both':
-      measurements['overhead_percent'] = _overhead(
-          measurements['estimator_examples_per_sec']['median'],
-          measurements['session_examples_per_sec']['median'])
+      est, bare = (measurements[k]['median'] for k in ('estimator_examples_per_sec',
+                                                       'session_examples_per_sec'))
+      measurements['overhead_percent'] = 100.0 * (1.0 - est / bare)
       rows.append(['pipeline overhead', '%.1f%%' % measurements['overhead_percent']])
     model = config.model
     details = {
@@ -235,9 +204,10 @@ def bench_model():
         'optimizer': model.optimizer, 'moving_average_decay': model.moving_average_decay,
         'skip_host_call': model.skip_host_call, 'warmup_steps': FLAGS.warmup_steps,
         'windows': FLAGS.windows, 'steps_per_window': FLAGS.steps_per_window,
-        'paths_in_separate_processes': FLAGS.path == 'both',
-        'repeats': FLAGS.repeats if FLAGS.path == 'both' else 1,
-        'order': round_order(FLAGS.repeats) if FLAGS.path == 'both' else [FLAGS.path],
+        'path': FLAGS.path,
+        'paths': {'both': 'alternating windows in one Estimator session (measure.BareWindows)',
+                  'estimator': 'the Estimator path alone',
+                  'session': 'a bare loop in a graph and session of its own'}[FLAGS.path],
         'input': 'synthetic (--fake_data: a fixed set of 64 examples, repeated)'}
     return write_record('model', details, measurements, rows,
                         ['path', 'examples/sec median (min-max)'])
@@ -499,8 +469,7 @@ def main(argv):
     raise app.UsageError('usage: python -m trainer.benchmark {%s} [flags]; see the module '
                          'docstring or --helpfull' % ','.join(SUBCOMMANDS))
   try:
-    for name in ('warmup_steps', 'steps_per_window', 'windows', 'batch_size', 'epochs',
-                 'repeats'):
+    for name in ('warmup_steps', 'steps_per_window', 'windows', 'batch_size', 'epochs'):
       if getattr(FLAGS, name) < 1:
         raise PipelineError('--%s must be >= 1, got %d.' % (name, getattr(FLAGS, name)))
     {'model': bench_model, 'input': bench_input, 'conv': bench_conv,
