@@ -11,7 +11,8 @@ flags.DEFINE_integer('warmup_steps', 5, 'Steps run before timing starts (graph o
                      'input warm-up, allocator growth).')
 flags.DEFINE_integer('steps_per_window', 10, 'Steps (input: batches; conv: iterations) per '
                      'timed window.')
-flags.DEFINE_integer('windows', 5, 'Timed windows; the record gives their median and spread.')
+flags.DEFINE_integer('windows', 5, 'Timed windows (model with --path=both: pairs of windows, '
+                     'one of each path); the record gives their median and spread.')
 flags.DEFINE_enum('path', 'both', ['both', 'estimator', 'session'],
                   'model: both: windows of Estimator steps alternate with windows of the same '
                   'train op in a bare session.run loop, in one session; estimator or session: '

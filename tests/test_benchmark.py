@@ -62,14 +62,15 @@ def test_model_times_the_estimator_path_and_the_bare_loop(tmp_path):
   assert record['config']['path'] == 'both'
   for key in ('estimator_examples_per_sec', 'session_examples_per_sec'):
     _check_summary(record['measurements'][key], 2)
-  est, bare = (record['measurements'][k]['median'] for k in ('estimator_examples_per_sec',
-                                                             'session_examples_per_sec'))
-  assert record['measurements']['overhead_percent'] == pytest.approx(100 * (1 - est / bare))
+  pairs = record['measurements']['overhead_percent_per_pair']
+  assert len(pairs) == 2 and record['config']['window_order'] == [
+      'estimator', 'bare', 'bare', 'estimator']
+  assert record['measurements']['overhead_percent'] == pytest.approx((pairs[0] + pairs[1]) / 2)
 
 
 def test_bare_windows_alternate_with_the_estimators_steps_in_one_session(tmp_path):
-  """The hook runs the fetched train op itself between windows: the global step counts both
-  paths' steps, and training stops after the last bare window."""
+  """The hook runs the fetched train op itself between windows, in the order E B, B E, E B: the
+  global step counts both paths' steps, and training stops after the last window."""
   import tensorflow.compat.v1 as tf
 
   def model_fn(features, labels, mode):
@@ -81,13 +82,17 @@ def test_bare_windows_alternate_with_the_estimators_steps_in_one_session(tmp_pat
   def input_fn():
     return tf.data.Dataset.from_tensors((tf.ones([2]), tf.zeros([1]))).repeat()
 
-  hook = measure.BareWindows(warmup=2, windows=3, steps_per_window=4)
+  hook = measure.BareWindows(warmup=2, pairs=3, steps_per_window=4)
   estimator = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path))
   estimator.train(input_fn, max_steps=1000, hooks=[hook])
-  assert len(hook.estimator_seconds) == len(hook.bare_seconds) == 3
-  assert all(s > 0 for s in hook.estimator_seconds + hook.bare_seconds)
-  # 2 warm-up + 3 windows x (4 Estimator + 4 bare) steps
-  assert estimator.get_variable_value('global_step') == 2 + 3 * 8
+  assert [kind for kind, _ in hook.windows] == measure.abba_order(3) == [
+      'estimator', 'bare', 'bare', 'estimator', 'estimator', 'bare']
+  assert all(seconds > 0 for _, seconds in hook.windows)
+  # 2 warm-up Estimator steps + 2 untimed bare steps + 3 pairs x (4 Estimator + 4 bare) steps
+  assert estimator.get_variable_value('global_step') == 2 + 2 + 3 * 8
+  e, b = hook.seconds('estimator'), hook.seconds('bare')
+  assert hook.pair_overheads() == pytest.approx(
+      [100 * (1 - b[0] / e[0]), 100 * (1 - b[1] / e[1]), 100 * (1 - b[2] / e[2])])
 
 
 def test_input_times_the_training_input_fn_on_real_photos(tmp_path):

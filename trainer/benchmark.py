@@ -3,8 +3,8 @@
   model     steady-state training examples/sec of the real model_fn through the real Estimator
             path (progress hook, summaries, checkpoints at start and end) on synthetic input, and
             of the same graph's train op in a bare `session.run` loop; their ratio is the
-            pipeline's own overhead. The windows of the two paths alternate in one Estimator
-            session (--path=estimator or session times one path alone).
+            pipeline's own overhead. --windows pairs of windows of the two paths alternate in
+            one Estimator session (--path=estimator or session times one path alone).
   input     examples/sec of the training input_fn alone (read, decode, augment, batch) on real
             TFRecords (--data_dir), with no model.
   conv      the classic micro-benchmark: 128 random 256x256x3 images convolved with 256 5x5
@@ -122,19 +122,24 @@ def _model_config(model_dir, train_steps):
 
 
 def interleaved_rates(config):
-  """Examples/sec per window of `estimator.train` as `trainer.driver` runs it, and of the same
-  session's train op in a bare loop, windows alternating (see measure.BareWindows)."""
+  """`estimator.train` as `trainer.driver` runs it, with windows of its steps alternating with
+  windows of the same session's train op in a bare loop (see measure.BareWindows).
+
+  Returns:
+    (Estimator examples/sec per window, bare examples/sec per window, overhead in percent of
+    each adjacent pair of windows).
+  """
   estimator = estimator_lib.build_estimator(config)
-  windows = measure.BareWindows(FLAGS.warmup_steps, FLAGS.windows, FLAGS.steps_per_window)
+  hook = measure.BareWindows(FLAGS.warmup_steps, FLAGS.windows, FLAGS.steps_per_window)
   progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
   estimator.train(driver.input_fns(config, estimator)[0], max_steps=config.train_steps,
-                  hooks=[progress, windows])
-  if len(windows.bare_seconds) < FLAGS.windows:
+                  hooks=[progress, hook])
+  if len(hook.windows) < 2 * FLAGS.windows:
     raise PipelineError('training stopped after %d of %d windows.' % (
-        len(windows.bare_seconds), FLAGS.windows))
+        len(hook.windows), 2 * FLAGS.windows))
   examples = FLAGS.steps_per_window * config.train_batch_size
-  return ([examples / s for s in windows.estimator_seconds],
-          [examples / s for s in windows.bare_seconds])
+  return ([examples / s for s in hook.seconds('estimator')],
+          [examples / s for s in hook.seconds('bare')], hook.pair_overheads())
 
 
 def estimator_rates(config):
@@ -171,12 +176,13 @@ def bench_model():
   model_dir = tempfile.mkdtemp(prefix='benchmark-model-')
   try:
     if FLAGS.path == 'both':
-      # the bare windows advance the global step as well
-      config = _model_config(model_dir, FLAGS.warmup_steps + 2 * FLAGS.windows *
+      # Untimed and timed bare steps advance the global step as well.
+      config = _model_config(model_dir, 2 * FLAGS.warmup_steps + 2 * FLAGS.windows *
                              FLAGS.steps_per_window)
-      estimator, bare = interleaved_rates(config)
+      estimator, bare, pairs = interleaved_rates(config)
       measurements = {'estimator_examples_per_sec': measure.summarize(estimator),
-                      'session_examples_per_sec': measure.summarize(bare)}
+                      'session_examples_per_sec': measure.summarize(bare),
+                      'overhead_percent_per_pair': pairs}
     elif FLAGS.path == 'estimator':
       config = _model_config(model_dir, _total_steps())
       measurements = {'estimator_examples_per_sec': measure.summarize(estimator_rates(config)[0])}
@@ -191,10 +197,10 @@ def bench_model():
       if key in measurements:
         rows.append([label, _fmt(measurements[key])])
     if FLAGS.path == 'both':
-      est, bare = (measurements[k]['median'] for k in ('estimator_examples_per_sec',
-                                                       'session_examples_per_sec'))
-      measurements['overhead_percent'] = 100.0 * (1.0 - est / bare)
-      rows.append(['pipeline overhead', '%.1f%%' % measurements['overhead_percent']])
+      # Adjacent windows see the same machine; the median pair is robust to a drift or a stall.
+      measurements['overhead_percent'] = float(np.median(pairs))
+      rows.append(['pipeline overhead (median pair)', '%.1f%% (pairs %.1f to %.1f%%)' % (
+          measurements['overhead_percent'], min(pairs), max(pairs))])
     model = config.model
     details = {
         'model': model.model, 'resnet_depth': model.resnet_depth if model.model == 'resnet' else None,
@@ -205,6 +211,7 @@ def bench_model():
         'skip_host_call': model.skip_host_call, 'warmup_steps': FLAGS.warmup_steps,
         'windows': FLAGS.windows, 'steps_per_window': FLAGS.steps_per_window,
         'path': FLAGS.path,
+        'window_order': measure.abba_order(FLAGS.windows) if FLAGS.path == 'both' else None,
         'paths': {'both': 'alternating windows in one Estimator session (measure.BareWindows)',
                   'estimator': 'the Estimator path alone',
                   'session': 'a bare loop in a graph and session of its own'}[FLAGS.path],

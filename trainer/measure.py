@@ -71,20 +71,34 @@ class StepTimes(tf.train.SessionRunHook):
     self.times.append(time.perf_counter())
 
 
-class BareWindows(tf.train.SessionRunHook):
-  """Alternates timed windows of Estimator steps with windows of bare steps in one session.
+def abba_order(pairs):
+  """Window kinds for `pairs` pairs, in the order E B, B E, E B, ...: a drift of the machine's
+  speed that is linear in time costs both kinds the same over every two pairs."""
+  return [kind for k in range(pairs)
+          for kind in (('estimator', 'bare') if k % 2 == 0 else ('bare', 'estimator'))]
 
-  After `warmup` Estimator steps, every `steps_per_window` Estimator steps form a window, and right
-  after each one the hook runs the train op that the Estimator fetches `steps_per_window` times with
-  the raw `tf.Session` (no hooks, no MonitoredSession, no host_call): a bare session.run loop on
-  the same graph, in the same process and session, so both paths see the same machine state. On
-  two shared cores separate processes differ by 10-30% in speed, more than the overhead measured.
-  The bare steps advance the global step too; the hook stops training after the last window.
+
+class BareWindows(tf.train.SessionRunHook):
+  """Times windows of Estimator steps and windows of bare steps, alternating, in one session.
+
+  The bare steps run the train op that Estimator.train fetches, with the raw `tf.Session` (no
+  hooks, no MonitoredSession, no host_call): a plain session.run loop on the same graph, in the
+  same process and session, so both kinds of window see the same machine state. (On two shared
+  cores one process runs 10-30% faster or slower than the next, more than the overhead measured.)
+
+  After `warmup` Estimator steps the hook runs `warmup` untimed bare steps (a new set of fetches
+  makes the session build and optimize another executor), then `pairs` pairs of windows of
+  `steps_per_window` steps in `abba_order`. The bare steps advance the global step too; the hook
+  stops training after the last window.
+
+  Attributes:
+    windows: (kind, seconds) of each timed window in the order run; kind 'estimator' or 'bare'.
   """
 
-  def __init__(self, warmup, windows, steps_per_window):
-    self._warmup, self._windows, self._steps_per_window = warmup, windows, steps_per_window
-    self.estimator_seconds, self.bare_seconds = [], []
+  def __init__(self, warmup, pairs, steps_per_window):
+    self._warmup, self._steps_per_window = warmup, steps_per_window
+    self._order = abba_order(pairs)
+    self.windows = []
     self._steps = 0
     self._start = None
 
@@ -96,16 +110,31 @@ class BareWindows(tf.train.SessionRunHook):
     now = time.perf_counter()
     self._steps += 1
     if self._steps == self._warmup:
-      self._start = now
-    elif self._steps > self._warmup and (self._steps - self._warmup) % self._steps_per_window == 0:
-      self.estimator_seconds.append(now - self._start)
-      start = time.perf_counter()
-      for _ in range(self._steps_per_window):
+      for _ in range(self._warmup):
         run_context.session.run(self._train_op)
-      self.bare_seconds.append(time.perf_counter() - start)
-      if len(self.bare_seconds) == self._windows:
+    elif self._steps > self._warmup and (self._steps - self._warmup) % self._steps_per_window == 0:
+      self.windows.append(('estimator', now - self._start))
+      while len(self.windows) < len(self._order) and self._order[len(self.windows)] == 'bare':
+        start = time.perf_counter()
+        for _ in range(self._steps_per_window):
+          run_context.session.run(self._train_op)
+        self.windows.append(('bare', time.perf_counter() - start))
+      if len(self.windows) == len(self._order):
         run_context.request_stop()
-      self._start = time.perf_counter()
+    else:
+      return
+    self._start = time.perf_counter()
+
+  def seconds(self, kind):
+    return [s for k, s in self.windows if k == kind]
+
+  def pair_overheads(self):
+    """1 - Estimator rate / bare rate of each adjacent pair of windows, in percent."""
+    overheads = []
+    for first, second in zip(self.windows[0::2], self.windows[1::2]):
+      times = dict((first, second))
+      overheads.append(100.0 * (1.0 - times['bare'] / times['estimator']))
+    return overheads
 
 
 def window_rates(times, warmup, windows, steps_per_window, per_step):
