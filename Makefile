@@ -109,9 +109,9 @@ BENCH_BATCHES_inception_v3 := 8 16
 BENCH_BATCHES_cnn := 128 256
 BENCH_BATCHES_bilstm := 32 64
 # Few steps for the slow networks: one step is 1-10 s on two cores.
-BENCH_WINDOWS_resnet50 := --warmup_steps=2 --steps_per_window=8 --windows=5
+BENCH_WINDOWS_resnet50 := --warmup_steps=2 --steps_per_window=1 --windows=40
 BENCH_WINDOWS_inception_v3 := --warmup_steps=2 --steps_per_window=2 --windows=5
-BENCH_WINDOWS_cnn := --warmup_steps=10 --steps_per_window=10 --windows=10
+BENCH_WINDOWS_cnn := --warmup_steps=10 --steps_per_window=1 --windows=100
 BENCH_WINDOWS_bilstm := --warmup_steps=2 --steps_per_window=3 --windows=3
 bench: $(TRAIN_VENV)/.bench $(PHOTOS_DIR)/dataset.json
 	$(BENCH) conv --warmup_steps=1 --steps_per_window=2 --windows=3

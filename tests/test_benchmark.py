@@ -7,11 +7,13 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import REPO, ok, refused, run_main
 from trainer import measure
 from trainer import dataset_info
+from trainer import stats
 from trainer.config import PipelineError
 
 TINY_WINDOWS = ['--warmup_steps=1', '--steps_per_window=1', '--windows=2']
@@ -66,6 +68,25 @@ def test_model_times_the_estimator_path_and_the_bare_loop(tmp_path):
   assert len(pairs) == 2 and record['config']['window_order'] == [
       'estimator', 'bare', 'bare', 'estimator']
   assert record['measurements']['overhead_percent'] == pytest.approx((pairs[0] + pairs[1]) / 2)
+  low, high = record['measurements']['overhead_percent_interval_90']
+  assert min(pairs) <= low <= high <= max(pairs)
+
+
+def test_median_interval_is_a_deterministic_bootstrap_interval_that_narrows_with_more_data():
+  rng = np.random.RandomState(1)
+  few, many = rng.normal(2.0, 10.0, 10), rng.normal(2.0, 10.0, 1000)
+  low, high = stats.median_interval(few)
+  assert (low, high) == stats.median_interval(few)  # same seed, same interval
+  assert min(few) <= low < np.median(few) < high <= max(few)
+  many_low, many_high = stats.median_interval(many)
+  assert many_low < 2.0 < many_high and many_high - many_low < (high - low) / 3
+  wide = stats.median_interval(many, confidence=0.99)
+  assert wide[0] < many_low and wide[1] > many_high
+  for bad in ([1.0], []):
+    with pytest.raises(ValueError, match='at least 2 values'):
+      stats.median_interval(bad)
+  with pytest.raises(ValueError, match='confidence'):
+    stats.median_interval(few, confidence=1.5)
 
 
 def test_bare_windows_alternate_with_the_estimators_steps_in_one_session(tmp_path):

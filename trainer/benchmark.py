@@ -45,6 +45,7 @@ from trainer import hooks as hooks_lib
 from trainer import input_pipeline
 from trainer import measure
 from trainer import preprocessing
+from trainer import stats
 from trainer.config import PipelineError
 
 FLAGS = absl_flags.FLAGS
@@ -199,8 +200,12 @@ def bench_model():
     if FLAGS.path == 'both':
       # Adjacent windows see the same machine; the median pair is robust to a drift or a stall.
       measurements['overhead_percent'] = float(np.median(pairs))
-      rows.append(['pipeline overhead (median pair)', '%.1f%% (pairs %.1f to %.1f%%)' % (
-          measurements['overhead_percent'], min(pairs), max(pairs))])
+      interval = stats.median_interval(pairs) if len(pairs) > 1 else None
+      measurements['overhead_percent_interval_90'] = interval
+      rows.append(['pipeline overhead (median pair)', '%.1f%%%s (pairs %.1f to %.1f%%)' % (
+          measurements['overhead_percent'],
+          ', 90%% interval %.1f to %.1f%%' % interval if interval else '', min(pairs),
+          max(pairs))])
     model = config.model
     details = {
         'model': model.model, 'resnet_depth': model.resnet_depth if model.model == 'resnet' else None,
