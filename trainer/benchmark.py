@@ -122,6 +122,14 @@ def _model_config(model_dir, train_steps):
       train_batch_size=FLAGS.batch_size, log_every_n_secs=3600.0))
 
 
+def _train(config, hook):
+  """Runs `estimator.train` as `trainer.driver` runs it (progress hook included), plus `hook`."""
+  estimator = estimator_lib.build_estimator(config)
+  progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
+  estimator.train(driver.input_fns(config, estimator)[0], max_steps=config.train_steps,
+                  hooks=[progress, hook])
+
+
 def interleaved_rates(config):
   """`estimator.train` as `trainer.driver` runs it, with windows of its steps alternating with
   windows of the same session's train op in a bare loop (see measure.BareWindows).
@@ -130,11 +138,8 @@ def interleaved_rates(config):
     (Estimator examples/sec per window, bare examples/sec per window, overhead in percent of
     each adjacent pair of windows).
   """
-  estimator = estimator_lib.build_estimator(config)
   hook = measure.BareWindows(FLAGS.warmup_steps, FLAGS.windows, FLAGS.steps_per_window)
-  progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
-  estimator.train(driver.input_fns(config, estimator)[0], max_steps=config.train_steps,
-                  hooks=[progress, hook])
+  _train(config, hook)
   if len(hook.windows) < 2 * FLAGS.windows:
     raise PipelineError('training stopped after %d of %d windows.' % (
         len(hook.windows), 2 * FLAGS.windows))
@@ -145,13 +150,10 @@ def interleaved_rates(config):
 
 def estimator_rates(config):
   """Examples/sec per window of `estimator.train` as `trainer.driver` runs it."""
-  estimator = estimator_lib.build_estimator(config)
   timer = measure.StepTimes()
-  progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
-  estimator.train(driver.input_fns(config, estimator)[0], max_steps=config.train_steps,
-                  hooks=[progress, timer])
-  return measure.window_rates(timer.times, FLAGS.warmup_steps, FLAGS.windows, FLAGS.steps_per_window,
-                      config.train_batch_size), estimator.config.session_config
+  _train(config, timer)
+  return measure.window_rates(timer.times, FLAGS.warmup_steps, FLAGS.windows,
+                              FLAGS.steps_per_window, config.train_batch_size)
 
 
 def session_rates(config, session_config):
@@ -186,7 +188,7 @@ def bench_model():
                       'overhead_percent_per_pair': pairs}
     elif FLAGS.path == 'estimator':
       config = _model_config(model_dir, _total_steps())
-      measurements = {'estimator_examples_per_sec': measure.summarize(estimator_rates(config)[0])}
+      measurements = {'estimator_examples_per_sec': measure.summarize(estimator_rates(config))}
     else:
       config = _model_config(model_dir, _total_steps())
       session_config = estimator_lib.build_estimator(config).config.session_config

@@ -79,8 +79,8 @@ def _preprocess(data, is_training, image, label):
                 else preprocessing.preprocess_encoded)
   image = preprocess(
       image, is_training, data.image_size, train_crop=data.train_crop,
-      crop_padding=data.crop_padding, eval_crop_fraction=data.eval_crop_fraction, random_flip=data.random_flip,
-      color_distortion=data.color_distortion)
+      crop_padding=data.crop_padding, eval_crop_fraction=data.eval_crop_fraction,
+      random_flip=data.random_flip, color_distortion=data.color_distortion)
   return {'image': image, 'mask': tf.constant(1.0)}, label
 
 
