@@ -5,6 +5,8 @@ TF_CONFIG and the hyperparameter-tuning report."""
 import glob
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -38,22 +40,38 @@ def fake_gcloud(tmp_path):
   return record, {'PATH': '%s:%s' % (bin_dir, os.environ['PATH']), 'GCLOUD_RECORD': str(record)}
 
 
-_TRAINER_ARGS = ['--data_dir=gs://bkt/fashion_mnist', '--resnet_depth=18', '--train_epochs=9']
+def _build_md_commands(substitutions):
+  """The `trainer.submit` command of BUILD.md's AI Platform section and the gcloud command it
+  documents, each as an argument list (line continuations joined, `substitutions` applied to the
+  text first)."""
+  text = open(os.path.join(REPO, 'BUILD.md'), encoding='utf-8').read()
+  section = text.split('## AI Platform Training', 1)[1].split('\n## ', 1)[0]
+  blocks = re.findall(r'```bash\n(.*?)```', section, re.S)[:2]
+  for old, new in substitutions:
+    blocks = [b.replace(old, new) for b in blocks]
+  commands = [shlex.split(b.replace('\\\n', ' ')) for b in blocks]
+  submit, gcloud = commands
+  assert submit[:3] == ['python', '-m', 'trainer.submit'] and gcloud[0] == 'gcloud', blocks
+  return submit, gcloud
 
 
-def test_submit_builds_the_sdist_and_runs_the_exact_gcloud_command(fake_gcloud, tmp_path):
+def test_build_md_submit_command_runs_exactly_the_gcloud_command_it_documents(fake_gcloud,
+                                                                               tmp_path):
+  """BUILD.md's example, run as written there (a fixed job name for its `$(date ...)`, the test
+  bucket for BUCKET), hands gcloud exactly the command BUILD.md says it runs."""
   record, env = fake_gcloud
+  submit, gcloud = _build_md_commands([('$(date +%Y%m%d_%H%M%S)', '20261121_120000'),
+                                       ('BUCKET', 'bkt')])
   dist = tmp_path / 'dist'
-  proc = _submit('--job_name=r18_test', '--region=europe-west4', '--job_dir=gs://bkt/jobs/r18',
-                 '--scale_tier=BASIC_GPU', '--dist_dir=' + str(dist), '--', *_TRAINER_ARGS,
-                 env=env)
+  proc = _submit('--dist_dir=' + str(dist), *submit[3:], env=env)
   assert proc.returncode == 0, proc.stderr[-3000:]
   (package,) = glob.glob(str(dist / '*.tar.gz'))
-  assert json.loads(record.read_text()) == [
-      'ai-platform', 'jobs', 'submit', 'training', 'r18_test', '--region=europe-west4',
-      '--runtime-version=1.15', '--python-version=3.7', '--module-name=trainer.main',
-      '--packages=' + package, '--job-dir=gs://bkt/jobs/r18', '--scale-tier=BASIC_GPU',
-      '--'] + _TRAINER_ARGS
+  # BUILD.md shows the default dist/ folder; the test builds into its own.
+  expected = ['--packages=' + package if a.startswith('--packages=') else a for a in gcloud[1:]]
+  assert 'dist/' + os.path.basename(package) in ' '.join(gcloud)
+  assert json.loads(record.read_text()) == expected
+  assert expected[-6:] == ['--', '--data_dir=gs://bkt/fashion_mnist', '--resnet_depth=18',
+                           '--image_size=32', '--train_batch_size=256', '--train_epochs=9']
   with tarfile.open(package) as tar:
     names = tar.getnames()
   for module in ('trainer/main.py', 'trainer/submit.py', 'models/resnet.py', 'flags/config.py',

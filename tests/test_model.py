@@ -1,8 +1,6 @@
 """The networks (ResNet v1.5, InceptionV3, the Colab CNN) and their model_fn: sizes, schedules,
 losses, weight decay, XLA compilation of the train step."""
 
-import os
-
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
@@ -95,13 +93,6 @@ def test_masked_metrics_ignore_padding():
   assert values['top_1_accuracy'] == 1.0 and values['num_examples'] == 2
 
 
-# TF 1.15's XLA CPU compiler had not finished the InceptionV3 train step after 13 minutes here
-# (TF 2.15: 2 minutes); on TF 1.x it runs only when asked for with RUN_SLOW_XLA=1.
-_SLOW_XLA_ON_TF1 = pytest.mark.skipif(
-    tf.__version__.startswith('1.') and not os.environ.get('RUN_SLOW_XLA'),
-    reason='InceptionV3 XLA compile takes > 13 min on TF 1.15 CPU; set RUN_SLOW_XLA=1 to run it')
-
-
 # A small text setting: vocabulary 50, 10 tokens per text.
 _TEXT = dict(vocab_size=50, max_seq_length=10, embedding_dim=8, lstm_hidden_units=8)
 
@@ -123,7 +114,7 @@ _XLA_STEPS = 10
 
 
 @pytest.mark.parametrize('model,image_size', [
-    ('resnet', 32), ('cnn', 28), pytest.param('inception_v3', 75, marks=_SLOW_XLA_ON_TF1),
+    ('resnet', 32), ('cnn', 28), ('inception_v3', 75),
     ('bilstm', 0)])
 def test_train_step_compiles_with_xla_on_cpu(model, image_size):
   """The whole train step (forward, loss, gradients, optimizer update, batch-norm updates and, for
