@@ -52,7 +52,7 @@ TRAIN_FLAGS_resnet := --model=resnet --resnet_depth=18 --image_size=32 --train_b
   --crop_padding=0 --cache_decoded
 # CNN: Adam 1e-3 as in the Colab demo (--base_learning_rate is per 256 examples: 0.002 at batch
 # 128), 3 epochs with one x0.1 step at epoch 2.5. The constant rate for 4 epochs at batch 256
-# reached 0.9005-0.9030 in 13.5-16 min on the MKL runtime, over the 15-minute budget on a slow day;
+# reached 0.9005-0.9030 in 13.4-15.5 min on the MKL runtime, over the 15-minute budget on a slow day;
 # this recipe took 10 min (README).
 TRAIN_FLAGS_cnn := --model=cnn --train_batch_size=128 --eval_batch_size=1000 --train_epochs=3 \
   --steps_per_eval=1407 --base_learning_rate=0.002 --lr_schedule=step --lr_decay_epochs=2.5 \
