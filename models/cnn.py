@@ -15,9 +15,8 @@ BATCH_NORM_EPSILON = 1e-3
 def elu(x):
   """ELU (Clevert et al. 2016): x for x > 0, exp(x) - 1 otherwise, with its gradient written out.
 
-  intel-tensorflow 1.15.2's oneDNN EluGrad makes this network diverge (real Fashion-MNIST, batch
-  256, Adam 1e-3: mean training loss 0.70 at step 160, 1.34 at step 300) where the same network on
-  TF 2.15 falls to 0.43. The forward tf.nn.elu kernel is kept (it is the fast one); the gradient,
+  intel-tensorflow 1.15.2's oneDNN EluGrad makes this network diverge where TF 2.15 trains it
+  (README, the CNN notes). The forward tf.nn.elu kernel is kept (it is the fast one); the gradient,
   1 for x > 0 and elu(x) + 1 otherwise, is computed here.
   """
   y = tf.nn.elu(x)

@@ -19,6 +19,9 @@ BATCH_NORM_DECAY = 0.99
 BATCH_NORM_EPSILON = 1e-3
 DROPOUT_RATE = 0.2  # before the logits (keep probability 0.8 in the reference implementation)
 AUX_SCOPE = 'AuxLogits'
+# The stem and the two stride-2 'VALID' grid reductions leave a 1x1 map at 75x75; smaller inputs
+# would reduce to nothing (Sec. 9 of the paper trains a 79x79 variant).
+MIN_IMAGE_SIZE = 75
 
 
 def _conv(inputs, filters, kernel_size, is_training, strides=1, padding='SAME', name=None):
@@ -137,8 +140,9 @@ def inception_v3(images, num_classes, is_training):
     ValueError: the images are smaller than 75x75.
   """
   height, width = images.shape.as_list()[1:3]
-  if min(height, width) < 75:
-    raise ValueError('InceptionV3 needs inputs of at least 75x75, got %dx%d' % (height, width))
+  if min(height, width) < MIN_IMAGE_SIZE:
+    raise ValueError('InceptionV3 needs inputs of at least %dx%d, got %dx%d'
+                     % (MIN_IMAGE_SIZE, MIN_IMAGE_SIZE, height, width))
   net = _conv(images, 32, 3, is_training, strides=2, padding='VALID', name='Conv2d_1a_3x3')
   net = _conv(net, 32, 3, is_training, padding='VALID', name='Conv2d_2a_3x3')
   net = _conv(net, 64, 3, is_training, name='Conv2d_2b_3x3')

@@ -24,6 +24,7 @@ _BLOCKS = {
     152: ('bottleneck', (3, 8, 36, 3)),
     200: ('bottleneck', (3, 24, 36, 3)),
 }
+DEPTHS = tuple(sorted(_BLOCKS))
 
 
 def _batch_norm(inputs, is_training, data_format, relu=True, zero_init=False):
@@ -103,7 +104,7 @@ def resnet_v1_5(images, depth, num_classes, is_training, data_format='channels_l
     ValueError: for an unsupported depth.
   """
   if depth not in _BLOCKS:
-    raise ValueError('ResNet depth must be one of %s, got %r' % (sorted(_BLOCKS), depth))
+    raise ValueError('ResNet depth must be one of %s, got %r' % (DEPTHS, depth))
   block_type, stage_blocks = _BLOCKS[depth]
   block_fn = _basic_block if block_type == 'basic' else _bottleneck_block
   expansion = 1 if block_type == 'basic' else 4

@@ -10,11 +10,11 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO, ok, refused, run_main
-from trainer import measure
-from trainer import dataset_info
-from trainer import stats
-from trainer.config import PipelineError
+from helpers import REPO, ok, refused, run_main
+from trainer.benchmark import stats
+from trainer.benchmark import timing
+from trainer.data import dataset_json
+from trainer.errors import PipelineError
 
 TINY_WINDOWS = ['--warmup_steps=1', '--steps_per_window=1', '--windows=2']
 
@@ -47,10 +47,10 @@ def _check_summary(summary, windows):
 def test_window_rates_time_each_window_after_the_warmup():
   times = [0.0, 1.0, 1.5, 2.0, 4.0, 6.0]  # after steps 1..6
   # warmup 2: windows of 2 steps start at t=1.0 -> 2.0 and 2.0 -> 6.0
-  assert measure.window_rates(times, 2, 2, 2, per_step=10) == [20.0, 5.0]
+  assert timing.window_rates(times, 2, 2, 2, per_step=10) == [20.0, 5.0]
   with pytest.raises(PipelineError):
-    measure.window_rates(times, 2, 3, 2, per_step=10)
-  summary = measure.summarize([3.0, 1.0, 2.0])
+    timing.window_rates(times, 2, 3, 2, per_step=10)
+  summary = timing.summarize([3.0, 1.0, 2.0])
   assert (summary['median'], summary['min'], summary['max'], summary['spread']) == (2, 1, 3, 1)
 
 
@@ -103,10 +103,10 @@ def test_bare_windows_alternate_with_the_estimators_steps_in_one_session(tmp_pat
   def input_fn():
     return tf.data.Dataset.from_tensors((tf.ones([2]), tf.zeros([1]))).repeat()
 
-  hook = measure.BareWindows(warmup=2, pairs=3, steps_per_window=4)
+  hook = timing.BareWindows(warmup=2, pairs=3, steps_per_window=4)
   estimator = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path))
   estimator.train(input_fn, max_steps=1000, hooks=[hook])
-  assert [kind for kind, _ in hook.windows] == measure.abba_order(3) == [
+  assert [kind for kind, _ in hook.windows] == timing.abba_order(3) == [
       'estimator', 'bare', 'bare', 'estimator', 'estimator', 'bare']
   assert all(seconds > 0 for _, seconds in hook.windows)
   # 2 warm-up Estimator steps + 2 untimed bare steps + 3 pairs x (4 Estimator + 4 bare) steps
@@ -121,7 +121,7 @@ def test_input_times_the_training_input_fn_on_real_photos(tmp_path):
   ok(subprocess.run([sys.executable, '-m', 'trainer.prepare', 'photos', '--output_dir=' + photos,
                      '--num_images=40'], cwd=REPO, stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE, universal_newlines=True, timeout=600))
-  info = dataset_info.read(photos)
+  info = dataset_json.read(photos)
   assert info['num_classes'] == 10
   assert info['num_train_examples'] + info['num_eval_examples'] == 40
   assert (info['image_height'], info['image_width']) == (350, 400)

@@ -13,7 +13,7 @@ import tarfile
 
 import pytest
 
-from conftest import REPO, TINY, results_of, run_main
+from helpers import REPO, TINY, results_of, run_main
 
 _FAKE_GCLOUD = '''#!%s
 import json, os, sys
@@ -74,7 +74,9 @@ def test_build_md_submit_command_runs_exactly_the_gcloud_command_it_documents(fa
                            '--image_size=32', '--train_batch_size=256', '--train_epochs=9']
   with tarfile.open(package) as tar:
     names = tar.getnames()
-  for module in ('trainer/main.py', 'trainer/submit.py', 'models/resnet.py', 'flags/config.py',
+  for module in ('trainer/main.py', 'trainer/submit.py', 'trainer/data/input_fn.py',
+                 'trainer/prepare/__main__.py', 'trainer/benchmark/__main__.py',
+                 'trainer/cloud/tpu_resolver.py', 'models/resnet.py', 'flags/to_config.py',
                  'setup.py'):
     assert any(name.endswith('/' + module) for name in names), module
 
@@ -139,7 +141,8 @@ def test_sdist_installs_into_a_python37_venv_that_has_tf115_without_touching_it(
   installed = [l for l in proc.stdout.splitlines() if l.startswith('Successfully installed')]
   assert installed == ['Successfully installed tpu-estimator-pipeline-0.1.0'], proc.stdout
   check = subprocess.run(
-      [python, '-c', 'import tensorflow as tf, trainer.main, models.resnet, flags.config; '
+      [python, '-c', 'import tensorflow as tf, trainer.main, trainer.data.input_fn, models.resnet, '
+       'flags.to_config; '
        'print(tf.__version__, trainer.main.__file__)'], cwd=str(tmp_path),
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
   assert check.returncode == 0, check.stderr[-3000:]

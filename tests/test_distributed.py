@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import REPO, TINY, results_of, run_main
+from helpers import REPO, TINY, results_of, run_main
 
 
 def _free_ports(count):

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO, TINY_BY_MODEL, ok, read_records, refused, results_of, run_main
-from test_main import _predict_in_fresh_process
+from helpers import (REPO, TINY_BY_MODEL, ok, predict_in_fresh_process, read_records, refused,
+                     results_of, run_main)
 
 pytestmark = pytest.mark.skipif(
     os.environ.get('GCS_SANDBOX') != '1',
@@ -84,7 +84,7 @@ def test_prepare_train_eval_resume_export_and_predict_all_on_gcs(model, small_di
   assert results['global_step'] == 5 and results['export_path'].startswith(export_dir + '/')
   assert tf.io.gfile.exists(results['export_path'] + '/saved_model.pb')
   # The SavedModel is loaded from gs:// in a fresh process and classifies the gs:// eval records.
-  labels, classes, probabilities, _ = _predict_in_fresh_process(results['export_path'], data_dir,
+  labels, classes, probabilities, _ = predict_in_fresh_process(results['export_path'], data_dir,
                                                                 tmp_path)
   assert len(classes) == len(labels) == results['num_eval_examples']
   np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-4)
@@ -153,6 +153,6 @@ def test_read_only_model_dir_is_refused_before_training(small_dir):
 
 
 def test_model_dir_write_check_leaves_nothing_behind(gcs_dir):
-  from trainer import storage
-  storage.check_path_usable(gcs_dir + '/model', 'model_dir')
+  from trainer.cloud import gcs_preflight
+  gcs_preflight.check_path_usable(gcs_dir + '/model', 'model_dir')
   assert not tf.io.gfile.glob(gcs_dir + '/*')

@@ -6,15 +6,16 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import read_records, write_subset
-from trainer import input_pipeline
-from trainer import preprocessing
-from trainer.config import DataConfig
+from helpers import read_records, write_subset
+from models import features as features_lib
+from trainer.data import input_fn as input_fn_lib
+from trainer.data import preprocessing
+from trainer.data.data_config import DataConfig
 
 
 def _data_config(data_dir, **overrides):
-  from trainer import dataset_info
-  info = dataset_info.read(data_dir)
+  from trainer.data import dataset_json
+  info = dataset_json.read(data_dir)
   values = dict(data_dir=data_dir, num_classes=info['num_classes'],
                 num_train_examples=info['num_train_examples'],
                 num_eval_examples=info['num_eval_examples'], image_size=28,
@@ -43,7 +44,7 @@ def test_eval_covers_all_10000_test_images_once(fashion_mnist_dir):
   data = _data_config(fashion_mnist_dir)
   # 10,000 is not a multiple of 1,024: the last batch is padded and the padding masked out.
   dataset, batches = _batches(
-      input_pipeline.input_fn_builder(data, is_training=False, global_batch_size=1024), 1024)
+      input_fn_lib.input_fn_builder(data, is_training=False, global_batch_size=1024), 1024)
   assert len(batches) == 10  # ceil(10000 / 1024)
   masks = np.concatenate([f['mask'] for f, _ in batches])
   labels = np.concatenate([l for _, l in batches])
@@ -69,7 +70,7 @@ def test_eval_covers_all_10000_test_images_once(fashion_mnist_dir):
 def test_train_batches_are_static_per_shard_and_labels_in_range(fashion_mnist_dir):
   data = _data_config(fashion_mnist_dir, image_size=32, cache_decoded=True)
   # TPUEstimator passes the per-shard batch, e.g. 256 global on 8 cores -> 32.
-  dataset, batches = _batches(input_pipeline.input_fn_builder(data, is_training=True), 32, 3)
+  dataset, batches = _batches(input_fn_lib.input_fn_builder(data, is_training=True), 32, 3)
   shapes = tf.data.get_output_shapes(dataset)
   assert shapes[0]['image'].as_list() == [32, 32, 32, 3]
   assert shapes[1].as_list() == [32]
@@ -82,14 +83,14 @@ def test_train_batches_are_static_per_shard_and_labels_in_range(fashion_mnist_di
 def test_label_out_of_range_is_reported(fashion_mnist_dir):
   data = _data_config(fashion_mnist_dir, label_offset=1)  # label 0 -> -1
   with pytest.raises(tf.errors.InvalidArgumentError, match='label_offset'):
-    _batches(input_pipeline.input_fn_builder(data, is_training=False, global_batch_size=100), 100)
+    _batches(input_fn_lib.input_fn_builder(data, is_training=False, global_batch_size=100), 100)
 
 
 def test_fake_data_has_the_real_shapes():
   data = DataConfig(data_dir=None, fake_data=True, num_classes=10, num_train_examples=1000,
                     num_eval_examples=100, image_size=24)
   _, batches = _batches(
-      input_pipeline.input_fn_builder(data, is_training=False, global_batch_size=64), 64)
+      input_fn_lib.input_fn_builder(data, is_training=False, global_batch_size=64), 64)
   assert [f['image'].shape for f, _ in batches] == [(64, 24, 24, 3)] * 2
   assert sum(f['mask'].sum() for f, _ in batches) == 100
 
@@ -98,7 +99,7 @@ def test_subset_helper_keeps_real_records(fashion_mnist_dir, tmp_path):
   out = write_subset(fashion_mnist_dir, str(tmp_path), 50, 20)
   data = _data_config(out)
   _, batches = _batches(
-      input_pipeline.input_fn_builder(data, is_training=False, global_batch_size=8), 8)
+      input_fn_lib.input_fn_builder(data, is_training=False, global_batch_size=8), 8)
   assert sum(f['mask'].sum() for f, _ in batches) == 20
   assert len(tf.io.gfile.glob(os.path.join(out, 'validation-*'))) == 2
 
@@ -132,7 +133,7 @@ def test_a_jpeg_training_crop_decodes_only_its_window_to_the_same_pixels(monkeyp
   y, x = np.mgrid[0:180, 0:240]
   pixels = np.stack([x, y, (x + y) // 2], axis=-1).astype(np.uint8)
   box = ([30, 44, 0], [96, 128, -1])
-  monkeypatch.setattr(preprocessing, '_distorted_bbox',
+  monkeypatch.setattr(preprocessing, 'distorted_bbox',
                       lambda shape: (tf.constant(box[0]), tf.constant(box[1])))
   with tf.Graph().as_default():
     jpeg = tf.image.encode_jpeg(tf.constant(pixels), quality=95)
@@ -149,3 +150,27 @@ def test_a_jpeg_training_crop_decodes_only_its_window_to_the_same_pixels(monkeyp
   assert example.dtype == np.uint8
   np.testing.assert_array_equal(example, np.floor(from_jpeg + 0.5))
   assert np.abs(from_jpeg - from_png).mean() < 0.5
+
+
+@pytest.mark.parametrize('is_training', [True, False])
+@pytest.mark.parametrize('image_dtype', ['uint8', 'float32'])
+def test_image_batches_follow_the_features_contract(fashion_mnist_dir, is_training, image_dtype):
+  """What the input_fn builds is exactly what models.features promises the model_fn: the same
+  keys, static shapes and dtypes (float32 images are what a Cloud TPU's infeed gets)."""
+  data = _data_config(fashion_mnist_dir, image_size=32, image_dtype=image_dtype)
+  dataset, batches = _batches(input_fn_lib.input_fn_builder(
+      data, is_training=is_training, global_batch_size=16), 16, 1)
+  shapes, dtypes = tf.data.get_output_shapes(dataset), tf.data.get_output_types(dataset)
+  spec = features_lib.feature_spec('image', 16, image_size=32, image_dtype=image_dtype)
+  assert {k: (shapes[0][k].as_list(), dtypes[0][k]) for k in shapes[0]} == spec
+  assert (shapes[1].as_list(), dtypes[1]) == ([16], features_lib.LABEL_DTYPE)
+  (features, labels), = batches
+  assert features[features_lib.IMAGE].dtype == np.dtype(image_dtype)
+  assert features[features_lib.IMAGE].max() > 128  # 0-255 pixels, not normalized
+
+
+def test_the_features_contract_refuses_unknown_kinds():
+  with pytest.raises(ValueError, match='modality'):
+    features_lib.feature_spec('audio', 8)
+  with pytest.raises(ValueError, match='image_dtype'):
+    features_lib.feature_spec('image', 8, image_size=32, image_dtype='bfloat16')

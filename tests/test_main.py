@@ -1,19 +1,16 @@
 """`python -m trainer.main` end to end on real Fashion-MNIST, in fresh processes, tiny settings."""
 
 import glob
-import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import (REPO, TINY, TINY_BY_MODEL, ok, read_records, refused, requires_isolation,
-                      results_of, run_main, write_subset)
+from helpers import (TINY, TINY_BY_MODEL, ok, predict_in_fresh_process, read_records, refused,
+                     requires_isolation, results_of, run_main, write_subset)
 
 
 def _events_tags(model_dir):
@@ -88,46 +85,6 @@ def test_eval_counts_all_10000_test_images(fashion_mnist_dir, tmp_path):
   assert results_of(model_dir)['num_eval_examples'] == 10000
 
 
-_PREDICT_SCRIPT = '''
-import json, sys
-import numpy as np
-import tensorflow.compat.v1 as tf
-request = json.load(open(sys.argv[2]))
-inputs = [bytes.fromhex(h) for h in request['inputs']]
-with tf.Graph().as_default(), tf.Session() as sess:
-  meta = tf.saved_model.load(sess, ['serve'], sys.argv[1])
-  sig = meta.signature_def['serving_default']
-  out = sess.run({k: v.name for k, v in sig.outputs.items()},
-                 {sig.inputs[request['input_name']].name: inputs})
-print(json.dumps({'classes': out['classes'].tolist(),
-                  'probabilities': out['probabilities'].tolist(),
-                  'logits': out['logits'].tolist()}))
-'''
-
-
-def _predict_in_fresh_process(export_path, data_dir, tmp_path):
-  """Feeds the real eval examples of data_dir to the SavedModel in a new process: encoded image
-  bytes, or for text data the raw text strings.
-
-  Returns:
-    (labels, classes, probabilities, logits) as numpy arrays.
-  """
-  records = read_records(os.path.join(data_dir, 'validation-*'))
-  examples = [tf.train.Example.FromString(r).features.feature for r in records]
-  kind = 'text' if 'text/raw' in examples[0] else 'image'
-  input_key = 'text/raw' if kind == 'text' else 'image/encoded'
-  request = {'inputs': [e[input_key].bytes_list.value[0].hex() for e in examples],
-             'input_name': 'text' if kind == 'text' else 'image_bytes'}
-  labels = np.array([e[kind + '/class/label'].int64_list.value[0] for e in examples])
-  (tmp_path / 'request.json').write_text(json.dumps(request))
-  proc = ok(subprocess.run([sys.executable, '-c', _PREDICT_SCRIPT, export_path,
-                             str(tmp_path / 'request.json')], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, universal_newlines=True, cwd=str(tmp_path)))
-  out = json.loads(proc.stdout.strip().splitlines()[-1])
-  return (labels, np.array(out['classes']), np.array(out['probabilities']),
-          np.array(out['logits']))
-
-
 @pytest.mark.parametrize('model', sorted(TINY_BY_MODEL))
 def test_export_predicts_real_examples_in_a_fresh_process(model, request, tmp_path):
   args, data_dir = _tiny(model, request)
@@ -135,7 +92,7 @@ def test_export_predicts_real_examples_in_a_fresh_process(model, request, tmp_pa
   ok(run_main('--train_steps=20', '--data_dir=' + data_dir, '--model_dir=' + model_dir,
                '--export_dir=' + export_dir, '--skip_host_call', *args))
   results = results_of(model_dir)
-  labels, classes, probabilities, logits = _predict_in_fresh_process(results['export_path'],
+  labels, classes, probabilities, logits = predict_in_fresh_process(results['export_path'],
                                                                      data_dir, tmp_path)
   assert len(classes) == len(labels) == results['num_eval_examples']
   np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-4)
@@ -183,7 +140,7 @@ def test_evaluation_and_export_use_the_moving_average_weights(small_dir, tmp_pat
   ema = results_of(model_dir)
   assert raw['global_step'] == ema['global_step'] == 20
   assert abs(raw['loss'] - ema['loss']) > 1e-3 * raw['loss'], (raw['loss'], ema['loss'])
-  labels, _, _, logits = _predict_in_fresh_process(ema['export_path'], small_dir, tmp_path)
+  labels, _, _, logits = predict_in_fresh_process(ema['export_path'], small_dir, tmp_path)
   exported = _mean_xent(logits, labels)
   np.testing.assert_allclose(exported, ema['loss'], rtol=1e-3)
   assert abs(exported - raw['loss']) > 1e-3 * raw['loss']
@@ -264,10 +221,10 @@ def test_lr_schedule_flag_replaces_the_recipe_schedule(small_dir, tmp_path):
 
 def test_lr_schedule_keeps_the_rest_of_the_recipe():
   import types
-  from flags.config import _recipe_values
+  from flags.to_config import recipe_values
   unset = dict.fromkeys(['base_learning_rate', 'weight_decay', 'label_smoothing', 'warmup_epochs',
                          'lr_decay_every_epochs', 'moving_average_decay', 'gradient_clip_norm'])
-  recipe = _recipe_values(types.SimpleNamespace(
+  recipe = recipe_values(types.SimpleNamespace(
       model='inception_v3', lr_schedule='step', lr_decay_epochs=['1.9'], lr_decay_factor=0.1,
       **unset))
   assert (recipe['lr_schedule'], recipe['lr_decay_epochs'], recipe['lr_decay_factor']) == (

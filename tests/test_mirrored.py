@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import TINY, ok, refused, results_of, run_main
-from models.config import ModelConfig
-from trainer import driver
+from helpers import TINY, ok, refused, results_of, run_main
+from models.model_config import ModelConfig
 from trainer import estimator as estimator_lib
-from trainer.config import Config, DataConfig
+from trainer.data.data_config import DataConfig
+from trainer.run_config import Config
 
 CPUS = ('/cpu:0', '/cpu:1')
 
@@ -41,7 +41,7 @@ def _text_config(model_dir, mirrored_devices, gradient_clip_norm):
 
 def _train_to(config, step):
   estimator = estimator_lib.build_estimator(config)
-  estimator.train(driver.input_fns(config, estimator)[0], max_steps=step)
+  estimator.train(estimator_lib.input_fns(config, estimator)[0], max_steps=step)
 
 
 def _variables(model_dir):

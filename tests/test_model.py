@@ -8,8 +8,10 @@ import tensorflow.compat.v1 as tf
 from models import cnn
 from models import inception_v3
 from models import model_fn as model_fn_lib
+from models import optimization
 from models import resnet
-from models.config import MODEL_DEFAULTS, ModelConfig
+from models.model_config import ModelConfig
+from models.recipes import MODEL_DEFAULTS
 
 
 def _count_params():
@@ -50,7 +52,7 @@ def test_learning_rate_warmup_scaling_and_step_decay():
   steps_per_epoch = 100
   with tf.Graph().as_default():
     step = tf.placeholder(tf.int64, [])
-    lr = model_fn_lib.learning_rate_schedule(config, step)
+    lr = optimization.learning_rate_schedule(config, step)
     with tf.Session() as sess:
       values = [sess.run(lr, {step: e * steps_per_epoch}) for e in (0, 1, 2, 3.99, 4, 5, 6, 9)]
   peak = 0.1 * 512 / 256
@@ -72,7 +74,7 @@ def test_weight_decay_skips_batch_norm():
     model_fn_lib.model_fn_builder(config)(features, labels, tf.estimator.ModeKeys.EVAL, {})
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
-      decay = sess.run(model_fn_lib._weight_decay(config))  # pylint: disable=protected-access
+      decay = sess.run(optimization.weight_decay_loss(config))
       expected = sum(np.sum(sess.run(v) ** 2) / 2 for v in tf.trainable_variables()
                      if 'batch_normalization' not in v.name)
       with_bn = sum(np.sum(sess.run(v) ** 2) / 2 for v in tf.trainable_variables())
@@ -226,8 +228,8 @@ def test_exponential_and_constant_schedules():
                          train_batch_size=512)
   with tf.Graph().as_default():
     step = tf.placeholder(tf.int64, [])
-    lr = model_fn_lib.learning_rate_schedule(config, step)
-    lr_constant = model_fn_lib.learning_rate_schedule(constant, step)
+    lr = optimization.learning_rate_schedule(config, step)
+    lr_constant = optimization.learning_rate_schedule(constant, step)
     with tf.Session() as sess:
       values = [sess.run(lr, {step: e * 100}) for e in (0, 0.5, 1, 2.99, 3, 5, 7)]
       constants = {float(sess.run(lr_constant, {step: s})) for s in (0, 1000, 10 ** 6)}

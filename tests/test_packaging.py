@@ -7,7 +7,7 @@ import subprocess
 import sys
 import zipfile
 
-from conftest import REPO
+from helpers import REPO
 
 
 def test_installed_wheel_runs_the_entry_points(tmp_path):
@@ -24,7 +24,9 @@ def test_installed_wheel_runs_the_entry_points(tmp_path):
   zipfile.ZipFile(str(tmp_path / 'dist' / wheel)).extractall(str(site))
   assert {'trainer', 'models', 'flags'} <= set(os.listdir(str(site)))
   env = dict(os.environ, PYTHONPATH=str(site))
-  for module, expected in (('trainer.main', '--use_tpu'), ('trainer.prepare', '--output_dir')):
+  for module, expected in (('trainer.main', '--use_tpu'), ('trainer.prepare', '--output_dir'),
+                           ('trainer.benchmark', '--steps_per_window'),
+                           ('trainer.submit', '--scale_tier')):
     proc = subprocess.run([sys.executable, '-m', module, '--helpfull'], cwd=str(tmp_path), env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     # absl prints the help and exits with status 1 after --helpfull.

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import read_records
-from trainer import dataset_info
-from trainer import prepare
-from trainer.config import PipelineError
+from helpers import read_records
+from trainer.data import dataset_json
+from trainer.errors import PipelineError
+from trainer.prepare import fashion_mnist
+from trainer.prepare import image_folder
 
 
 def _parse(record):
@@ -17,7 +18,7 @@ def _parse(record):
 
 
 def test_fashion_mnist_has_every_example_in_the_imagenet_schema(fashion_mnist_dir):
-  info = dataset_info.read(fashion_mnist_dir)
+  info = dataset_json.read(fashion_mnist_dir)
   assert (info['num_train_examples'], info['num_eval_examples'], info['num_classes']) == (
       60000, 10000, 10)
   assert info['label_offset'] == 0 and info['class_names'][9] == 'Ankle boot'
@@ -35,8 +36,8 @@ def test_fashion_mnist_has_every_example_in_the_imagenet_schema(fashion_mnist_di
 
 
 def test_png_round_trip_matches_the_idx_pixels(fashion_mnist_dir):
-  source = prepare.FASHION_MNIST_DIR
-  images = prepare.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))
+  source = fashion_mnist.DEFAULT_SOURCE_DIR
+  images = fashion_mnist.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))
   record = read_records(os.path.join(fashion_mnist_dir, 'validation-*'), limit=1)[0]
   with tf.Graph().as_default(), tf.Session() as sess:
     decoded = sess.run(tf.image.decode_png(_parse(record)['image/encoded'].bytes_list.value[0]))
@@ -45,14 +46,14 @@ def test_png_round_trip_matches_the_idx_pixels(fashion_mnist_dir):
 
 def test_missing_source_says_how_to_get_it(tmp_path):
   with pytest.raises(PipelineError, match='apt-get install dataset-fashion-mnist'):
-    prepare.prepare_fashion_mnist(str(tmp_path / 'out'), source_dir=str(tmp_path / 'nothing'))
+    fashion_mnist.prepare(str(tmp_path / 'out'), source_dir=str(tmp_path / 'nothing'))
 
 
 def test_truncated_idx_file_is_refused(tmp_path):
   path = tmp_path / 'bad-idx3-ubyte'
   path.write_bytes(bytes([0, 0, 8, 3]) + (10).to_bytes(4, 'big') * 3 + b'\x00' * 7)
   with pytest.raises(PipelineError, match='truncated'):
-    prepare.read_idx(str(path))
+    fashion_mnist.read_idx(str(path))
 
 
 def _write_tree(root, images, labels, corrupt=False):
@@ -61,7 +62,7 @@ def _write_tree(root, images, labels, corrupt=False):
     image_in = tf.placeholder(tf.uint8, [28, 28, 1])
     png, jpeg = tf.image.encode_png(image_in), tf.image.encode_jpeg(image_in)
     for i, (image, label) in enumerate(zip(images, labels)):
-      folder = root / prepare.FASHION_MNIST_CLASSES[label].replace('/', '_')
+      folder = root / fashion_mnist.CLASSES[label].replace('/', '_')
       folder.mkdir(parents=True, exist_ok=True)
       encoded = sess.run(png if i % 2 else jpeg, {image_in: image[..., None]})
       (folder / ('%03d.%s' % (i, 'png' if i % 2 else 'jpg'))).write_bytes(encoded)
@@ -71,29 +72,29 @@ def _write_tree(root, images, labels, corrupt=False):
 
 
 def test_image_folder_converts_a_class_tree(tmp_path):
-  source = prepare.FASHION_MNIST_DIR
-  images = prepare.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))[:200]
-  labels = prepare.read_idx(os.path.join(source, 't10k-labels-idx1-ubyte.gz'))[:200]
+  source = fashion_mnist.DEFAULT_SOURCE_DIR
+  images = fashion_mnist.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))[:200]
+  labels = fashion_mnist.read_idx(os.path.join(source, 't10k-labels-idx1-ubyte.gz'))[:200]
   _write_tree(tmp_path / 'tree', images, labels)
-  info = prepare.prepare_image_folder(str(tmp_path / 'tree'), str(tmp_path / 'out'),
+  info = image_folder.prepare(str(tmp_path / 'tree'), str(tmp_path / 'out'),
                                       validation_fraction=0.2)
   assert info['num_classes'] == 10
   assert info['num_train_examples'] + info['num_eval_examples'] == 200
   assert 20 <= info['num_eval_examples'] <= 60
   records = read_records(str(tmp_path / 'out' / 'train-*'))
   assert len(records) == info['num_train_examples']
-  names = sorted(prepare.FASHION_MNIST_CLASSES[l].replace('/', '_') for l in set(labels))
+  names = sorted(fashion_mnist.CLASSES[l].replace('/', '_') for l in set(labels))
   for record in records[:20]:
     features = _parse(record)
     label = features['image/class/label'].int64_list.value[0]
     assert features['image/class/synset'].bytes_list.value[0].decode() == names[label]
-  assert dataset_info.read(str(tmp_path / 'out'))['class_names'] == names
+  assert dataset_json.read(str(tmp_path / 'out'))['class_names'] == names
 
 
 def test_image_folder_names_an_undecodable_file(tmp_path):
-  source = prepare.FASHION_MNIST_DIR
-  images = prepare.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))[:30]
-  labels = prepare.read_idx(os.path.join(source, 't10k-labels-idx1-ubyte.gz'))[:30]
+  source = fashion_mnist.DEFAULT_SOURCE_DIR
+  images = fashion_mnist.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))[:30]
+  labels = fashion_mnist.read_idx(os.path.join(source, 't10k-labels-idx1-ubyte.gz'))[:30]
   _write_tree(tmp_path / 'tree', images, labels, corrupt=True)
   with pytest.raises(PipelineError, match='broken.jpg is not a readable'):
-    prepare.prepare_image_folder(str(tmp_path / 'tree'), str(tmp_path / 'out'))
+    image_folder.prepare(str(tmp_path / 'tree'), str(tmp_path / 'out'))

@@ -2,7 +2,6 @@
 the real snippets, the network's padding invariance and gradient clipping, and the SavedModel on
 raw strings against the estimator's own predictions."""
 
-import json
 import os
 import subprocess
 import sys
@@ -11,18 +10,22 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import (REPO, TINY_BY_MODEL, ok, read_records, results_of, run_main,
-                      write_subset)
+from helpers import (REPO, TINY_BY_MODEL, ok, predict_in_fresh_process, read_records, results_of,
+                     run_main, write_subset)
 from models import bilstm
+from models import features as features_lib
 from models import model_fn as model_fn_lib
-from models.config import MODEL_DEFAULTS, ModelConfig
-from test_main import _predict_in_fresh_process
-from trainer import dataset_info
+from models.model_config import ModelConfig
+from models.recipes import MODEL_DEFAULTS
 from trainer import estimator as estimator_lib
-from trainer import input_pipeline
-from trainer import prepare_text
-from trainer import text as text_lib
-from trainer.config import Config, DataConfig, PipelineError
+from trainer.data import dataset_json
+from trainer.data import input_fn as input_fn_lib
+from trainer.data import shards
+from trainer.data import tokenizer
+from trainer.prepare import text_csv
+from trainer.data.data_config import DataConfig
+from trainer.errors import PipelineError
+from trainer.run_config import Config
 
 
 # --- tokenizer and vocabulary --------------------------------------------------------------------
@@ -30,7 +33,7 @@ from trainer.config import Config, DataConfig, PipelineError
 def test_tokenizer_lowercases_and_splits_punctuation_including_non_ascii():
   texts = ["Hello, World!  Don't", '', '  \t ', 'ÉCOLE Über — naïve…', 'a\u00a0b\tc\nd',
            '日本語です。', b'caf\xe9 OK', 'x' * 3 + '42' + '_y']
-  assert text_lib.tokenize_python(texts) == [
+  assert tokenizer.tokenize_python(texts) == [
       ['hello', ',', 'world', '!', 'don', "'", 't'],
       [],
       [],
@@ -44,32 +47,32 @@ def test_tokenizer_lowercases_and_splits_punctuation_including_non_ascii():
 
 def test_vocabulary_keeps_frequent_training_tokens_after_the_reserved_ids(tmp_path):
   tokens = [['b', 'a', 'b', 'c'], ['a', 'b'], ['ü', 'ü']]
-  assert text_lib.build_vocabulary(tokens, vocab_size=10, min_count=2) == [
+  assert tokenizer.build_vocabulary(tokens, vocab_size=10, min_count=2) == [
       '<pad>', '<unk>', 'b', 'a', 'ü']
-  assert text_lib.build_vocabulary(tokens, vocab_size=3) == ['<pad>', '<unk>', 'b']
-  vocabulary = text_lib.build_vocabulary(tokens, vocab_size=10)
-  assert text_lib.ids_python(['a', 'never-seen', 'c'], vocabulary, 10) == [3, text_lib.UNK_ID, 5]
+  assert tokenizer.build_vocabulary(tokens, vocab_size=3) == ['<pad>', '<unk>', 'b']
+  vocabulary = tokenizer.build_vocabulary(tokens, vocab_size=10)
+  assert tokenizer.ids_python(['a', 'never-seen', 'c'], vocabulary, 10) == [3, tokenizer.UNK_ID, 5]
   path = str(tmp_path / 'vocab.txt')
-  text_lib.write_vocabulary(path, vocabulary)
-  assert text_lib.read_vocabulary(path) == vocabulary
+  tokenizer.write_vocabulary(path, vocabulary)
+  assert tokenizer.read_vocabulary(path) == vocabulary
   (tmp_path / 'bad.txt').write_text('the\nof\n')
   with pytest.raises(ValueError, match='must start with'):
-    text_lib.read_vocabulary(str(tmp_path / 'bad.txt'))
+    tokenizer.read_vocabulary(str(tmp_path / 'bad.txt'))
   with pytest.raises(ValueError):
-    text_lib.build_vocabulary(tokens, vocab_size=2)
+    tokenizer.build_vocabulary(tokens, vocab_size=2)
 
 
 def test_in_graph_ids_equal_the_ids_prepare_writes():
   """The serving graph's text -> ids equals prepare's for unknown words, empty, non-ASCII and
   over-long text (truncated to the first max_seq_length tokens)."""
-  vocabulary = text_lib.build_vocabulary(
-      text_lib.tokenize_python(['the film is great', 'a naïve, dull film', 'ÉCOLE']), 100)
+  vocabulary = tokenizer.build_vocabulary(
+      tokenizer.tokenize_python(['the film is great', 'a naïve, dull film', 'ÉCOLE']), 100)
   texts = ['The film is GREAT!', '', 'zebra crossing', 'École naïve', 'the film ' * 20]
   max_seq_length = 8
-  expected = [text_lib.ids_python(t, vocabulary, max_seq_length)
-              for t in text_lib.tokenize_python(texts)]
+  expected = [tokenizer.ids_python(t, vocabulary, max_seq_length)
+              for t in tokenizer.tokenize_python(texts)]
   with tf.Graph().as_default():
-    ids, length = text_lib.texts_to_ids(tf.constant([t.encode() for t in texts]), vocabulary,
+    ids, length = tokenizer.texts_to_ids(tf.constant([t.encode() for t in texts]), vocabulary,
                                         max_seq_length)
     assert ids.shape.as_list()[1] == max_seq_length  # static: the model needs it
     with tf.Session() as sess:
@@ -77,8 +80,8 @@ def test_in_graph_ids_equal_the_ids_prepare_writes():
       ids, length = sess.run([ids, length])
   assert length.tolist() == [len(e) for e in expected] == [5, 0, 2, 2, 8]
   for row, e in zip(ids, expected):
-    assert row.tolist() == e + [text_lib.PAD_ID] * (max_seq_length - len(e))
-  assert ids[2].tolist()[:2] == [text_lib.UNK_ID, text_lib.UNK_ID]
+    assert row.tolist() == e + [tokenizer.PAD_ID] * (max_seq_length - len(e))
+  assert ids[2].tolist()[:2] == [tokenizer.UNK_ID, tokenizer.UNK_ID]
 
 
 # --- trainer.prepare text ------------------------------------------------------------------------
@@ -110,18 +113,18 @@ def test_prepare_text_builds_the_vocabulary_from_the_training_file_only(tmp_path
   _write_csv(str(tmp_path / 'train.csv'), _ROWS)
   _write_csv(str(tmp_path / 'val.tsv'), [('A zebra film', 'pos'), ('', 'neg')], delimiter='\t')
   out = str(tmp_path / 'out')
-  info = prepare_text.prepare_text_files(
+  info = text_csv.prepare(
       [str(tmp_path / 'train.csv')], out, validation_input=str(tmp_path / 'val.tsv'),
       text_column='review', label_column='sentiment', train_shards=2, validation_shards=1)
   assert info['class_names'] == ['meh', 'neg', 'pos'] and info['num_classes'] == 3
   assert (info['num_train_examples'], info['num_eval_examples']) == (30, 2)
-  assert dataset_info.read(out) == info
-  vocabulary = text_lib.read_vocabulary(os.path.join(out, 'vocab.txt'))
+  assert dataset_json.read(out) == info
+  vocabulary = tokenizer.read_vocabulary(os.path.join(out, 'vocab.txt'))
   assert len(vocabulary) == info['vocab_size'] and 'zebra' not in vocabulary
   assert {'great', '"', 'film', ','} <= set(vocabulary)
   validation = _records(out, 'validation')
   index = {t: i for i, t in enumerate(vocabulary)}
-  assert validation[0] == ('A zebra film', [index['a'], text_lib.UNK_ID, index['film']], 2)
+  assert validation[0] == ('A zebra film', [index['a'], tokenizer.UNK_ID, index['film']], 2)
   assert validation[1] == ('', [], 1)
   train = _records(out, 'train')
   assert sorted((t, l) for t, _, l in train) == sorted(
@@ -136,7 +139,7 @@ def test_prepare_text_splits_one_file_with_a_fixed_seed(tmp_path):
   runs = {}
   for name, seed in (('a', 1), ('b', 1), ('c', 2)):
     out = str(tmp_path / name)
-    info = prepare_text.prepare_text_files([str(tmp_path / 'all.csv')], out, seed=seed,
+    info = text_csv.prepare([str(tmp_path / 'all.csv')], out, seed=seed,
                                            text_column='review', label_column='sentiment')
     runs[name] = (_records(out, 'train'), _records(out, 'validation'))
   assert info['class_names'] == ['2', '10']  # integer labels sort numerically
@@ -150,10 +153,10 @@ def test_prepare_text_splits_one_file_with_a_fixed_seed(tmp_path):
 def test_prepare_text_refuses_bad_input_with_what_to_do(tmp_path):
   _write_csv(str(tmp_path / 'train.csv'), _ROWS)
   with pytest.raises(PipelineError, match="no column 'text'.*--text_column"):
-    prepare_text.prepare_text_files([str(tmp_path / 'train.csv')], str(tmp_path / 'o1'))
+    text_csv.prepare([str(tmp_path / 'train.csv')], str(tmp_path / 'o1'))
   _write_csv(str(tmp_path / 'val.csv'), [('new label here', 'surprise')])
   with pytest.raises(PipelineError, match='surprise'):
-    prepare_text.prepare_text_files(
+    text_csv.prepare(
         [str(tmp_path / 'train.csv')], str(tmp_path / 'o2'), text_column='review',
         label_column='sentiment', validation_input=str(tmp_path / 'val.csv'))
   proc = subprocess.run(
@@ -171,7 +174,7 @@ def test_prepare_text_cli(tmp_path):
        '--vocab_size=5', '--max_seq_length=3'], cwd=REPO, stdout=subprocess.PIPE,
       stderr=subprocess.PIPE, universal_newlines=True)
   assert proc.returncode == 0, proc.stderr[-2000:]
-  info = dataset_info.read(str(tmp_path / 'out'))
+  info = dataset_json.read(str(tmp_path / 'out'))
   assert info['vocab_size'] == 5 and info['max_seq_length'] == 3
   assert info['num_train_examples'] + info['num_eval_examples'] == 30
   assert info['num_eval_examples'] == 6  # the default 80/20 split
@@ -179,7 +182,7 @@ def test_prepare_text_cli(tmp_path):
 
 
 def test_rotten_tomatoes_is_the_deduplicated_fresh_and_rotten_snippets(rotten_tomatoes_dir):
-  info = dataset_info.read(rotten_tomatoes_dir)
+  info = dataset_json.read(rotten_tomatoes_dir)
   assert info['class_names'] == ['fresh', 'rotten']
   assert info['class_counts'] == {'fresh': 7368, 'rotten': 5384}
   assert (info['num_train_examples'], info['num_eval_examples']) == (10202, 2550)
@@ -256,14 +259,14 @@ def test_records_with_ids_outside_the_vocabulary_are_refused(text_small_dir, tmp
   data_dir = str(tmp_path / 'data')
   os.makedirs(data_dir)
   tf.io.gfile.copy(os.path.join(text_small_dir, 'vocab.txt'), os.path.join(data_dir, 'vocab.txt'))
-  info = dataset_info.read(text_small_dir)
+  info = dataset_json.read(text_small_dir)
   records = read_records(os.path.join(text_small_dir, 'train-*'), 64)
   bad = tf.train.Example.FromString(records[3])
   bad.features.feature['text/token_ids'].int64_list.value[0] = info['vocab_size'] + 7
   records[3] = bad.SerializeToString()
-  dataset_info.write_shards(data_dir, 'train', records, 1)
-  dataset_info.write_shards(data_dir, 'validation', records[:10], 1)
-  dataset_info.write(data_dir, dict(info, num_train_examples=64, num_eval_examples=10))
+  shards.write_shards(data_dir, 'train', records, 1)
+  shards.write_shards(data_dir, 'validation', records[:10], 1)
+  dataset_json.write(data_dir, dict(info, num_train_examples=64, num_eval_examples=10))
   args, _ = TINY_BY_MODEL['bilstm']
   proc = run_main('--train_steps=4', '--data_dir=' + data_dir, '--model_dir=' + str(tmp_path / 'm'),
                   '--skip_host_call', *args)
@@ -291,10 +294,10 @@ def test_saved_model_classifies_raw_strings_like_the_estimator(text_small_dir, t
   ok(run_main('--train_steps=30', '--data_dir=' + text_small_dir, '--model_dir=' + model_dir,
                '--export_dir=' + str(tmp_path / 'export'), '--skip_host_call', *args))
   results = results_of(model_dir)
-  labels, classes, probabilities, logits = _predict_in_fresh_process(results['export_path'],
+  labels, classes, probabilities, logits = predict_in_fresh_process(results['export_path'],
                                                                      text_small_dir, tmp_path)
 
-  info = dataset_info.read(text_small_dir)
+  info = dataset_json.read(text_small_dir)
   data = DataConfig(data_dir=text_small_dir, num_classes=2, num_train_examples=256,
                     num_eval_examples=len(labels), image_size=0, modality='text',
                     max_seq_length=info['max_seq_length'], vocab_size=info['vocab_size'])
@@ -305,9 +308,32 @@ def test_saved_model_classifies_raw_strings_like_the_estimator(text_small_dir, t
                   eval_batch_size=64, steps_per_eval=1, iterations_per_loop=1,
                   save_checkpoints_steps=1, keep_checkpoint_max=1)
   predictions = list(estimator_lib.build_estimator(config).predict(
-      input_pipeline.input_fn_builder(data, is_training=False, global_batch_size=64)))
+      input_fn_lib.input_fn_builder(data, is_training=False, global_batch_size=64)))
   predictions = predictions[:len(labels)]  # the rest is the eval padding
   np.testing.assert_array_equal(classes, [p['classes'] for p in predictions])
   np.testing.assert_allclose(probabilities, [p['probabilities'] for p in predictions], atol=1e-5)
   np.testing.assert_allclose(logits, [p['logits'] for p in predictions], rtol=1e-4, atol=1e-4)
   assert (classes == labels).sum() == round(results['top_1_accuracy'] * len(labels))
+
+
+@pytest.mark.parametrize('is_training', [True, False])
+def test_text_batches_follow_the_features_contract(text_small_dir, is_training):
+  """The text input_fn builds exactly what models.features promises the model_fn, and the real
+  snippets' ids are padded with PAD_ID after their length."""
+  info = dataset_json.read(text_small_dir)
+  data = DataConfig(data_dir=text_small_dir, num_classes=2, num_train_examples=256,
+                    num_eval_examples=90, image_size=0, modality='text',
+                    max_seq_length=info['max_seq_length'], vocab_size=info['vocab_size'])
+  with tf.Graph().as_default():
+    dataset = input_fn_lib.input_fn_builder(data, is_training, global_batch_size=32)(
+        {'batch_size': 32})
+    shapes, dtypes = tf.data.get_output_shapes(dataset), tf.data.get_output_types(dataset)
+    with tf.Session() as sess:
+      features, labels = sess.run(tf.data.make_one_shot_iterator(dataset).get_next())
+  spec = features_lib.feature_spec('text', 32, max_seq_length=info['max_seq_length'])
+  assert {k: (shapes[0][k].as_list(), dtypes[0][k]) for k in shapes[0]} == spec
+  assert (shapes[1].as_list(), dtypes[1]) == ([32], features_lib.LABEL_DTYPE)
+  ids, length = features[features_lib.TOKEN_IDS], features[features_lib.LENGTH]
+  assert length.min() >= 1 and set(labels) <= {0, 1}
+  for row, n in zip(ids, length):
+    assert (row[:n] != tokenizer.PAD_ID).all() and (row[n:] == tokenizer.PAD_ID).all()

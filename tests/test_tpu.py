@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from conftest import requires_isolation, run_main
-from trainer import tpu as tpu_lib
+from helpers import requires_isolation, run_main
+from trainer.cloud import tpu_resolver
 
 
 @pytest.mark.parametrize('flag,environ,expected', [
@@ -17,11 +17,11 @@ from trainer import tpu as tpu_lib
      ('grpc://10.0.0.4:8470', '$KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS')),
 ])
 def test_tpu_name_takes_the_flag_then_the_environment_in_order(flag, environ, expected):
-  assert tpu_lib.tpu_name(flag, environ) == expected
+  assert tpu_resolver.tpu_name(flag, environ) == expected
 
 
 def test_no_tpu_anywhere_names_what_was_tried():
-  name, tried = tpu_lib.tpu_name(None, {})
+  name, tried = tpu_resolver.tpu_name(None, {})
   assert name is None
   for source in ('--tpu', '$TPU_NAME', '$COLAB_TPU_ADDR', '$KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS'):
     assert source in tried

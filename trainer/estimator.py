@@ -1,29 +1,75 @@
-"""TPUEstimator construction: the same model_fn on a Cloud TPU (use_tpu) or on the CPU/GPU."""
+"""Estimator construction, and the input_fns each kind of Estimator expects. The kind is chosen
+here and only here; every kind runs the same TPUEstimator model_fn.
+
+  a TF_CONFIG cluster        tf.estimator.Estimator on TensorFlow's distributed runtime
+  config.mirrored_devices    tf.estimator.Estimator with MirroredStrategy over those devices
+  otherwise                  TPUEstimator: on a Cloud TPU with config.use_tpu, else the local
+                             CPU/GPU (no TPUClusterResolver is built then)
+"""
 
 import tensorflow.compat.v1 as tf
 
 from models import model_fn as model_fn_lib
-from trainer import tpu as tpu_lib
+from trainer.cloud import tpu_resolver
+from trainer.data import input_fn as input_fn_lib
+from trainer.errors import PipelineError
 
 
-def build_estimator(config):
-  """Returns a `tf.estimator.tpu.TPUEstimator` for `config` (a `trainer.config.Config`).
+def build_estimator(config, cluster_task=None):
+  """Returns the Estimator for `config` (a `trainer.run_config.Config`).
 
-  With `config.use_tpu` False no TPUClusterResolver is built and TPUEstimator runs the model_fn on
-  the local CPU/GPU like a plain Estimator (params['batch_size'] is then the global batch).
-
-  With `config.mirrored_devices` it returns `build_mirrored_estimator(config)` instead.
+  Args:
+    config: the run config.
+    cluster_task: (task_type, task_index, cluster dict) of this process when TF_CONFIG describes
+      a cluster (`trainer.cloud.aiplatform_env.distributed_task`), else None.
 
   Raises:
-    PipelineError: with use_tpu, when the TPU cannot be resolved or reached.
+    PipelineError: a cluster with --use_tpu, MirroredStrategy or --mode=eval; with use_tpu, a TPU
+      that cannot be resolved or reached.
   """
+  if cluster_task:
+    cluster = ', '.join(sorted(cluster_task[2]))
+    if config.mirrored_devices:
+      raise PipelineError('TF_CONFIG describes a cluster (%s) but MirroredStrategy (--num_gpus or '
+                          '--mirrored_devices) trains in one process. Unset TF_CONFIG or drop the '
+                          'flag.' % cluster)
+    if config.use_tpu:
+      raise PipelineError('TF_CONFIG describes a CPU/GPU cluster (%s) but --use_tpu is set: a '
+                          'Cloud TPU job runs as one process. Drop --use_tpu or the cluster.'
+                          % cluster)
+    if config.mode == 'eval':
+      raise PipelineError('--mode=eval runs as one process: unset TF_CONFIG to evaluate.')
+    return _distributed_estimator(config)
   if config.mirrored_devices:
-    return build_mirrored_estimator(config)
+    return _mirrored_estimator(config)
+  return _tpu_estimator(config)
+
+
+def input_fns(config, estimator):
+  """(train_input_fn, eval_input_fn) for `estimator`.
+
+  TPUEstimator sets params['batch_size'] itself (per core on a TPU, global off it); a plain
+  Estimator does not, so its input_fns get the per-replica training batch and the eval batch.
+  """
+  train = input_fn_lib.input_fn_builder(config.data, is_training=True)
+  evaluation = input_fn_lib.input_fn_builder(config.data, is_training=False,
+                                             global_batch_size=config.eval_batch_size)
+  if isinstance(estimator, tf.estimator.tpu.TPUEstimator):
+    return train, evaluation
+  per_replica = config.train_batch_size // config.num_replicas
+  return (lambda params: train(dict(params, batch_size=per_replica)),
+          lambda params: evaluation(dict(params, batch_size=config.eval_batch_size)))
+
+
+def _tpu_estimator(config):
+  """TPUEstimator. With use_tpu the TPU is resolved first (PipelineError if it cannot be reached)
+  and the input_fn runs once per host (PER_HOST_V2); otherwise it runs the model_fn on the local
+  CPU/GPU like a plain Estimator, with params['batch_size'] the global batch."""
   cluster = None
   tpu_config = tf.estimator.tpu.TPUConfig(iterations_per_loop=config.iterations_per_loop)
   if config.use_tpu:
-    cluster = tpu_lib.resolve_tpu(config.tpu, config.tpu_zone, config.gcp_project,
-                                  timeout=config.tpu_connect_timeout)
+    cluster = tpu_resolver.resolve_tpu(config.tpu, config.tpu_zone, config.gcp_project,
+                                       timeout=config.tpu_connect_timeout)
     tpu_config = tf.estimator.tpu.TPUConfig(
         iterations_per_loop=config.iterations_per_loop, num_shards=config.num_cores,
         per_host_input_for_training=tf.estimator.tpu.InputPipelineConfig.PER_HOST_V2)
@@ -39,22 +85,20 @@ def build_estimator(config):
       export_to_tpu=False)
 
 
-def build_distributed_estimator(config):
-  """Returns a `tf.estimator.Estimator` running the same model_fn on TensorFlow's distributed
-  runtime: the cluster in TF_CONFIG (chief, workers, parameter servers), between-graph replication
-  with the variables on the parameter servers and asynchronous updates. Each worker step uses
-  `config.train_batch_size` examples.
-  """
+def _distributed_estimator(config):
+  """An Estimator on TensorFlow's distributed runtime: the cluster in TF_CONFIG (chief, workers,
+  parameter servers), between-graph replication with the variables on the parameter servers and
+  asynchronous updates. Each worker step uses `config.train_batch_size` examples."""
   return _estimator(config, tf.estimator.RunConfig(  # reads TF_CONFIG
       model_dir=config.model_dir, save_checkpoints_steps=config.save_checkpoints_steps,
       keep_checkpoint_max=config.keep_checkpoint_max, log_step_count_steps=None))
 
 
-def build_mirrored_estimator(config):
-  """Returns a `tf.estimator.Estimator` training the same model_fn with MirroredStrategy over
-  `config.mirrored_devices`: synchronous data parallelism in one process, each replica on
-  train_batch_size / num_replicas examples, gradients averaged across replicas every step
-  (batch-norm statistics stay per replica). Evaluation, prediction and export run on one device.
+def _mirrored_estimator(config):
+  """An Estimator training with MirroredStrategy over `config.mirrored_devices`: synchronous data
+  parallelism in one process, each replica on train_batch_size / num_replicas examples, gradients
+  averaged across replicas every step (batch-norm statistics stay per replica). Evaluation,
+  prediction and export run on one device.
 
   Listed CPU devices (/cpu:0,/cpu:1) become that many CPU devices of the session, so the same
   path runs without GPUs.
@@ -84,8 +128,6 @@ def _estimator(config, run_config):
   model_fn = model_fn_lib.model_fn_builder(config.model)
 
   def estimator_model_fn(features, labels, mode, params):
-    batch = (config.train_batch_size // config.num_replicas
-             if mode == tf.estimator.ModeKeys.TRAIN else config.eval_batch_size)
-    return model_fn(features, labels, mode, dict(params, batch_size=batch)).as_estimator_spec()
+    return model_fn(features, labels, mode, params).as_estimator_spec()
 
   return tf.estimator.Estimator(estimator_model_fn, config=run_config, params={})

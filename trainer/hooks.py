@@ -6,6 +6,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from models import model_fn as model_fn_lib
+from models import optimization
 
 
 class ProgressHook(tf.train.SessionRunHook):
@@ -34,7 +35,7 @@ class ProgressHook(tf.train.SessionRunHook):
 
   def begin(self):
     self._global_step = tf.train.get_global_step()
-    self._learning_rate = model_fn_lib.learning_rate_schedule(self._config, self._global_step)
+    self._learning_rate = optimization.learning_rate_schedule(self._config, self._global_step)
     losses = tf.get_collection(model_fn_lib.TRAIN_LOSS_COLLECTION)
     self._fetches = {'step': self._global_step, 'lr': self._learning_rate}
     if losses:

@@ -1,6 +1,6 @@
-"""Entry point: `python -m trainer.main --model_dir=DIR --data_dir=DIR [--use_tpu --tpu=NAME]`.
-
-Parses the flags once, turns them into a `trainer.config.Config` and runs it; see --helpfull.
+"""`python -m trainer.main --model_dir=DIR --data_dir=DIR [--use_tpu --tpu=NAME]`: the training
+command. Parses the flags once, turns them into a `trainer.run_config.Config` and runs it with
+`trainer.driver`; see --helpfull.
 """
 
 import json
@@ -11,11 +11,11 @@ from absl import app
 from absl import flags as absl_flags
 from absl import logging
 
-from flags import config as flags_config
-from flags import definitions  # pylint: disable=unused-import  # defines the flags
-from trainer import cloud
+from flags import run_flags
+from flags import to_config
 from trainer import driver
-from trainer.config import PipelineError
+from trainer.cloud import aiplatform_env
+from trainer.errors import PipelineError
 
 FLAGS = absl_flags.FLAGS
 
@@ -24,10 +24,10 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError('unexpected arguments: %s' % ' '.join(argv[1:]))
   try:
-    cloud.check_hypertune_tag()
-    config = flags_config.config_from_flags(FLAGS)
+    aiplatform_env.check_hypertune_tag()
+    config = to_config.config_from_flags(FLAGS.flag_values_dict())
     results = driver.run(config)
-    cloud.report_hypertune_metric(results)
+    aiplatform_env.report_hypertune_metric(results)
   except PipelineError as e:
     print('error: %s' % e, file=sys.stderr)
     sys.exit(2)
@@ -41,6 +41,8 @@ def _job_dir_spelling(argv):
 
 
 def run():
+  """The console entry point (`tpu-pipeline-train`)."""
+  run_flags.define_run_flags()
   sys.argv = _job_dir_spelling(sys.argv)
   logging.set_verbosity(logging.INFO)
   # TF 1.15 gives its logger a stderr handler of its own; absl's handler already prints its

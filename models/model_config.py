@@ -1,54 +1,28 @@
 """The explicit configuration a model_fn is built from.
 
-Model code never reads absl FLAGS: `flags/config.py` turns the parsed flags into a `ModelConfig`
-and `models.model_fn.model_fn_builder(config)` closes over it. Each network has its own published
-training recipe; `MODEL_DEFAULTS` holds it, and flags the user leaves unset take it from there.
+Model code never reads absl FLAGS: `flags/to_config.py` turns the parsed flags into a
+`ModelConfig` and `models.model_fn.model_fn_builder(config)` closes over it. The training recipe
+each network was published with is in `models/recipes.py`.
 """
 
 import dataclasses
 from typing import Tuple
 
-RESNET_DEPTHS = (18, 34, 50, 101, 152, 200)
+from models import bilstm
+from models import inception_v3
+from models import resnet
+
 MODELS = ('resnet', 'inception_v3', 'cnn', 'bilstm')
 IMAGE_MODELS = ('resnet', 'inception_v3', 'cnn')
 TEXT_MODELS = ('bilstm',)
-LSTM_POOLINGS = ('max', 'mean', 'final')
 OPTIMIZERS = ('momentum', 'rmsprop', 'adam')
 LR_SCHEDULES = ('step', 'exponential', 'constant')
 PRECISIONS = ('float32', 'bfloat16')
-# InceptionV3's stem and two stride-2 'VALID' reductions leave a 1x1 map at 75x75; smaller inputs
-# would reduce to nothing (Szegedy et al. 2016, Sec. 9, trains a 79x79 variant).
-INCEPTION_MIN_IMAGE_SIZE = 75
 
 # Per-channel pixel statistics of ImageNet on the 0-255 scale: the normalization of data sets
 # whose dataset.json gives none.
 IMAGENET_MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STDDEV_RGB = (0.229 * 255, 0.224 * 255, 0.225 * 255)
-
-# The training recipe each network was published with, in the names of `ModelConfig`.
-MODEL_DEFAULTS = {
-    # He et al. 2016, Sec. 3.4 with the large-batch rules of Goyal et al. 2017.
-    'resnet': dict(optimizer='momentum', lr_schedule='step', base_learning_rate=0.1,
-                   weight_decay=1e-4, label_smoothing=0.0, warmup_epochs=5.0,
-                   lr_decay_epochs=(30.0, 60.0, 80.0), lr_decay_factor=0.1,
-                   moving_average_decay=0.0, gradient_clip_norm=0.0),
-    # Szegedy et al. 2016, Sec. 8: RMSProp (decay 0.9, epsilon 1.0), rate x0.94 every two epochs,
-    # label smoothing 0.1 (Sec. 7), weight decay 4e-5 and an EMA of the weights for evaluation.
-    # 0.165 per 256 examples is the Cloud TPU reference's batch-scaled base rate.
-    'inception_v3': dict(optimizer='rmsprop', lr_schedule='exponential', base_learning_rate=0.165,
-                         weight_decay=4e-5, label_smoothing=0.1, warmup_epochs=0.0,
-                         lr_decay_every_epochs=2.0, lr_decay_factor=0.94,
-                         moving_average_decay=0.9999, gradient_clip_norm=0.0),
-    # The Colab TPU Fashion-MNIST demo: Adam at 1e-3, no weight decay, no schedule.
-    'cnn': dict(optimizer='adam', lr_schedule='constant', base_learning_rate=1e-3,
-                weight_decay=0.0, label_smoothing=0.0, warmup_epochs=0.0,
-                moving_average_decay=0.0, gradient_clip_norm=0.0),
-    # Recurrent nets: Adam with the gradient clipped by its global norm (Pascanu et al. 2013,
-    # Sec. 3.2), which keeps exploding LSTM gradients from wrecking a step.
-    'bilstm': dict(optimizer='adam', lr_schedule='constant', base_learning_rate=1e-3,
-                   weight_decay=0.0, label_smoothing=0.0, warmup_epochs=0.0,
-                   moving_average_decay=0.0, gradient_clip_norm=5.0),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +42,7 @@ class ModelConfig:
     train_batch_size: global training batch size, used to scale the learning rate and to convert
       epochs into steps for the schedule.
     num_train_examples: examples in one training epoch (for the epoch-based schedule).
-    resnet_depth: ResNet depth, one of `RESNET_DEPTHS`.
+    resnet_depth: ResNet depth, one of `models.resnet.DEPTHS`.
     optimizer: 'momentum' (SGD), 'rmsprop' or 'adam'.
     lr_schedule: 'step' or 'exponential' (both: base rate scaled by train_batch_size / 256,
       Goyal et al. 2017, Sec. 2.1, after `warmup_epochs` of linear warmup, Sec. 2.2) or 'constant'
@@ -88,7 +62,8 @@ class ModelConfig:
       kept in the checkpoint and used by evaluation and export; 0 disables it.
     gradient_clip_norm: clip the gradient to this global norm before the update (summed over
       TPU cores first); 0 disables clipping.
-    aux_loss_weight: weight of InceptionV3's auxiliary classifier loss (Szegedy et al. 2016, Sec. 4).
+    aux_loss_weight: weight of InceptionV3's auxiliary classifier loss (Szegedy et al. 2016,
+      Sec. 4).
     precision: 'float32' or 'bfloat16' (activations only; variables stay float32).
     use_tpu: build the TPU variant (CrossShardOptimizer, bfloat16 allowed).
     skip_host_call: do not write per-step TensorBoard summaries through host_call.
@@ -135,17 +110,18 @@ class ModelConfig:
   def __post_init__(self):
     for name, allowed in (('model', MODELS), ('optimizer', OPTIMIZERS),
                           ('lr_schedule', LR_SCHEDULES), ('precision', PRECISIONS),
-                          ('lstm_pooling', LSTM_POOLINGS)):
+                          ('lstm_pooling', bilstm.POOLINGS)):
       if getattr(self, name) not in allowed:
         raise ValueError('%s must be one of %s, got %r' % (name, allowed, getattr(self, name)))
-    if self.model == 'resnet' and self.resnet_depth not in RESNET_DEPTHS:
-      raise ValueError('resnet_depth must be one of %s, got %r' % (RESNET_DEPTHS, self.resnet_depth))
-    if self.model == 'inception_v3' and self.image_size < INCEPTION_MIN_IMAGE_SIZE:
+    if self.model == 'resnet' and self.resnet_depth not in resnet.DEPTHS:
+      raise ValueError('resnet_depth must be one of %s, got %r'
+                       % (resnet.DEPTHS, self.resnet_depth))
+    if self.model == 'inception_v3' and self.image_size < inception_v3.MIN_IMAGE_SIZE:
       raise ValueError(
           'InceptionV3 needs inputs of at least %dx%d pixels, got --image_size=%d: pass '
           '--image_size=%d or more (images are resized to it, e.g. 28x28 Fashion-MNIST to 75x75).'
-          % (INCEPTION_MIN_IMAGE_SIZE, INCEPTION_MIN_IMAGE_SIZE, self.image_size,
-             INCEPTION_MIN_IMAGE_SIZE))
+          % (inception_v3.MIN_IMAGE_SIZE, inception_v3.MIN_IMAGE_SIZE, self.image_size,
+             inception_v3.MIN_IMAGE_SIZE))
     if self.model == 'cnn' and self.image_size < 8:
       raise ValueError('the cnn pools three times by 2: --image_size must be >= 8, got %d'
                        % self.image_size)
@@ -168,7 +144,8 @@ class ModelConfig:
     if list(self.lr_decay_epochs) != sorted(self.lr_decay_epochs):
       raise ValueError('lr_decay_epochs must be increasing, got %s' % (self.lr_decay_epochs,))
     if self.lr_decay_every_epochs <= 0:
-      raise ValueError('lr_decay_every_epochs must be positive, got %s' % self.lr_decay_every_epochs)
+      raise ValueError('lr_decay_every_epochs must be positive, got %s'
+                       % self.lr_decay_every_epochs)
     if not 0.0 <= self.moving_average_decay < 1.0:
       raise ValueError('moving_average_decay must be in [0, 1) (0 disables it), got %s'
                        % self.moving_average_decay)

@@ -8,7 +8,7 @@ import uuid
 
 import tensorflow.compat.v1 as tf
 
-from trainer.config import PipelineError
+from trainer.errors import PipelineError
 
 GCS_TIMEOUT_SECONDS = 20
 

@@ -1,17 +1,23 @@
-"""Turns parsed flags (+ dataset.json) into one checked `trainer.config.Config`.
+"""Turns parsed flag values (+ dataset.json) into one checked `trainer.run_config.Config`.
 
-Every bad combination is refused here, before any graph is built or any TPU is contacted.
+Every bad combination is refused here, before any graph is built or any TPU is contacted. The
+functions take the flag values as a plain mapping (`FLAGS.flag_values_dict()`, with any
+overrides a caller such as the benchmark applies), read as attributes `f.name`.
 """
 
 import math
 import re
+import types
 
 import tensorflow.compat.v1 as tf
 
-from models.config import MODEL_DEFAULTS, TEXT_MODELS, ModelConfig
-from trainer import dataset_info
-from trainer import storage
-from trainer.config import Config, DataConfig, PipelineError
+from models.model_config import TEXT_MODELS, ModelConfig
+from models.recipes import MODEL_DEFAULTS
+from trainer.cloud import gcs_preflight
+from trainer.data import dataset_json
+from trainer.data.data_config import DataConfig
+from trainer.errors import PipelineError
+from trainer.run_config import Config
 
 # ImageNet-shaped defaults for --fake_data without dataset.json.
 _FAKE_DEFAULTS = {'num_classes': 1000, 'image_size': 224, 'num_train_examples': 1281167,
@@ -61,7 +67,7 @@ def _preprocessing_value(f, preprocessing, name, default=None):
   return preprocessing.get(name, getattr(DataConfig, name) if default is None else default)
 
 
-def _recipe_values(f):
+def recipe_values(f):
   """The optimisation settings: each flag if given, else the --model recipe in MODEL_DEFAULTS."""
   values = dict(MODEL_DEFAULTS[f.model])
   for name in ('lr_schedule', 'base_learning_rate', 'weight_decay', 'label_smoothing',
@@ -190,20 +196,28 @@ def profile_steps_of(f):
   return (start, end)
 
 
-def config_from_flags(f):
-  """Builds the run Config from absl FlagValues `f`.
+def config_from_flags(flag_values):
+  """Builds the run Config.
+
+  Args:
+    flag_values: mapping of every flag of `flags.run_flags` to its value, e.g.
+      `absl.flags.FLAGS.flag_values_dict()`.
+
+  Returns:
+    `trainer.run_config.Config`.
 
   Raises:
     PipelineError: an invalid flag combination or missing dataset metadata, with what to do.
   """
+  f = types.SimpleNamespace(**flag_values)
   _check_combinations(f)
   model_dir = model_dir_of(f)
   mirrored_devices = mirrored_devices_of(f)
   profile_steps = profile_steps_of(f)
   if not f.fake_data:
     # Before reading dataset.json: TF's own gs:// client retries a missing bucket for minutes.
-    storage.check_path_usable(f.data_dir, 'data_dir', f.use_tpu)
-  info = {} if f.fake_data else (dataset_info.read(f.data_dir) or {})
+    gcs_preflight.check_path_usable(f.data_dir, 'data_dir', f.use_tpu)
+  info = {} if f.fake_data else (dataset_json.read(f.data_dir) or {})
   if f.fake_data:
     info = dict(_FAKE_TEXT_DEFAULTS if f.model in TEXT_MODELS else _FAKE_DEFAULTS)
   modality = info.get('modality', 'image')
@@ -252,7 +266,7 @@ def config_from_flags(f):
         embedding_dim=f.embedding_dim, lstm_hidden_units=f.lstm_hidden_units,
         lstm_layers=f.lstm_layers, lstm_pooling=f.lstm_pooling, dropout_rate=f.dropout_rate,
         use_tpu=f.use_tpu, skip_host_call=f.skip_host_call, model_dir=model_dir,
-        **_recipe_values(f))
+        **recipe_values(f))
   except ValueError as e:
     raise PipelineError(str(e))
   return Config(

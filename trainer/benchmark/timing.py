@@ -1,56 +1,33 @@
-"""Timing and record helpers of `trainer.benchmark` (no flags, so tests can import them)."""
+"""Timing of the benchmarks: windows of steps after a warm-up, their rates and summaries, and the
+alternating Estimator / bare-loop windows of the model benchmark."""
 
-import os
-import platform
+import dataclasses
 import time
 
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from trainer import driver
-from trainer.config import PipelineError
+from trainer.errors import PipelineError
 
 
-def runtime_facts():
-  """What the numbers were measured on."""
-  cpu_model, cpu_flags = None, []
-  if os.path.exists('/proc/cpuinfo'):
-    with open('/proc/cpuinfo') as f:
-      for line in f:
-        key, _, value = line.partition(':')
-        if key.strip() == 'model name' and cpu_model is None:
-          cpu_model = value.strip()
-        if key.strip() == 'flags':
-          present = set(value.split())
-          cpu_flags = [flag for flag in ('sse4_2', 'avx', 'avx2', 'fma', 'avx512f', 'avx512_vnni')
-                       if flag in present]
-          break
-  build = 'tensorflow'
-  for name in ('intel-tensorflow', 'tensorflow-cpu', 'tensorflow-gpu'):
-    if _distribution_installed(name):
-      build = name
-  return {
-      'python': platform.python_version(),
-      'tensorflow_version': tf.__version__,
-      'tensorflow_build': build,
-      'mkl_enabled': driver._mkl_enabled(),  # pylint: disable=protected-access
-      'cpu_model': cpu_model,
-      'cpu_flags': cpu_flags,
-      'usable_cores': len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity')
-                      else os.cpu_count(),
-      'gpus': [d.name for d in tf.config.experimental.list_physical_devices('GPU')],
-      'hostname': platform.node(),
-      'time': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
-  }
+@dataclasses.dataclass(frozen=True)
+class Windows:
+  """How a benchmark times: `warmup_steps` untimed steps, then `windows` timed windows of
+  `steps_per_window` steps each (the model benchmark's --path=both: pairs of windows)."""
+  warmup_steps: int
+  windows: int
+  steps_per_window: int
 
+  @property
+  def total_steps(self):
+    return self.warmup_steps + self.windows * self.steps_per_window
 
-def _distribution_installed(name):
-  import pkg_resources  # setuptools; importlib.metadata needs Python 3.8
-  try:
-    pkg_resources.get_distribution(name)
-    return True
-  except pkg_resources.DistributionNotFound:
-    return False
+  def rates(self, times, per_step):
+    """Units per second in each window; see `window_rates`."""
+    return window_rates(times, self.warmup_steps, self.windows, self.steps_per_window, per_step)
+
+  def as_record(self):
+    return dataclasses.asdict(self)
 
 
 def summarize(values):
@@ -83,8 +60,8 @@ class BareWindows(tf.train.SessionRunHook):
 
   The bare steps run the train op that Estimator.train fetches, with the raw `tf.Session` (no
   hooks, no MonitoredSession, no host_call): a plain session.run loop on the same graph, in the
-  same process and session, so both kinds of window see the same machine state. (On two shared
-  cores one process runs 10-30% faster or slower than the next, more than the overhead measured.)
+  same process and session, so both kinds of window see the same machine state (separate processes
+  differ in speed by more than the overhead measured; BENCHMARKS.md, How to reproduce).
 
   After `warmup` Estimator steps the hook runs `warmup` untimed bare steps (a new set of fetches
   makes the session build and optimize another executor), then `pairs` pairs of windows of

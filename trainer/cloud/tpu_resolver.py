@@ -8,7 +8,7 @@ from urllib import parse
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from trainer.config import PipelineError
+from trainer.errors import PipelineError
 
 _HELP = ('Check that the TPU exists and is READY (`gcloud compute tpus list --zone=ZONE`), that '
          '--tpu, --tpu_zone and --gcp_project name it, and that this VM is in the same network; '

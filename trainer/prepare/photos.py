@@ -5,11 +5,15 @@ sizes without any download beyond the wheel."""
 
 import importlib.util
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from trainer.config import PipelineError
+from trainer.data import dataset_json
+from trainer.errors import PipelineError
+from trainer.prepare import image_folder
 
 # Photos in skimage/data (0.19-0.26), one class each; camera.png is greyscale, decoded to RGB.
 PHOTOS = ('astronaut.png', 'camera.png', 'chelsea.png', 'coffee.png', 'hubble_deep_field.jpg',
@@ -69,3 +73,25 @@ def write_crops(tree, num_images, seed=0):
         os.makedirs(class_dir, exist_ok=True)
         with open(os.path.join(class_dir, '%05d.jpg' % index), 'wb') as f:
           f.write(data)
+
+
+def prepare(output_dir, num_images, train_shards=8, validation_shards=2):
+  """Real-photo records for the input benchmark: `num_images` JPEG crops of 400x350 cut from the
+  scikit-image sample photos (`write_crops`), one class per photo, 10% held out by a stable
+  hash. Returns the dataset.json dict.
+
+  Raises:
+    PipelineError: scikit-image missing, or fewer than two images per photo.
+  """
+  if num_images < 2 * len(PHOTOS):
+    raise PipelineError('--num_images=%d: photos needs at least %d (two per photo).'
+                        % (num_images, 2 * len(PHOTOS)))
+  tree = tempfile.mkdtemp(prefix='photos-')
+  try:
+    write_crops(tree, num_images)
+    info = image_folder.prepare(tree, output_dir, 0.1, train_shards, validation_shards)
+  finally:
+    shutil.rmtree(tree, ignore_errors=True)
+  info.update(name='photos', source='scikit-image sample photos: %s' % ', '.join(PHOTOS))
+  dataset_json.write(output_dir, info)
+  return info

@@ -12,7 +12,7 @@ import os
 
 from absl import logging
 
-from trainer.config import PipelineError
+from trainer.errors import PipelineError
 
 METRIC_TAG_ENV = 'CLOUD_ML_HP_METRIC_TAG'
 

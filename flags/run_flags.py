@@ -1,0 +1,173 @@
+"""Flags of `python -m trainer.main`, defined by explicit calls grouped by concern, as the Cloud
+TPU reference's common_tpu_flags.py does; `define_run_flags()` defines them all.
+
+Flags whose default is None take their value from <data_dir>/dataset.json or from the --model
+recipe (`models.recipes`); `flags.to_config.config_from_flags` combines and checks them.
+"""
+
+from absl import flags
+
+from flags import tpu_flags
+from models import bilstm
+from models import inception_v3
+from models import resnet
+from models.model_config import LR_SCHEDULES, MODELS, PRECISIONS
+from models.recipes import MODEL_DEFAULTS
+from trainer.data.preprocessing import TRAIN_CROPS
+from trainer.run_config import MODES
+
+
+def define_run_flags():
+  """Defines every flag of `trainer.main` (once per process)."""
+  define_model_flags()
+  define_optimizer_flags()
+  define_data_flags()
+  define_schedule_flags()
+  tpu_flags.define_tpu_flags()
+  define_gpu_flags()
+  define_output_flags()
+
+
+def define_model_flags():
+  """The network and its sizes."""
+  flags.DEFINE_enum('model', 'resnet', MODELS, 'Network to train.')
+  flags.DEFINE_integer('resnet_depth', 50, 'ResNet depth, one of %s.' % (resnet.DEPTHS,))
+  flags.DEFINE_integer('num_classes', None, 'Number of classes (default: dataset.json).')
+  flags.DEFINE_integer('image_size', None,
+                       'Model input height and width in pixels (default: dataset.json image size, '
+                       'or 224 with --fake_data); images are resized to it. inception_v3 needs '
+                       '>= %d.' % inception_v3.MIN_IMAGE_SIZE)
+  flags.DEFINE_integer('max_seq_length', None,
+                       'bilstm: tokens per text; longer texts are truncated, shorter ones padded '
+                       'and masked (default: dataset.json).')
+  flags.DEFINE_integer('embedding_dim', 256, 'bilstm: embedding width.')
+  flags.DEFINE_integer('lstm_hidden_units', 1024,
+                       'bilstm: LSTM units per direction (1024 as in the 2018 Cloud TPU BiLSTM '
+                       'benchmark; a CPU run wants far fewer, see README).')
+  flags.DEFINE_integer('lstm_layers', 1, 'bilstm: stacked bidirectional LSTM layers.')
+  flags.DEFINE_enum('lstm_pooling', 'max', bilstm.POOLINGS,
+                    'bilstm: max or mean over the real positions of the top layer, or the final '
+                    'forward and backward states.')
+  flags.DEFINE_float('dropout_rate', 0.5, 'bilstm: dropout on the embeddings and pooled features.')
+  flags.DEFINE_enum('precision', 'float32', PRECISIONS,
+                    'Activation precision; bfloat16 needs --use_tpu (variables stay float32).')
+
+
+def define_optimizer_flags():
+  """The optimisation recipe; unset, each takes the --model recipe (models.recipes)."""
+  flags.DEFINE_float('label_smoothing', None,
+                     'Label smoothing epsilon of the training loss (%s).'
+                     % _recipe('label_smoothing'))
+  flags.DEFINE_float('base_learning_rate', None,
+                     'Learning rate for a global batch of 256, scaled linearly with the batch; '
+                     'with the constant schedule the rate itself (%s).'
+                     % _recipe('base_learning_rate'))
+  flags.DEFINE_float('momentum', 0.9, 'Momentum of the SGD and RMSProp optimizers.')
+  flags.DEFINE_float('weight_decay', None,
+                     'L2 coefficient, batch-norm variables excluded (%s).'
+                     % _recipe('weight_decay'))
+  flags.DEFINE_float('warmup_epochs', None,
+                     'Epochs of linear learning-rate warmup (%s).' % _recipe('warmup_epochs'))
+  flags.DEFINE_enum('lr_schedule', None, LR_SCHEDULES,
+                    'Learning-rate schedule (%s): step decays at --lr_decay_epochs, exponential '
+                    'every --lr_decay_every_epochs, constant keeps --base_learning_rate unscaled.'
+                    % _recipe('lr_schedule'))
+  flags.DEFINE_list('lr_decay_epochs', None,
+                    'Step schedule (resnet): epochs at which the learning rate is multiplied by '
+                    '--lr_decay_factor (resnet 30,60,80).')
+  flags.DEFINE_float('lr_decay_every_epochs', None,
+                     'Exponential schedule (inception_v3): multiply the learning rate by '
+                     '--lr_decay_factor every this many epochs (inception_v3 2).')
+  flags.DEFINE_float('lr_decay_factor', None,
+                     'Decay multiplier (%s).' % _recipe('lr_decay_factor'))
+  flags.DEFINE_float('gradient_clip_norm', None,
+                     'Clip the gradient to this global norm; 0 disables it (%s).'
+                     % _recipe('gradient_clip_norm'))
+  flags.DEFINE_float('moving_average_decay', None,
+                     'Decay of the moving average of the weights that evaluation and export use; '
+                     '0 disables it (%s).' % _recipe('moving_average_decay'))
+
+
+def _recipe(name):
+  """The recipe value of `name` for each model, for a help text."""
+  return ', '.join('%s %s' % (model, MODEL_DEFAULTS[model].get(name, '-')) for model in MODELS)
+
+
+def define_data_flags():
+  """Where the data is and how it is preprocessed."""
+  flags.DEFINE_string('data_dir', None,
+                      'Directory (local or gs://) of TFRecord shards (train-*, validation-*) with '
+                      'dataset.json: images in the ImageNet schema, or token ids and vocab.txt for '
+                      'bilstm; made by `python -m trainer.prepare`.')
+  flags.DEFINE_bool('fake_data', False,
+                    'Use synthetic images instead of --data_dir (smoke tests and benchmarks).')
+  flags.DEFINE_integer('label_offset', None,
+                       'Subtracted from image/class/label (1 for ImageNet converters that write '
+                       '1..1000; default: dataset.json).')
+  flags.DEFINE_integer('num_train_examples', None,
+                       'Training examples per epoch (default: dataset.json).')
+  flags.DEFINE_integer('num_eval_examples', None,
+                       'Examples in the eval split; evaluation covers each exactly once '
+                       '(default: dataset.json).')
+  flags.DEFINE_enum('train_crop', None, TRAIN_CROPS,
+                    'Training crop: distorted_bbox (photos) or pad_and_crop (small framed images). '
+                    'Default: dataset.json, else distorted_bbox.')
+  flags.DEFINE_integer('crop_padding', None, 'Zero padding in pixels for --train_crop=pad_and_crop '
+                       '(default: dataset.json, else 4).')
+  flags.DEFINE_float('eval_crop_fraction', None,
+                     'Central-crop fraction at eval (default: dataset.json, else 0.875).')
+  flags.DEFINE_bool('random_flip', None,
+                    'Flip training images left-right at random (default: dataset.json, else True).')
+  flags.DEFINE_bool('color_distortion', None,
+                    'Random brightness, saturation, hue and contrast in training (Inception '
+                    'preprocessing). Default: dataset.json, else on for inception_v3 without '
+                    '--use_tpu (TPU hosts are short of CPU) and off otherwise.')
+  flags.DEFINE_bool('cache_decoded', False,
+                    'Cache decoded training images in host RAM (only for datasets that fit).')
+
+
+def define_schedule_flags():
+  """Batch sizes, run length, evaluation and checkpoints."""
+  flags.DEFINE_enum('mode', 'train_and_eval', MODES,
+                    'train, eval (the latest checkpoint, or each new one with --eval_timeout), or '
+                    'train_and_eval (alternate every --steps_per_eval, then a final eval).')
+  flags.DEFINE_integer('train_batch_size', 1024, 'Global training batch size.')
+  flags.DEFINE_integer('eval_batch_size', 1024, 'Global evaluation batch size.')
+  flags.DEFINE_integer('train_steps', None, 'Total training steps (or give --train_epochs).')
+  flags.DEFINE_float('train_epochs', None, 'Total training epochs (or give --train_steps).')
+  flags.DEFINE_integer('steps_per_eval', 1000,
+                       'Training steps between evaluations in train_and_eval.')
+  flags.DEFINE_integer('save_checkpoints_steps', None,
+                       'Steps between checkpoints (default: --steps_per_eval).')
+  flags.DEFINE_integer('keep_checkpoint_max', 5, 'Checkpoints kept in model_dir.')
+  flags.DEFINE_integer('eval_timeout', 0,
+                       'mode=eval: seconds to wait for a new checkpoint (0: evaluate the latest '
+                       'checkpoint once).')
+  flags.DEFINE_float('log_every_n_secs', 30.0, 'Seconds between progress log lines.')
+
+
+def define_gpu_flags():
+  """MirroredStrategy over local GPUs (or CPU devices, for tests)."""
+  flags.DEFINE_integer('num_gpus', 0,
+                       'Train with MirroredStrategy on this many local GPUs (synchronous data '
+                       'parallelism, --train_batch_size split evenly). 0: TensorFlow picks one '
+                       'device.')
+  flags.DEFINE_list('mirrored_devices', None,
+                    'MirroredStrategy devices instead of --num_gpus, e.g. /gpu:0,/gpu:2. '
+                    '/cpu:0,/cpu:1 runs the same path on CPU devices (for testing it without '
+                    'GPUs).')
+
+
+def define_output_flags():
+  """model_dir, export and TensorBoard output, profiling."""
+  flags.DEFINE_string('model_dir', None, 'Checkpoints, TensorBoard events and results.json '
+                      '(default: --job_dir).')
+  flags.DEFINE_string('job_dir', None, 'The job directory AI Platform passes (as --job-dir); the '
+                      'model_dir when --model_dir is not given.')
+  flags.DEFINE_string('export_dir', None, 'If set, a SavedModel for serving is exported here.')
+  flags.DEFINE_bool('skip_host_call', False, 'Do not write per-step TensorBoard summaries.')
+  flags.DEFINE_list('profile_steps', None,
+                    'START,END: write a full TensorFlow trace of each global step in [START, END) '
+                    'to model_dir/profile/timeline-<step>.json (Chrome trace format: '
+                    'chrome://tracing or ui.perfetto.dev). CPU/GPU only; on a Cloud TPU use the '
+                    'Cloud TPU profiler (capture_tpu_profile).')

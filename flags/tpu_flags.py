@@ -1,0 +1,17 @@
+"""Flags of the Cloud TPU: which TPU, and how the job runs on it."""
+
+from absl import flags
+
+
+def define_tpu_flags():
+  """Defines --use_tpu, --tpu, --tpu_zone, --gcp_project, --iterations_per_loop, --num_cores and
+  --tpu_connect_timeout (once per process)."""
+  flags.DEFINE_bool('use_tpu', False, 'Train on a Cloud TPU; otherwise on the local CPU/GPU.')
+  flags.DEFINE_string('tpu', None,
+                      'Cloud TPU name or grpc://host:8470 (default: $TPU_NAME or $COLAB_TPU_ADDR).')
+  flags.DEFINE_string('tpu_zone', None, 'GCE zone of the TPU (default: from the metadata server).')
+  flags.DEFINE_string('gcp_project', None,
+                      'GCP project of the TPU (default: from the metadata server).')
+  flags.DEFINE_integer('iterations_per_loop', 100, 'Steps run on the TPU per host round trip.')
+  flags.DEFINE_integer('num_cores', 8, 'TPU cores (replicas) to shard the batch over.')
+  flags.DEFINE_float('tpu_connect_timeout', 10.0, 'Seconds allowed to resolve and reach the TPU.')

@@ -1,0 +1,145 @@
+"""Helpers shared by the tests: the tiny real settings of each model, a CLI runner and its
+checks, small real data sets cut from the full ones, and the SavedModel prediction check."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+from trainer.data import dataset_json
+from trainer.data import shards
+from trainer.data import tokenizer
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def network_isolated():
+  """True inside a network namespace whose only interface is loopback (as `make test` runs).
+  /proc/self/net/dev lists the interfaces of this process's namespace (/sys/class/net may not)."""
+  with open('/proc/self/net/dev') as f:
+    interfaces = [line.split(':')[0].strip() for line in f.readlines()[2:]]
+  return interfaces == ['lo']
+
+
+requires_isolation = pytest.mark.skipif(
+    not network_isolated(),
+    reason='talks to TPU/Google endpoints: run inside a loopback-only namespace (make test)')
+
+
+def read_records(pattern, limit=None):
+  """Serialized records of the shards matching `pattern`, in file order."""
+  records = []
+  for path in sorted(tf.io.gfile.glob(pattern)):
+    for record in tf.io.tf_record_iterator(path):
+      records.append(record)
+      if limit is not None and len(records) >= limit:
+        return records
+  return records
+
+
+def write_subset(source_dir, output_dir, num_train, num_eval, num_shards=2, **info_overrides):
+  """A small real dataset: the first num_train / num_eval records of `source_dir` (and its
+  vocab.txt for text data)."""
+  tf.io.gfile.makedirs(output_dir)
+  vocab = os.path.join(source_dir, tokenizer.VOCAB_FILENAME)
+  if os.path.exists(vocab):
+    tf.io.gfile.copy(vocab, os.path.join(output_dir, tokenizer.VOCAB_FILENAME), overwrite=True)
+  for split, count in ((shards.TRAIN_SPLIT, num_train), (shards.EVAL_SPLIT, num_eval)):
+    records = read_records(os.path.join(source_dir, split + '-*'), count)
+    shards.write_shards(output_dir, split, records, num_shards)
+  info = dict(dataset_json.read(source_dir), num_train_examples=num_train,
+              num_eval_examples=num_eval)
+  info.update(info_overrides)
+  dataset_json.write(output_dir, info)
+  return output_dir
+
+
+# Tiny but real ResNet settings: a full train/eval cycle takes seconds even on stock TF 1.15.
+TINY = ['--model=resnet', '--resnet_depth=18', '--image_size=16', '--train_batch_size=32',
+        '--eval_batch_size=64', '--base_learning_rate=0.1', '--warmup_epochs=0.1',
+        '--log_every_n_secs=1']
+# The same for each network, with the fixture holding the data it trains on. InceptionV3 runs at
+# its minimum input size; 28x28 Fashion-MNIST is resized to it.
+TINY_BY_MODEL = {
+    'resnet': (TINY, 'small_dir'),
+    'cnn': (['--model=cnn', '--image_size=28', '--train_batch_size=32', '--eval_batch_size=64',
+             '--log_every_n_secs=1'], 'small_dir'),
+    'inception_v3': (['--model=inception_v3', '--image_size=75', '--train_batch_size=8',
+                      '--eval_batch_size=32', '--log_every_n_secs=1'], 'tiny_dir'),
+    'bilstm': (['--model=bilstm', '--embedding_dim=16', '--lstm_hidden_units=16',
+                '--train_batch_size=32', '--eval_batch_size=64', '--log_every_n_secs=1'],
+               'text_small_dir'),
+}
+
+
+def run_main(*args, env=None, timeout=600):
+  """Runs `python -m trainer.main ARGS` in a fresh process; returns CompletedProcess."""
+  full_env = dict(os.environ, **(env or {}))
+  return subprocess.run([sys.executable, '-m', 'trainer.main'] + list(args), cwd=REPO,
+                        env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        universal_newlines=True, timeout=timeout)
+
+
+def results_of(model_dir):
+  """The results.json of a run, from a local or gs:// model_dir."""
+  with tf.io.gfile.GFile(model_dir.rstrip('/') + '/results.json') as f:
+    return json.load(f)
+
+
+def ok(proc):
+  """Asserts a CLI run succeeded; returns it."""
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc
+
+
+def refused(proc, *fragments):
+  """Asserts a CLI run stopped with the usage-error status and a message holding `fragments`,
+  not a traceback."""
+  assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+  for fragment in fragments:
+    assert fragment in proc.stderr, proc.stderr[-2000:]
+  assert 'Traceback' not in proc.stderr
+
+
+_PREDICT_SCRIPT = '''
+import json, sys
+import numpy as np
+import tensorflow.compat.v1 as tf
+request = json.load(open(sys.argv[2]))
+inputs = [bytes.fromhex(h) for h in request['inputs']]
+with tf.Graph().as_default(), tf.Session() as sess:
+  meta = tf.saved_model.load(sess, ['serve'], sys.argv[1])
+  sig = meta.signature_def['serving_default']
+  out = sess.run({k: v.name for k, v in sig.outputs.items()},
+                 {sig.inputs[request['input_name']].name: inputs})
+print(json.dumps({'classes': out['classes'].tolist(),
+                  'probabilities': out['probabilities'].tolist(),
+                  'logits': out['logits'].tolist()}))
+'''
+
+
+def predict_in_fresh_process(export_path, data_dir, tmp_path):
+  """Feeds the real eval examples of data_dir to the SavedModel in a new process: encoded image
+  bytes, or for text data the raw text strings.
+
+  Returns:
+    (labels, classes, probabilities, logits) as numpy arrays.
+  """
+  records = read_records(os.path.join(data_dir, 'validation-*'))
+  examples = [tf.train.Example.FromString(r).features.feature for r in records]
+  kind = 'text' if 'text/raw' in examples[0] else 'image'
+  input_key = 'text/raw' if kind == 'text' else 'image/encoded'
+  request = {'inputs': [e[input_key].bytes_list.value[0].hex() for e in examples],
+             'input_name': 'text' if kind == 'text' else 'image_bytes'}
+  labels = np.array([e[kind + '/class/label'].int64_list.value[0] for e in examples])
+  (tmp_path / 'request.json').write_text(json.dumps(request))
+  proc = ok(subprocess.run([sys.executable, '-c', _PREDICT_SCRIPT, export_path,
+                             str(tmp_path / 'request.json')], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, universal_newlines=True, cwd=str(tmp_path)))
+  out = json.loads(proc.stdout.strip().splitlines()[-1])
+  return (labels, np.array(out['classes']), np.array(out['probabilities']),
+          np.array(out['logits']))

@@ -1,0 +1,97 @@
+"""`python -m trainer.benchmark input`: examples/sec of the training input_fn alone (read, decode,
+augment, batch) on real TFRecords, with no model; optionally cut after each stage of the
+pipeline to show where the time goes."""
+
+import time
+
+import tensorflow.compat.v1 as tf
+
+from trainer.benchmark import report
+from trainer.benchmark import timing
+from trainer.data import input_fn as input_fn_lib
+from trainer.data import preprocessing
+from trainer.data import records
+
+
+def _dataset_rates(dataset, batch_size, windows):
+  """Examples/sec per window of producing `dataset`'s batches in the graph (nothing is copied
+  back to Python)."""
+  with tf.Graph().as_default():
+    produce = tf.group(tf.nest.flatten(tf.data.make_one_shot_iterator(dataset()).get_next()))
+    with tf.Session() as sess:
+      times = []
+      for _ in range(windows.total_steps):
+        sess.run(produce)
+        times.append(time.perf_counter())
+  return windows.rates(times, batch_size)
+
+
+def input_rates(data, batch_size, windows):
+  """Examples/sec per window of the training input_fn alone."""
+  return _dataset_rates(
+      lambda: input_fn_lib.input_fn_builder(data, is_training=True)({'batch_size': batch_size}),
+      batch_size, windows)
+
+
+def input_stage_rates(data, batch_size, windows):
+  """Where the input pipeline's time goes: the same records, shuffle and parallel map cut after
+  each stage of a JPEG 'distorted_bbox' training example. Each stage's map returns a small value
+  that needs the stage's work (one pixel of its output)."""
+  autotune = tf.data.experimental.AUTOTUNE
+
+  def shuffled_records():
+    dataset = records.record_dataset(data.file_pattern(True), True)
+    dataset = dataset.map(lambda r: records.parse_image_record(data, r),
+                          num_parallel_calls=autotune)
+    return dataset.shuffle(1024).repeat()
+
+  def stage(fn):
+    return lambda: input_fn_lib.with_host_options(shuffled_records().map(
+        fn, num_parallel_calls=autotune).batch(batch_size, drop_remainder=True).prefetch(autotune))
+
+  def window(encoded):
+    begin, size = preprocessing.distorted_bbox(tf.image.extract_jpeg_shape(encoded))
+    return tf.stack([begin[0], begin[1], size[0], size[1]])
+
+  stages = [
+      ('read, parse, shuffle', stage(lambda encoded, label: label)),
+      ('+ decode the whole JPEG', stage(
+          lambda encoded, label: tf.io.decode_jpeg(encoded, channels=3)[0, 0, 0])),
+      ('+ decode the crop window only', stage(
+          lambda encoded, label: tf.image.decode_and_crop_jpeg(
+              encoded, window(encoded), channels=3)[0, 0, 0])),
+      ('+ resize the crop to %d (float32)' % data.image_size, stage(
+          lambda encoded, label: preprocessing.decode_distorted_bbox_crop(
+              encoded, data.image_size)[0, 0, 0])),
+      ('whole input_fn (+ round to uint8, flip, batch)',
+       lambda: input_fn_lib.input_fn_builder(data, is_training=True)(
+           {'batch_size': batch_size})),
+  ]
+  return [(name, _dataset_rates(make, batch_size, windows)) for name, make in stages]
+
+
+def bench_input(data, batch_size, windows, input_stages=False, output=None):
+  """Runs the input benchmark on `data` (a `trainer.data.data_config.DataConfig` of real
+  TFRecords) and writes its record; with `input_stages` also times each stage of a JPEG
+  'distorted_bbox' training example. Returns the record (dict)."""
+  rates = input_rates(data, batch_size, windows)
+  cores = report.runtime_facts()['usable_cores']
+  measurements = {'examples_per_sec': timing.summarize(rates),
+                  'examples_per_sec_per_core': timing.summarize([r / cores for r in rates])}
+  details = dict(windows.as_record(), data_dir=data.data_dir, image_size=data.image_size,
+                 batch_size=batch_size, train_crop=data.train_crop, random_flip=data.random_flip,
+                 color_distortion=data.color_distortion, cache_decoded=data.cache_decoded,
+                 num_train_examples=data.num_train_examples)
+  rows = [['training input_fn', report.fmt(measurements['examples_per_sec']),
+           report.fmt(measurements['examples_per_sec_per_core'])]]
+  if input_stages:
+    measurements['stages'] = []
+    for name, stage_rates in input_stage_rates(data, batch_size, windows):
+      summary = timing.summarize(stage_rates)
+      # Core-microseconds per example: what each stage adds is the difference to the one above.
+      summary.update(stage=name, core_microseconds_per_example=1e6 * cores / summary['median'])
+      measurements['stages'].append(summary)
+      rows.append([name, report.fmt(summary), '%.0f core-us/example'
+                   % summary['core_microseconds_per_example']])
+  return report.write_record('input', details, measurements, rows,
+                             ['what', 'examples/sec median (min-max)', 'per core'], output)

@@ -1,0 +1,141 @@
+"""`python -m trainer.benchmark model`: steady-state training examples/sec of the real model_fn
+through the real Estimator path (progress hook, host_call summaries, checkpoints at start and
+end) on synthetic input, and of the same graph's train op in a bare `session.run` loop; their
+ratio is the pipeline's own overhead."""
+
+import shutil
+import tempfile
+import time
+
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+from models import model_fn as model_fn_lib
+from trainer import estimator as estimator_lib
+from trainer import hooks as hooks_lib
+from trainer.benchmark import report
+from trainer.benchmark import stats
+from trainer.benchmark import timing
+from trainer.data import input_fn as input_fn_lib
+from trainer.errors import PipelineError
+
+PATHS = {'both': 'alternating windows in one Estimator session (timing.BareWindows)',
+         'estimator': 'the Estimator path alone',
+         'session': 'a bare loop in a graph and session of its own'}
+
+
+def _train(config, hook):
+  """Runs `estimator.train` as `trainer.driver` runs it (progress hook included), plus `hook`."""
+  estimator = estimator_lib.build_estimator(config)
+  progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
+  estimator.train(estimator_lib.input_fns(config, estimator)[0], max_steps=config.train_steps,
+                  hooks=[progress, hook])
+
+
+def interleaved_rates(config, windows):
+  """`estimator.train` as `trainer.driver` runs it, with windows of its steps alternating with
+  windows of the same session's train op in a bare loop (see timing.BareWindows).
+
+  Returns:
+    (Estimator examples/sec per window, bare examples/sec per window, overhead in percent of
+    each adjacent pair of windows).
+  """
+  hook = timing.BareWindows(windows.warmup_steps, windows.windows, windows.steps_per_window)
+  _train(config, hook)
+  if len(hook.windows) < 2 * windows.windows:
+    raise PipelineError('training stopped after %d of %d windows.' % (
+        len(hook.windows), 2 * windows.windows))
+  examples = windows.steps_per_window * config.train_batch_size
+  return ([examples / s for s in hook.seconds('estimator')],
+          [examples / s for s in hook.seconds('bare')], hook.pair_overheads())
+
+
+def estimator_rates(config, windows):
+  """Examples/sec per window of `estimator.train` as `trainer.driver` runs it."""
+  timer = timing.StepTimes()
+  _train(config, timer)
+  return windows.rates(timer.times, config.train_batch_size)
+
+
+def session_rates(config, session_config, windows):
+  """Examples/sec per window of the same model_fn's train op and input in a bare loop, in a
+  graph and session of its own."""
+  with tf.Graph().as_default():
+    dataset = input_fn_lib.input_fn_builder(config.data, is_training=True)(
+        {'batch_size': config.train_batch_size})
+    features, labels = tf.data.make_one_shot_iterator(dataset).get_next()
+    spec = model_fn_lib.model_fn_builder(config.model)(
+        features, labels, tf.estimator.ModeKeys.TRAIN, {'batch_size': config.train_batch_size})
+    with tf.Session(config=session_config) as sess:
+      sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+      times = []
+      for _ in range(config.train_steps):
+        sess.run(spec.train_op)
+        times.append(time.perf_counter())
+  return windows.rates(times, config.train_batch_size)
+
+
+def _measure(path, make_config, model_dir, windows):
+  """(config, measurements) of the timed path(s)."""
+  if path == 'both':
+    # Untimed and timed bare steps advance the global step as well.
+    config = make_config(model_dir, 2 * windows.total_steps)
+    estimator, bare, pairs = interleaved_rates(config, windows)
+    return config, {'estimator_examples_per_sec': timing.summarize(estimator),
+                    'session_examples_per_sec': timing.summarize(bare),
+                    'overhead_percent_per_pair': pairs}
+  config = make_config(model_dir, windows.total_steps)
+  if path == 'estimator':
+    return config, {'estimator_examples_per_sec': timing.summarize(
+        estimator_rates(config, windows))}
+  session_config = estimator_lib.build_estimator(config).config.session_config
+  return config, {'session_examples_per_sec': timing.summarize(
+      session_rates(config, session_config, windows))}
+
+
+def bench_model(make_config, windows, path='both', output=None):
+  """Runs the model benchmark and writes its record.
+
+  Args:
+    make_config: make_config(model_dir, train_steps) -> the `trainer.run_config.Config` of the
+      run to time (fake data, mode train).
+    windows: `timing.Windows`.
+    path: a key of PATHS.
+    output: the JSON record's path (None: report's default).
+
+  Returns:
+    the record (dict).
+  """
+  model_dir = tempfile.mkdtemp(prefix='benchmark-model-')
+  try:
+    config, measurements = _measure(path, make_config, model_dir, windows)
+    rows = []
+    for key, label in (('estimator_examples_per_sec', 'Estimator path'),
+                       ('session_examples_per_sec', 'bare session.run')):
+      if key in measurements:
+        rows.append([label, report.fmt(measurements[key])])
+    if path == 'both':
+      # Adjacent windows see the same machine; the median pair is robust to a drift or a stall.
+      pairs = measurements['overhead_percent_per_pair']
+      measurements['overhead_percent'] = float(np.median(pairs))
+      interval = stats.median_interval(pairs) if len(pairs) > 1 else None
+      measurements['overhead_percent_interval_90'] = interval
+      rows.append(['pipeline overhead (median pair)', '%.1f%%%s (pairs %.1f to %.1f%%)' % (
+          measurements['overhead_percent'],
+          ', 90%% interval %.1f to %.1f%%' % interval if interval else '', min(pairs),
+          max(pairs))])
+    model = config.model
+    details = dict(
+        windows.as_record(), model=model.model,
+        resnet_depth=model.resnet_depth if model.model == 'resnet' else None,
+        image_size=model.image_size if config.data.modality == 'image' else None,
+        max_seq_length=model.max_seq_length if config.data.modality == 'text' else None,
+        num_classes=model.num_classes, batch_size=config.train_batch_size,
+        optimizer=model.optimizer, moving_average_decay=model.moving_average_decay,
+        skip_host_call=model.skip_host_call, path=path,
+        window_order=timing.abba_order(windows.windows) if path == 'both' else None,
+        paths=PATHS[path], input='synthetic (--fake_data: a fixed set of 64 examples, repeated)')
+    return report.write_record('model', details, measurements, rows,
+                               ['path', 'examples/sec median (min-max)'], output)
+  finally:
+    shutil.rmtree(model_dir, ignore_errors=True)

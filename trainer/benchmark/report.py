@@ -1,0 +1,78 @@
+"""The JSON records and printed tables of `python -m trainer.benchmark`, and what each number was
+measured on (runtime, CPU, cores)."""
+
+import json
+import os
+import platform
+import time
+
+import tensorflow.compat.v1 as tf
+
+from trainer import results
+
+
+def runtime_facts():
+  """What the numbers were measured on."""
+  cpu_model, cpu_flags = None, []
+  if os.path.exists('/proc/cpuinfo'):
+    with open('/proc/cpuinfo') as f:
+      for line in f:
+        key, _, value = line.partition(':')
+        if key.strip() == 'model name' and cpu_model is None:
+          cpu_model = value.strip()
+        if key.strip() == 'flags':
+          present = set(value.split())
+          cpu_flags = [flag for flag in ('sse4_2', 'avx', 'avx2', 'fma', 'avx512f', 'avx512_vnni')
+                       if flag in present]
+          break
+  return dict(
+      results.tensorflow_runtime(),
+      cpu_model=cpu_model,
+      cpu_flags=cpu_flags,
+      usable_cores=(len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity')
+                    else os.cpu_count()),
+      gpus=[d.name for d in tf.config.experimental.list_physical_devices('GPU')],
+      hostname=platform.node(),
+      time=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
+  )
+
+
+def runtime_tag(facts):
+  return 'tf%s%s' % (facts['tensorflow_version'], '-mkl' if facts['mkl_enabled'] else '')
+
+
+def write_record(name, config, measurements, rows, columns, output=None):
+  """Prints the table, writes the JSON record (to `output`, default
+  runs/benchmarks/<name>-<details>-<runtime>.json) and returns it."""
+  facts = runtime_facts()
+  record = {'benchmark': name, 'runtime': facts, 'config': config, 'measurements': measurements}
+  path = output or os.path.join(
+      'runs', 'benchmarks', '%s-%s.json' % (_details(name, config), runtime_tag(facts)))
+  tf.io.gfile.makedirs(os.path.dirname(path) or '.')
+  with tf.io.gfile.GFile(path, 'w') as f:
+    f.write(json.dumps(record, indent=2, sort_keys=True) + '\n')
+  widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(columns)]
+  print('%s on TF %s (%s, MKL %s), %s, %d cores' % (
+      name, facts['tensorflow_version'], facts['tensorflow_build'],
+      'on' if facts['mkl_enabled'] else 'off', facts['cpu_model'], facts['usable_cores']))
+  for row in [columns] + rows:
+    print('  '.join(str(v).rjust(w) for v, w in zip(row, widths)))
+  print('record: %s' % path)
+  return record
+
+
+def _details(name, config):
+  if name == 'model':
+    depth = config['resnet_depth'] if config['model'] == 'resnet' else ''
+    return 'model-%s%s-%d-b%d' % (config['model'], depth,
+                                  config['image_size'] or config['max_seq_length'] or 0,
+                                  config['batch_size'])
+  if name == 'input':
+    return 'input-%d-b%d' % (config['image_size'], config['batch_size'])
+  return name
+
+
+def fmt(summary, scale=1.0, digits=1):
+  """'median (min-max)' of a `timing.summarize` summary, times `scale`."""
+  return '%.*f (%.*f-%.*f)' % (digits, summary['median'] * scale, digits, summary['min'] * scale,
+                               digits, summary['max'] * scale)

@@ -1,0 +1,134 @@
+"""tf.data input_fns for TPUEstimator: image TFRecords in the ImageNet schema and the token-id
+TFRecords of `python -m trainer.prepare text` (`trainer.data.records`), turned into the features
+of `models.features` with static shapes, as TPUs require.
+"""
+
+import tensorflow.compat.v1 as tf
+
+from models import features as features_lib
+from trainer.data import preprocessing
+from trainer.data import records
+
+AUTOTUNE = tf.data.experimental.AUTOTUNE
+_SHUFFLE_BUFFER_DECODED = 10000   # decoded small images: ~2.4 KB each at 28x28x3
+_SHUFFLE_BUFFER_ENCODED = 1024    # encoded ImageNet photos: ~110 KB each
+
+
+def _preprocess(data, is_training, image, label):
+  """image: decoded uint8 [h, w, 3] (cache_decoded) or the encoded bytes."""
+  preprocess = (preprocessing.preprocess_image if image.dtype == tf.uint8
+                else preprocessing.preprocess_encoded)
+  image = preprocess(
+      image, is_training, data.image_size, train_crop=data.train_crop,
+      crop_padding=data.crop_padding, eval_crop_fraction=data.eval_crop_fraction,
+      random_flip=data.random_flip, color_distortion=data.color_distortion)
+  return {features_lib.IMAGE: image, features_lib.MASK: tf.constant(1.0)}, label
+
+
+def _fake_dataset(data, is_training, num_examples):
+  """Random uint8 images (or token ids of random lengths) with random labels; one fixed
+  example set repeated (cheap)."""
+  labels = tf.random.stateless_uniform([64], seed=[3, 4], maxval=data.num_classes, dtype=tf.int32)
+  if data.modality == 'text':
+    length = tf.random.stateless_uniform([64], seed=[5, 6], minval=1,
+                                         maxval=data.max_seq_length + 1, dtype=tf.int32)
+    ids = tf.random.stateless_uniform([64, data.max_seq_length], seed=[1, 2], minval=2,
+                                      maxval=data.vocab_size, dtype=tf.int32)
+    ids *= tf.sequence_mask(length, data.max_seq_length, dtype=tf.int32)
+    features = {features_lib.TOKEN_IDS: ids, features_lib.LENGTH: length,
+                features_lib.MASK: tf.ones([64])}
+  else:
+    pixels = tf.random.stateless_uniform([64, data.image_size, data.image_size, 3], seed=[1, 2],
+                                         maxval=256, dtype=tf.int32)
+    features = {features_lib.IMAGE: tf.cast(pixels, tf.uint8), features_lib.MASK: tf.ones([64])}
+  dataset = tf.data.Dataset.from_tensor_slices((features, labels))
+  dataset = dataset.repeat()
+  return dataset if is_training else dataset.take(num_examples)
+
+
+def _eval_padding(data, count):
+  """`count` all-zero examples with mask 0: fixed-shape filler that the metrics ignore."""
+  if data.modality == 'text':
+    features = {features_lib.TOKEN_IDS: tf.zeros([data.max_seq_length], tf.int32),
+                features_lib.LENGTH: tf.constant(0, tf.int32), features_lib.MASK: tf.constant(0.0)}
+  else:
+    features = {features_lib.IMAGE: tf.zeros([data.image_size, data.image_size, 3], tf.uint8),
+                features_lib.MASK: tf.constant(0.0)}
+  return tf.data.Dataset.from_tensors(
+      (features, tf.constant(0, features_lib.LABEL_DTYPE))).repeat(count)
+
+
+def _cast_images(features, dtype):
+  features = dict(features)
+  features[features_lib.IMAGE] = tf.cast(features[features_lib.IMAGE], dtype)
+  return features
+
+
+def with_host_options(dataset):
+  """`dataset` with each op of its functions on one thread: the map already runs on every core,
+  one example per thread, and splitting a single small image's decode or resize over the cores
+  as well costs more in hand-offs than it gains (BENCHMARKS.md, input pipeline)."""
+  options = tf.data.Options()
+  # `threading` since TF 2.6; TF 1.15 has only `experimental_threading`.
+  threading = getattr(options, 'threading', None) or options.experimental_threading
+  threading.max_intra_op_parallelism = 1
+  return dataset.with_options(options)
+
+
+def input_fn_builder(data, is_training, global_batch_size=None):
+  """Returns an input_fn(params) for TPUEstimator.
+
+  Training repeats forever, shuffles and drops the last partial batch. Evaluation reads each
+  example exactly once in file order and appends mask-0 padding up to a multiple of
+  `global_batch_size`, so with `eval_steps = ceil(num_eval_examples / global_batch_size)` every
+  example counts once and no batch is ragged (TPU evaluation needs fixed shapes).
+
+  Args:
+    data: `trainer.data.data_config.DataConfig`.
+    is_training: Python bool.
+    global_batch_size: eval batch size summed over shards (required when not training).
+
+  Returns:
+    input_fn(params) -> tf.data.Dataset of (features, labels) batches of params['batch_size'],
+    shaped as `models.features.feature_spec` gives them.
+  """
+  def input_fn(params):
+    batch_size = params['batch_size']
+    num_examples = data.num_train_examples if is_training else data.num_eval_examples
+    if data.fake_data:
+      dataset = _fake_dataset(data, is_training, num_examples)
+    elif data.modality == 'text':
+      dataset = records.record_dataset(data.file_pattern(is_training), is_training)
+      dataset = dataset.map(lambda r: records.parse_text_record(data, r),
+                            num_parallel_calls=AUTOTUNE)
+      # Token ids are small: keep them in memory after the first pass.
+      dataset = dataset.cache()
+      if is_training:
+        dataset = dataset.shuffle(_SHUFFLE_BUFFER_DECODED).repeat()
+    else:
+      dataset = records.record_dataset(data.file_pattern(is_training), is_training)
+      if data.cache_decoded:
+        # Decoded once, kept in host RAM: later epochs only crop and flip.
+        dataset = dataset.map(lambda r: records.parse_and_decode_image_record(data, r),
+                              num_parallel_calls=AUTOTUNE)
+        dataset = dataset.cache()
+      else:
+        # Decoded in the preprocessing map, so a JPEG training crop decodes only its window.
+        dataset = dataset.map(lambda r: records.parse_image_record(data, r),
+                              num_parallel_calls=AUTOTUNE)
+      if is_training:
+        dataset = dataset.shuffle(
+            _SHUFFLE_BUFFER_DECODED if data.cache_decoded else _SHUFFLE_BUFFER_ENCODED)
+        dataset = dataset.repeat()
+      dataset = dataset.map(lambda image, label: _preprocess(data, is_training, image, label),
+                            num_parallel_calls=AUTOTUNE)
+    if not is_training:
+      padded_total = -(-num_examples // global_batch_size) * global_batch_size
+      dataset = dataset.concatenate(_eval_padding(data, padded_total - num_examples))
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    if data.modality == 'image' and data.image_dtype != 'uint8':
+      dataset = dataset.map(lambda features, labels: (_cast_images(features, data.image_dtype),
+                                                      labels), num_parallel_calls=AUTOTUNE)
+    return with_host_options(dataset.prefetch(AUTOTUNE))
+
+  return input_fn

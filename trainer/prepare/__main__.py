@@ -1,0 +1,91 @@
+"""`python -m trainer.prepare SOURCE --output_dir DIR [flags]`: converts a data set into TFRecord
+shards (`train-*`, `validation-*`) plus dataset.json, which `python -m trainer.main` reads.
+
+  fashion_mnist    Fashion-MNIST's IDX files               (trainer/prepare/fashion_mnist.py)
+  image_folder     a folder-per-class tree of JPEG/PNG     (trainer/prepare/image_folder.py)
+  photos           benchmark JPEGs from scikit-image       (trainer/prepare/photos.py)
+  text             your CSV/TSV files                      (trainer/prepare/text_csv.py)
+  rotten_tomatoes  the Rotten Tomatoes snippets            (trainer/prepare/rotten_tomatoes.py)
+
+Image records follow the ImageNet schema with 0-based labels (dataset.json says label_offset 0),
+so the trainer reads them exactly like converted ImageNet (`trainer.data.records`).
+"""
+
+import sys
+
+from absl import app
+from absl import flags as absl_flags
+from absl import logging
+
+from flags import prepare_flags
+from trainer.cloud import gcs_preflight
+from trainer.errors import PipelineError
+from trainer.prepare import fashion_mnist
+from trainer.prepare import image_folder
+from trainer.prepare import photos
+from trainer.prepare import rotten_tomatoes
+from trainer.prepare import text_csv
+
+FLAGS = absl_flags.FLAGS
+SOURCES = ('fashion_mnist', 'image_folder', 'text', 'rotten_tomatoes', 'photos')
+
+
+def _text_options():
+  return dict(vocab_size=FLAGS.vocab_size, min_count=FLAGS.min_count,
+              max_seq_length=FLAGS.max_seq_length, train_shards=FLAGS.train_shards,
+              validation_shards=FLAGS.validation_shards)
+
+
+def prepare(source):
+  """Runs the converter of `source` (one of SOURCES) with the parsed flags; returns the
+  dataset.json dict it wrote.
+
+  Raises:
+    PipelineError: what was wrong with the input or the flags.
+  """
+  if source == 'fashion_mnist':
+    return fashion_mnist.prepare(FLAGS.output_dir, FLAGS.source_dir, FLAGS.train_shards,
+                                 FLAGS.validation_shards)
+  if source == 'image_folder':
+    return image_folder.prepare(FLAGS.source_dir, FLAGS.output_dir,
+                                FLAGS.validation_fraction or 0.1, FLAGS.train_shards,
+                                FLAGS.validation_shards)
+  if source == 'photos':
+    return photos.prepare(FLAGS.output_dir, FLAGS.num_images, FLAGS.train_shards,
+                          FLAGS.validation_shards)
+  if source == 'text':
+    return text_csv.prepare(
+        FLAGS.input, FLAGS.output_dir, validation_input=FLAGS.validation_input,
+        text_column=FLAGS.text_column, label_column=FLAGS.label_column,
+        validation_fraction=FLAGS.validation_fraction or 0.2, seed=FLAGS.seed, **_text_options())
+  if FLAGS.input and len(FLAGS.input) > 1:
+    raise PipelineError('rotten_tomatoes takes at most one --input (the .csv.bz2 file).')
+  return rotten_tomatoes.prepare(
+      FLAGS.output_dir, FLAGS.input[0] if FLAGS.input else None,
+      validation_fraction=FLAGS.validation_fraction or 0.2, seed=FLAGS.seed, **_text_options())
+
+
+def main(argv):
+  if len(argv) != 2 or argv[1] not in SOURCES:
+    raise app.UsageError('usage: python -m trainer.prepare {%s} --output_dir DIR [...]; see '
+                         '--helpfull' % ','.join(SOURCES))
+  try:
+    gcs_preflight.check_path_usable(FLAGS.output_dir, 'output_dir')
+    info = prepare(argv[1])
+  except PipelineError as e:
+    print('error: %s' % e, file=sys.stderr)
+    sys.exit(2)
+  print('%s: %d train / %d validation examples, %d classes -> %s' % (
+      info['name'], info['num_train_examples'], info['num_eval_examples'], info['num_classes'],
+      FLAGS.output_dir))
+
+
+def run():
+  """The console entry point (`tpu-pipeline-prepare`)."""
+  prepare_flags.define_prepare_flags()
+  logging.set_verbosity(logging.INFO)
+  app.run(main)
+
+
+if __name__ == '__main__':
+  run()

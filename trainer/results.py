@@ -1,0 +1,143 @@
+"""The end of every run: the evaluation of a checkpoint, the SavedModel export, and results.json
+(what the run measured and what it ran on). The single-process driver and the distributed chief
+share it."""
+
+import json
+import platform
+import time
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from trainer import run_errors
+from trainer.data import serving
+from trainer.errors import PipelineError
+
+RESULTS_FILE = 'results.json'
+
+
+def evaluate(estimator, config, checkpoint_path, input_fn):
+  """Evaluates one checkpoint on every eval example exactly once.
+
+  Args:
+    estimator: the run's Estimator.
+    config: `trainer.run_config.Config`.
+    checkpoint_path: the checkpoint prefix to evaluate.
+    input_fn: the eval input_fn (`trainer.estimator.input_fns`).
+
+  Returns:
+    dict with top_1_accuracy, top_5_accuracy, loss (mean cross-entropy over real examples),
+    num_eval_examples and global_step, as Python numbers.
+
+  Raises:
+    PipelineError: the eval split holds a different number of examples than configured, or its
+      records cannot be read.
+  """
+  with run_errors.explain_input_errors(config, 'eval'), \
+      run_errors.explain_checkpoint_mismatch(config):
+    metrics = estimator.evaluate(input_fn, steps=config.eval_steps, checkpoint_path=checkpoint_path)
+  results = {
+      'top_1_accuracy': float(metrics['top_1_accuracy']),
+      'top_5_accuracy': float(metrics['top_5_accuracy']),
+      'loss': float(metrics['eval_loss']),
+      'num_eval_examples': int(metrics['num_examples']),
+      'global_step': int(metrics['global_step']),
+  }
+  logging.info('eval at step %d: top_1_accuracy %.4f top_5_accuracy %.4f loss %.4f on %d examples',
+               results['global_step'], results['top_1_accuracy'], results['top_5_accuracy'],
+               results['loss'], results['num_eval_examples'])
+  if results['num_eval_examples'] != config.data.num_eval_examples:
+    raise PipelineError(
+        'evaluation read %d examples but the eval split should have %d (dataset.json or '
+        '--num_eval_examples). Fix the count so every example is evaluated exactly once.'
+        % (results['num_eval_examples'], config.data.num_eval_examples))
+  return results
+
+
+def export(estimator, config, checkpoint_path):
+  """Writes a SavedModel of `checkpoint_path` under config.export_dir (signature
+  `serving_default`: image_bytes, or text for text models -> classes, probabilities, logits),
+  with the moving-average weights when the model keeps them. Returns the SavedModel's path."""
+  with run_errors.explain_checkpoint_mismatch(config):
+    path = estimator.export_saved_model(
+        config.export_dir, serving.serving_input_receiver_fn_builder(config.data),
+        checkpoint_path=checkpoint_path)
+  path = path.decode() if isinstance(path, bytes) else path
+  logging.info('Exported SavedModel to %s', path)
+  return path
+
+
+def finish(estimator, config, results, checkpoint_path):
+  """Exports `checkpoint_path` when config.export_dir is set, then writes `results` (with
+  export_path) to <model_dir>/results.json. Returns the results dict."""
+  if config.export_dir:
+    results['export_path'] = export(estimator, config, checkpoint_path)
+  write_json(config.model_dir, RESULTS_FILE, results)
+  return results
+
+
+def run_facts(config, measured_steps, measured_seconds, start):
+  """What results.json records about the run besides its metrics.
+
+  Args:
+    config: `trainer.run_config.Config`.
+    measured_steps, measured_seconds: training steps and seconds the progress hooks timed.
+    start: time.time() at the start of the run.
+  """
+  return {
+      'mode': config.mode,
+      'model': config.model.model,
+      'resnet_depth': config.model.resnet_depth if config.model.model == 'resnet' else None,
+      'moving_average_decay': config.model.moving_average_decay,
+      'image_size': config.model.image_size if config.data.modality == 'image' else None,
+      'max_seq_length': config.model.max_seq_length if config.data.modality == 'text' else None,
+      'train_batch_size': config.train_batch_size,
+      'train_steps': config.train_steps,
+      'examples_per_sec': (measured_steps * config.train_batch_size / measured_seconds
+                           if measured_seconds > 0 else None),
+      'wall_seconds': time.time() - start,
+      'use_tpu': config.use_tpu,
+      'mirrored_devices': list(config.mirrored_devices),
+      'precision': config.model.precision,
+      'tensorflow_version': tf.__version__,
+      'mkl_enabled': _mkl_enabled(),
+  }
+
+
+def tensorflow_runtime():
+  """The Python and TensorFlow this process runs: python, tensorflow_version, tensorflow_build
+  (the installed distribution: intel-tensorflow, tensorflow-cpu, ...) and mkl_enabled (oneDNN)."""
+  return {
+      'python': platform.python_version(),
+      'tensorflow_version': tf.__version__,
+      'tensorflow_build': _tensorflow_build(),
+      'mkl_enabled': _mkl_enabled(),
+  }
+
+
+def write_json(directory, name, value):
+  """Writes `value` as indented JSON to <directory>/<name> (local or gs://)."""
+  tf.io.gfile.makedirs(directory)
+  with tf.io.gfile.GFile('%s/%s' % (directory.rstrip('/'), name), 'w') as f:
+    f.write(json.dumps(value, indent=2, sort_keys=True) + '\n')
+
+
+def _mkl_enabled():
+  try:
+    from tensorflow.python.util import _pywrap_util_port  # TF >= 2.x
+    return bool(_pywrap_util_port.IsMklEnabled())
+  except ImportError:
+    from tensorflow.python import pywrap_tensorflow  # TF 1.15
+    return bool(pywrap_tensorflow.IsMklEnabled())
+
+
+def _tensorflow_build():
+  import pkg_resources  # setuptools; importlib.metadata needs Python 3.8
+  build = 'tensorflow'
+  for name in ('intel-tensorflow', 'tensorflow-cpu', 'tensorflow-gpu'):
+    try:
+      pkg_resources.get_distribution(name)
+      build = name
+    except pkg_resources.DistributionNotFound:
+      pass
+  return build

@@ -1,0 +1,52 @@
+"""The run configuration: built once from flags (`flags/to_config.py`) and passed down
+explicitly."""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from models.model_config import ModelConfig
+from trainer.data.data_config import DataConfig
+
+MODES = ('train', 'eval', 'train_and_eval')
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """One training/evaluation run. Batch sizes are global (summed over all TPU cores or
+  MirroredStrategy replicas). `mirrored_devices` (e.g. ('/gpu:0', '/gpu:1')) trains with
+  MirroredStrategy over those devices; empty: TensorFlow's default device."""
+  model: ModelConfig
+  data: DataConfig
+  mode: str
+  model_dir: str
+  train_steps: int
+  eval_batch_size: int
+  steps_per_eval: int
+  iterations_per_loop: int
+  save_checkpoints_steps: int
+  keep_checkpoint_max: int
+  export_dir: Optional[str] = None
+  eval_timeout: int = 0
+  log_every_n_secs: float = 30.0
+  use_tpu: bool = False
+  tpu: Optional[str] = None
+  tpu_zone: Optional[str] = None
+  gcp_project: Optional[str] = None
+  num_cores: int = 8
+  tpu_connect_timeout: float = 10.0
+  mirrored_devices: Tuple[str, ...] = ()
+  profile_steps: Tuple[int, ...] = ()  # (start, end): trace global steps [start, end)
+
+  @property
+  def num_replicas(self):
+    """Synchronous replicas the training batch is split over off TPU (MirroredStrategy)."""
+    return max(1, len(self.mirrored_devices))
+
+  @property
+  def train_batch_size(self):
+    return self.model.train_batch_size
+
+  @property
+  def eval_steps(self):
+    """Eval batches that cover every eval example exactly once (the last one padded)."""
+    return -(-self.data.num_eval_examples // self.eval_batch_size)

@@ -1,0 +1,72 @@
+"""TensorFlow errors during a run, re-raised as PipelineErrors that say what was wrong and what to
+do. Checkpoints already written stay; the messages say how the run resumes."""
+
+import contextlib
+
+import tensorflow.compat.v1 as tf
+
+from trainer.errors import PipelineError
+
+
+@contextlib.contextmanager
+def explain_checkpoint_mismatch(config):
+  """A checkpoint written with another --moving_average_decay setting (or another model) lacks
+  variables this graph restores: say which setting to use instead of TF's key listing."""
+  try:
+    yield
+  except tf.errors.NotFoundError as e:
+    if 'ExponentialMovingAverage' in e.message:
+      raise PipelineError(
+          'the checkpoint in %s has no moving averages of the weights (it was trained with '
+          '--moving_average_decay=0), but this run uses --moving_average_decay=%s. Pass '
+          '--moving_average_decay=0 to continue or evaluate it, or use a new --model_dir.'
+          % (config.model_dir, config.model.moving_average_decay))
+    if 'not found in checkpoint' in e.message:
+      raise PipelineError(
+          'the checkpoint in %s does not match this model (%s); was it written with another '
+          '--model, --resnet_depth or --num_classes? Use the same flags or a new --model_dir.'
+          % (config.model_dir, e.message.splitlines()[0][:300]))
+    raise
+
+
+@contextlib.contextmanager
+def explain_input_errors(config, split):
+  """Turns failures of the input pipeline (corrupt records, undecodable images, labels out of
+  range) into a PipelineError naming the data and what to do; checkpoints already written stay."""
+  try:
+    yield
+  except tf.errors.DataLossError as e:
+    pattern = config.data.file_pattern(is_training=split == 'train')
+    raise PipelineError(
+        'corrupt TFRecord data in the %s split (%s): %s. Re-create or remove the damaged shard '
+        '(e.g. re-run `python -m trainer.prepare`); training resumes from the last checkpoint in '
+        '%s.' % (split, _locate_corrupt_shard(pattern), e.message.splitlines()[0],
+                 config.model_dir))
+  except tf.errors.InvalidArgumentError as e:
+    if 'class/label' in e.message or 'text/token_ids' in e.message:
+      # TF 2.x puts 'Graph execution error:' first; the failed check is on a later line.
+      lines = [l for l in e.message.splitlines() if 'outside [0' in l] or e.message.splitlines()
+      raise PipelineError('a label or token id in the %s split under %s is out of range: %s' % (
+          split, config.data.data_dir, lines[0].strip()[:500]))
+    if 'IteratorGetNext' in e.message:
+      raise PipelineError('a record in the %s split under %s could not be parsed or decoded: %s. '
+                          'Check that the shards hold tf.train.Examples in the ImageNet schema '
+                          '(image/encoded, image/class/label) or, for text, text/token_ids and '
+                          'text/class/label.' % (
+                              split, config.data.data_dir, e.message.splitlines()[0]))
+    raise
+
+
+def _locate_corrupt_shard(pattern, max_bytes=2 << 30):
+  """Names the first shard matching `pattern` whose records fail their CRC check (TF's error
+  does not say which file); gives up after reading max_bytes."""
+  scanned = 0
+  for path in sorted(tf.io.gfile.glob(pattern)):
+    if scanned > max_bytes:
+      break
+    try:
+      for record in tf.io.tf_record_iterator(path):
+        scanned += len(record)
+    except tf.errors.DataLossError:
+      return 'shard ' + path
+  return 'shards %s; the damaged one was not found in the first %d MiB' % (pattern, max_bytes >> 20)
