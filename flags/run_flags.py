@@ -129,8 +129,10 @@ def define_data_flags():
 def define_schedule_flags():
   """Batch sizes, run length, evaluation and checkpoints."""
   flags.DEFINE_enum('mode', 'train_and_eval', MODES,
-                    'train, eval (the latest checkpoint, or each new one with --eval_timeout), or '
-                    'train_and_eval (alternate every --steps_per_eval, then a final eval).')
+                    'train, eval (the latest checkpoint, or each new one with --eval_timeout), '
+                    'train_and_eval (alternate every --steps_per_eval, then a final eval), or '
+                    'dry_run (build the TPU training graph for --tpu_topology and check each '
+                    'host\'s input; writes model_dir/dry_run.json).')
   flags.DEFINE_integer('train_batch_size', 1024, 'Global training batch size.')
   flags.DEFINE_integer('eval_batch_size', 1024, 'Global evaluation batch size.')
   flags.DEFINE_integer('train_steps', None, 'Total training steps (or give --train_epochs).')

@@ -14,6 +14,7 @@ import tensorflow.compat.v1 as tf
 from models.model_config import TEXT_MODELS, ModelConfig
 from models.recipes import MODEL_DEFAULTS
 from trainer.cloud import gcs_preflight
+from trainer.cloud import tpu_dry_run
 from trainer.data import dataset_json
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
@@ -99,6 +100,40 @@ def model_dir_of(f):
   return model_dir
 
 
+def _image_dtype(f):
+  """What the image infeed carries: uint8 off TPU, float32 on TPU, bfloat16 with bfloat16
+  precision (exact for 0-255 pixels, half the bytes of float32)."""
+  if not f.use_tpu:
+    return 'uint8'
+  return 'bfloat16' if f.precision == 'bfloat16' else 'float32'
+
+
+def _dry_run_values(f):
+  """--mode=dry_run is a TPU run on the simulated --tpu_topology (num_cores from the slice) that
+  trains nothing, so local paths and a missing run length are fine.
+
+  Raises:
+    PipelineError: --tpu_topology without --mode=dry_run or the other way round, or a real TPU
+      named in a dry run.
+  """
+  if f.mode != 'dry_run':
+    if f.tpu_topology:
+      raise PipelineError('--tpu_topology is read by --mode=dry_run only; add --mode=dry_run or '
+                          'drop --tpu_topology.')
+    return f
+  if not f.tpu_topology:
+    raise PipelineError('--mode=dry_run needs --tpu_topology, the slice to simulate: one of %s.'
+                        % ', '.join(sorted(tpu_dry_run.TOPOLOGIES)))
+  for name in ('use_tpu', 'tpu', 'tpu_zone', 'gcp_project'):
+    if getattr(f, name):
+      raise PipelineError('--mode=dry_run simulates the slice of --tpu_topology and contacts no '
+                          'TPU: drop --%s.' % name)
+  _, num_cores = tpu_dry_run.slice_shape(f.tpu_topology)
+  steps = f.train_steps if f.train_steps is not None or f.train_epochs is not None else 1
+  return types.SimpleNamespace(**dict(vars(f), use_tpu=True, num_cores=num_cores,
+                                      train_steps=steps))
+
+
 def _check_combinations(f):
   if f.fake_data and f.data_dir:
     raise PipelineError('--fake_data and --data_dir are exclusive: pass one.')
@@ -122,7 +157,7 @@ def _check_combinations(f):
                             % (name, getattr(f, name), f.num_cores, f.num_cores))
     for name in ('data_dir', 'model_dir', 'export_dir'):
       value = model_dir_of(f) if name == 'model_dir' else getattr(f, name)
-      if value and not value.startswith('gs://'):
+      if value and not value.startswith('gs://') and f.mode != 'dry_run':
         raise PipelineError('--%s=%s is a local path, which a Cloud TPU cannot read or write: '
                             'use a gs:// path.' % (name, value))
   if f.mode != 'eval' and (f.train_steps is None) == (f.train_epochs is None):
@@ -209,7 +244,7 @@ def config_from_flags(flag_values):
   Raises:
     PipelineError: an invalid flag combination or missing dataset metadata, with what to do.
   """
-  f = types.SimpleNamespace(**flag_values)
+  f = _dry_run_values(types.SimpleNamespace(**flag_values))
   _check_combinations(f)
   model_dir = model_dir_of(f)
   mirrored_devices = mirrored_devices_of(f)
@@ -237,7 +272,7 @@ def config_from_flags(flag_values):
       image_size=values.get('image_size') or 0,
       train_pattern=info.get('train_pattern', DataConfig.train_pattern),
       eval_pattern=info.get('eval_pattern', DataConfig.eval_pattern),
-      image_dtype='float32' if f.use_tpu else 'uint8',
+      image_dtype=_image_dtype(f),
       train_crop=_preprocessing_value(f, preprocessing, 'train_crop'),
       crop_padding=_preprocessing_value(f, preprocessing, 'crop_padding'),
       eval_crop_fraction=_preprocessing_value(f, preprocessing, 'eval_crop_fraction'),
@@ -266,6 +301,7 @@ def config_from_flags(flag_values):
         embedding_dim=f.embedding_dim, lstm_hidden_units=f.lstm_hidden_units,
         lstm_layers=f.lstm_layers, lstm_pooling=f.lstm_pooling, dropout_rate=f.dropout_rate,
         use_tpu=f.use_tpu, skip_host_call=f.skip_host_call, model_dir=model_dir,
+        iterations_per_loop=f.iterations_per_loop,
         **recipe_values(f))
   except ValueError as e:
     raise PipelineError(str(e))
@@ -277,5 +313,6 @@ def config_from_flags(flag_values):
       keep_checkpoint_max=f.keep_checkpoint_max, export_dir=f.export_dir,
       eval_timeout=f.eval_timeout, log_every_n_secs=f.log_every_n_secs, use_tpu=f.use_tpu,
       tpu=f.tpu, tpu_zone=f.tpu_zone, gcp_project=f.gcp_project, num_cores=f.num_cores,
-      tpu_connect_timeout=f.tpu_connect_timeout, mirrored_devices=mirrored_devices,
+      tpu_connect_timeout=f.tpu_connect_timeout, tpu_topology=f.tpu_topology,
+      eval_on_tpu=f.eval_on_tpu, mirrored_devices=mirrored_devices,
       profile_steps=profile_steps)

@@ -15,3 +15,10 @@ def define_tpu_flags():
   flags.DEFINE_integer('iterations_per_loop', 100, 'Steps run on the TPU per host round trip.')
   flags.DEFINE_integer('num_cores', 8, 'TPU cores (replicas) to shard the batch over.')
   flags.DEFINE_float('tpu_connect_timeout', 10.0, 'Seconds allowed to resolve and reach the TPU.')
+  flags.DEFINE_bool('eval_on_tpu', True,
+                    'Evaluate on the TPU; false evaluates on this VM\'s CPU (what TF 1.15 needs '
+                    'to evaluate during training on a slice of several hosts).')
+  flags.DEFINE_string('tpu_topology', None,
+                      '--mode=dry_run: the Cloud TPU slice to build the job\'s TPU graphs for '
+                      '(v2-8, v2-32, v3-8, v3-32, v3-128, v4-8, v4-32); sets the hosts and '
+                      '--num_cores. Nothing runs on a TPU.')

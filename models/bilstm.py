@@ -46,7 +46,10 @@ def bilstm(token_ids, length, vocab_size, num_classes, is_training, embedding_di
     pooling: 'max' or 'mean' over the real positions of the top layer's outputs, or 'final':
       the last forward state and the first backward state.
     dropout_rate: dropout on the embeddings and on the pooled features in training.
-    compute_dtype: tf.float32, or tf.bfloat16 on TPU (variables stay float32).
+    compute_dtype: tf.float32, or tf.bfloat16 on TPU (variables stay float32). The LSTM layers
+      run in float32 either way: the cell state is summed over every step, and bfloat16's 8-bit
+      mantissa would round it at each one; the embedding lookup and the classifier use
+      compute_dtype.
 
   Returns:
     logits: [batch, num_classes] in compute_dtype.
@@ -64,17 +67,19 @@ def bilstm(token_ids, length, vocab_size, num_classes, is_training, embedding_di
   net = tf.cast(tf.nn.embedding_lookup(embedding, token_ids), compute_dtype)
   net = tf.layers.dropout(net, rate=dropout_rate, training=is_training)
   final_states = None
+  net = tf.cast(net, tf.float32)
   for layer in range(num_layers):
     with tf.variable_scope('bilstm_%d' % layer):
-      cells = [tf.nn.rnn_cell.LSTMCell(hidden_units, name=direction, dtype=compute_dtype)
+      cells = [tf.nn.rnn_cell.LSTMCell(hidden_units, name=direction, dtype=tf.float32)
                for direction in ('forward', 'backward')]
       (forward, backward), (forward_state, backward_state) = tf.nn.bidirectional_dynamic_rnn(
-          cells[0], cells[1], net, sequence_length=length, dtype=compute_dtype)
+          cells[0], cells[1], net, sequence_length=length, dtype=tf.float32)
       net = tf.concat([forward, backward], axis=2)
       final_states = tf.concat([forward_state.h, backward_state.h], axis=1)
   if pooling == 'final':
     pooled = final_states
   else:
     pooled = _masked_pool(net, length, pooling)
-  pooled = tf.layers.dropout(pooled, rate=dropout_rate, training=is_training)
+  pooled = tf.layers.dropout(tf.cast(pooled, compute_dtype), rate=dropout_rate,
+                            training=is_training)
   return tf.layers.dense(pooled, num_classes, name='logits')

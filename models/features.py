@@ -6,8 +6,9 @@ params['batch_size'], the per-core batch on a TPU.
 
   image models: features[IMAGE]      uint8 [batch, image_size, image_size, 3], pixels on the
                                      0-255 scale, not normalized (the model_fn normalizes them);
-                                     float32 on a Cloud TPU (uint8 is not among the infeed's
-                                     documented types)
+                                     on a Cloud TPU float32 (uint8 is not among the infeed's
+                                     documented types), or bfloat16 with bfloat16 precision
+                                     (0-255 integers are exact in bfloat16: half the bytes)
   text models:  features[TOKEN_IDS]  int32 [batch, max_seq_length], 0 (padding) after `length`
                 features[LENGTH]     int32 [batch], real tokens per example
   both:         features[MASK]       float32 [batch], 1.0 for a real example, 0.0 for eval padding
@@ -22,7 +23,7 @@ TOKEN_IDS = 'token_ids'
 LENGTH = 'length'
 MASK = 'mask'
 LABEL_DTYPE = tf.int32
-IMAGE_DTYPES = ('uint8', 'float32')
+IMAGE_DTYPES = ('uint8', 'float32', 'bfloat16')
 
 
 def feature_spec(modality, batch_size, image_size=0, max_seq_length=0, image_dtype='uint8'):

@@ -65,9 +65,14 @@ class ModelConfig:
     aux_loss_weight: weight of InceptionV3's auxiliary classifier loss (Szegedy et al. 2016,
       Sec. 4).
     precision: 'float32' or 'bfloat16' (activations only; variables stay float32).
-    use_tpu: build the TPU variant (CrossShardOptimizer, bfloat16 allowed).
+    use_tpu: build the TPU variant (CrossShardOptimizer, bfloat16 allowed). The model_fn builds
+      the CPU variant in float32 anyway when TPUEstimator passes params['use_tpu'] False (the
+      CPU export graph).
     skip_host_call: do not write per-step TensorBoard summaries through host_call.
     model_dir: where host_call writes its summaries.
+    iterations_per_loop: training steps per TPU host round trip; the host_call's summary writer
+      queues that many steps' events between flushes (a GCS events file is uploaded whole at
+      every flush).
 
   Raises:
     ValueError: from the constructor, for an unknown name or a value the network cannot take.
@@ -106,6 +111,7 @@ class ModelConfig:
   use_tpu: bool = False
   skip_host_call: bool = False
   model_dir: str = ''
+  iterations_per_loop: int = 100
 
   def __post_init__(self):
     for name, allowed in (('model', MODELS), ('optimizer', OPTIMIZERS),

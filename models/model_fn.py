@@ -3,6 +3,8 @@ CPU/GPU. Its inputs follow the features contract of `models.features`; the weigh
 `models.optimization`.
 """
 
+import dataclasses
+
 import tensorflow.compat.v1 as tf
 import tensorflow.compat.v2 as tf2
 
@@ -87,8 +89,11 @@ def metric_fn(labels, logits, mask):
 def _host_call(config, global_step, loss, learning_rate):
   """TensorBoard scalars written on the host every step (also when the step runs on a TPU)."""
   def host_call_fn(gs, loss, lr):
-    with tf2.summary.create_file_writer(config.model_dir).as_default(), \
-        tf2.summary.record_if(True):
+    # One flush per loop, as the Cloud TPU reference does: each flush of a gs:// events file
+    # uploads the whole file again.
+    writer = tf2.summary.create_file_writer(config.model_dir,
+                                            max_queue=config.iterations_per_loop)
+    with writer.as_default(), tf2.summary.record_if(True):
       tf2.summary.scalar('loss', loss[0], step=gs[0])
       tf2.summary.scalar('learning_rate', lr[0], step=gs[0])
       return tf.summary.all_v2_summary_ops()
@@ -96,8 +101,8 @@ def _host_call(config, global_step, loss, learning_rate):
                         tf.reshape(learning_rate, [1])]
 
 
-def model_fn_builder(config):
-  """Returns a TPUEstimator model_fn for `config` (a `models.model_config.ModelConfig`).
+def model_fn_builder(model_config):
+  """Returns a TPUEstimator model_fn for `model_config` (a `models.model_config.ModelConfig`).
 
   The model_fn takes features and labels as `models.features` defines them and returns a
   `tf.estimator.tpu.TPUEstimatorSpec` for
@@ -111,7 +116,13 @@ def model_fn_builder(config):
   from their moving averages in the checkpoint being read.
   """
   def model_fn(features, labels, mode, params):
-    del params  # Shapes come from the features; the batch size is static in them.
+    # Shapes come from the features (the batch size is static in them); params only say where
+    # this graph runs. TPUEstimator builds the CPU export graph of a TPU model (export_to_tpu
+    # False) with params['use_tpu'] False: build it in float32 without cross-replica ops, so the
+    # SavedModel runs on CPU/GPU (the variables are float32 either way).
+    config = model_config
+    if model_config.use_tpu and params and params.get('use_tpu') is False:
+      config = dataclasses.replace(model_config, use_tpu=False, precision='float32')
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     # Weights and batch-norm statistics: what the moving average covers, recorded as they are
     # created (collections would also hold variables of an earlier call).

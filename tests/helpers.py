@@ -143,3 +143,18 @@ def predict_in_fresh_process(export_path, data_dir, tmp_path):
   out = json.loads(proc.stdout.strip().splitlines()[-1])
   return (labels, np.array(out['classes']), np.array(out['probabilities']),
           np.array(out['logits']))
+
+
+def config_from_args(*args):
+  """The run Config that `python -m trainer.main ARGS` would build, built in this process."""
+  from absl import flags as absl_flags  # pylint: disable=g-import-not-at-top
+  from flags import run_flags  # pylint: disable=g-import-not-at-top
+  from flags import to_config  # pylint: disable=g-import-not-at-top
+  if 'model' not in absl_flags.FLAGS:
+    run_flags.define_run_flags()
+  absl_flags.FLAGS.unparse_flags()
+  try:
+    absl_flags.FLAGS(['trainer.main'] + list(args))
+    return to_config.config_from_flags(absl_flags.FLAGS.flag_values_dict())
+  finally:
+    absl_flags.FLAGS.unparse_flags()

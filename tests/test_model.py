@@ -276,3 +276,59 @@ def test_tpu_variant_builds_in_bfloat16(model, image_size):
     assert all(v.dtype.base_dtype == tf.float32 for v in tf.global_variables()
                if v.dtype.base_dtype.is_floating)
     assert spec.loss.dtype == tf.float32
+
+
+@pytest.mark.parametrize('model,image_size', [('resnet', 32), ('bilstm', 0)])
+def test_cpu_export_graph_of_a_bfloat16_tpu_model_is_float32(model, image_size):
+  """TPUEstimator builds the SavedModel's CPU graph (export_to_tpu=False) with params['use_tpu']
+  False: that graph must hold no bfloat16 op (CPU/GPU TensorFlow cannot run bfloat16 Conv2D or
+  MatMul) and no cross-replica op. The same config with params['use_tpu'] True still builds the
+  bfloat16 TPU graph."""
+  config = ModelConfig(model=model, image_size=image_size, use_tpu=True, precision='bfloat16',
+                       skip_host_call=True, **dict(MODEL_DEFAULTS[model], **(
+                           _TEXT if model == 'bilstm' else {})))
+
+  def predict_graph_dtypes(params):
+    with tf.Graph().as_default() as graph:
+      features, _ = _inputs(model, 2, image_size, np.random.RandomState(0))
+      spec = model_fn_lib.model_fn_builder(config)(features, None, tf.estimator.ModeKeys.PREDICT,
+                                                   params)
+      assert spec.predictions['logits'].dtype == tf.float32
+      return {t.dtype.base_dtype for op in graph.get_operations() for t in op.outputs}
+
+  assert tf.bfloat16 not in predict_graph_dtypes({'use_tpu': False})
+  assert tf.bfloat16 in predict_graph_dtypes({'use_tpu': True})
+
+
+def test_host_call_writer_flushes_once_per_iterations_per_loop(tmp_path):
+  """The host_call's summary writer queues iterations_per_loop steps of events between flushes
+  (a gs:// events file is uploaded whole at each flush)."""
+  config = ModelConfig(num_classes=10, model_dir=str(tmp_path), iterations_per_loop=37)
+  with tf.Graph().as_default() as graph:
+    features, labels = _features()
+    spec = model_fn_lib.model_fn_builder(config)(features, labels, tf.estimator.ModeKeys.TRAIN,
+                                                 {})
+    host_call_fn, tensors = spec.host_call
+    host_call_fn(*tensors)
+    (writer,) = [op for op in graph.get_operations() if op.type == 'CreateSummaryFileWriter']
+    with tf.Session() as sess:
+      assert sess.run(writer.inputs[2]) == 37  # (writer, logdir, max_queue, ...)
+
+
+def test_bfloat16_bilstm_keeps_its_cell_state_in_float32():
+  """Under --precision=bfloat16 the LSTM's recurrence runs in float32 (its cell state would be
+  rounded to 8 bits of mantissa at every step in bfloat16) while the classifier is bfloat16."""
+  config = ModelConfig(model='bilstm', use_tpu=True, precision='bfloat16', skip_host_call=True,
+                       **dict(MODEL_DEFAULTS['bilstm'], **_TEXT))
+  with tf.Graph().as_default() as graph:
+    features, labels = _inputs('bilstm', 2, 0, np.random.RandomState(0))
+    model_fn_lib.model_fn_builder(config)(features, labels, tf.estimator.ModeKeys.EVAL,
+                                          {'use_tpu': True})
+    graph_def = graph.as_graph_def()
+  # TF 2.x builds the recurrence as a functional While: its body is in the function library.
+  nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+  matmuls = [(n.name, tf.as_dtype(n.attr['T'].type)) for n in nodes if n.op == 'MatMul']
+  in_lstm = {dtype for name, dtype in matmuls if not name.startswith('logits/')}
+  in_head = [dtype for name, dtype in matmuls if name.startswith('logits/')]
+  assert in_lstm == {tf.float32}
+  assert in_head == [tf.bfloat16]

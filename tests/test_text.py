@@ -328,8 +328,12 @@ def test_text_batches_follow_the_features_contract(text_small_dir, is_training):
     dataset = input_fn_lib.input_fn_builder(data, is_training, global_batch_size=32)(
         {'batch_size': 32})
     shapes, dtypes = tf.data.get_output_shapes(dataset), tf.data.get_output_types(dataset)
+    # take(1), read to its end: the session closes with no tf.data thread still running.
+    next_batch = tf.data.make_one_shot_iterator(dataset.take(1)).get_next()
     with tf.Session() as sess:
-      features, labels = sess.run(tf.data.make_one_shot_iterator(dataset).get_next())
+      features, labels = sess.run(next_batch)
+      with pytest.raises(tf.errors.OutOfRangeError):
+        sess.run(next_batch)
   spec = features_lib.feature_spec('text', 32, max_seq_length=info['max_seq_length'])
   assert {k: (shapes[0][k].as_list(), dtypes[0][k]) for k in shapes[0]} == spec
   assert (shapes[1].as_list(), dtypes[1]) == ([32], features_lib.LABEL_DTYPE)

@@ -14,6 +14,7 @@ from trainer import results as results_lib
 from trainer import run_errors
 from trainer.cloud import aiplatform_env
 from trainer.cloud import gcs_preflight
+from trainer.cloud import tpu_dry_run
 from trainer.data import shards
 from trainer.errors import PipelineError
 
@@ -37,8 +38,13 @@ def run(config):
     PipelineError: for anything the user must fix (data, TPU, checkpoints, cluster).
   """
   if not config.data.fake_data:
-    is_training_splits = {'train': [True], 'eval': [False], 'train_and_eval': [True, False]}
+    is_training_splits = {'train': [True], 'eval': [False], 'train_and_eval': [True, False],
+                          'dry_run': [True, False]}
     shards.check_shards_exist(config.data, is_training_splits[config.mode])
+  if config.mode == 'dry_run':
+    report = tpu_dry_run.dry_run(config, config.tpu_topology)
+    results_lib.write_json(config.model_dir, tpu_dry_run.REPORT_FILE, report)
+    return report
   task = aiplatform_env.distributed_task()
   if task:
     return _run_distributed(config, *task)

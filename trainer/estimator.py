@@ -15,13 +15,15 @@ from trainer.data import input_fn as input_fn_lib
 from trainer.errors import PipelineError
 
 
-def build_estimator(config, cluster_task=None):
+def build_estimator(config, cluster_task=None, tpu_master=None):
   """Returns the Estimator for `config` (a `trainer.run_config.Config`).
 
   Args:
     config: the run config.
     cluster_task: (task_type, task_index, cluster dict) of this process when TF_CONFIG describes
       a cluster (`trainer.cloud.aiplatform_env.distributed_task`), else None.
+    tpu_master: with use_tpu, the master of a simulated slice (`trainer.cloud.tpu_dry_run`)
+      instead of resolving config.tpu.
 
   Raises:
     PipelineError: a cluster with --use_tpu, MirroredStrategy or --mode=eval; with use_tpu, a TPU
@@ -42,7 +44,26 @@ def build_estimator(config, cluster_task=None):
     return _distributed_estimator(config)
   if config.mirrored_devices:
     return _mirrored_estimator(config)
-  return _tpu_estimator(config)
+  return _tpu_estimator(config, tpu_master)
+
+
+def check_tpu_evaluation(config, num_hosts):
+  """Refuses, before any training, a run that would evaluate on a TPU slice of several hosts
+  with TF 1.x: its TPUEstimator.evaluate supports one host only under PER_HOST_V2 (tpu_context),
+  so --mode=train_and_eval would train until its first evaluation and then fail. TF 2.x
+  evaluates on every host.
+
+  Raises:
+    PipelineError: such a run, naming the alternatives.
+  """
+  if (config.use_tpu and config.eval_on_tpu and num_hosts > 1 and
+      config.mode in ('train_and_eval', 'eval') and tf.__version__.startswith('1.')):
+    raise PipelineError(
+        'this Cloud TPU slice has %d hosts, and TensorFlow %s evaluates on a TPU of one host '
+        'only: --mode=%s would fail at its first evaluation. Pass --eval_on_tpu=false to evaluate '
+        "on this VM's CPU, or train with --mode=train and evaluate with --mode=eval "
+        '--eval_timeout=SECONDS as a separate job on a single-host slice (v2-8, v3-8).'
+        % (num_hosts, tf.__version__, config.mode))
 
 
 def input_fns(config, estimator):
@@ -61,28 +82,42 @@ def input_fns(config, estimator):
           lambda params: evaluation(dict(params, batch_size=config.eval_batch_size)))
 
 
-def _tpu_estimator(config):
-  """TPUEstimator. With use_tpu the TPU is resolved first (PipelineError if it cannot be reached)
-  and the input_fn runs once per host (PER_HOST_V2); otherwise it runs the model_fn on the local
-  CPU/GPU like a plain Estimator, with params['batch_size'] the global batch."""
+def _tpu_estimator(config, tpu_master=None):
+  """TPUEstimator on `tpu_run_config`: on the TPU, or the local CPU/GPU like a plain Estimator
+  (params['batch_size'] is then the global batch)."""
+  return tf.estimator.tpu.TPUEstimator(
+      model_fn=model_fn_lib.model_fn_builder(config.model),
+      config=tpu_run_config(config, tpu_master),
+      use_tpu=config.use_tpu, eval_on_tpu=config.eval_on_tpu,
+      train_batch_size=config.train_batch_size, eval_batch_size=config.eval_batch_size,
+      predict_batch_size=config.eval_batch_size, export_to_tpu=False)
+
+
+def tpu_run_config(config, tpu_master=None):
+  """The TPUEstimator's RunConfig. With use_tpu the TPU is resolved first (unless `tpu_master`
+  is given), a slice that cannot evaluate is refused (`check_tpu_evaluation`), and the input_fn
+  runs once per host (PER_HOST_V2).
+
+  Raises:
+    PipelineError: the TPU cannot be resolved or reached, or cannot evaluate.
+  """
   cluster = None
   tpu_config = tf.estimator.tpu.TPUConfig(iterations_per_loop=config.iterations_per_loop)
   if config.use_tpu:
-    cluster = tpu_resolver.resolve_tpu(config.tpu, config.tpu_zone, config.gcp_project,
-                                       timeout=config.tpu_connect_timeout)
+    if not tpu_master:
+      cluster = tpu_resolver.resolve_tpu(config.tpu, config.tpu_zone, config.gcp_project,
+                                         timeout=config.tpu_connect_timeout)
+      check_tpu_evaluation(config, tpu_resolver.num_hosts(cluster))
     tpu_config = tf.estimator.tpu.TPUConfig(
         iterations_per_loop=config.iterations_per_loop, num_shards=config.num_cores,
         per_host_input_for_training=tf.estimator.tpu.InputPipelineConfig.PER_HOST_V2)
-  run_config = tf.estimator.tpu.RunConfig(
-      cluster=cluster, model_dir=config.model_dir,
+  return tf.estimator.tpu.RunConfig(
+      cluster=cluster, master=tpu_master, model_dir=config.model_dir,
       save_checkpoints_steps=config.save_checkpoints_steps,
       keep_checkpoint_max=config.keep_checkpoint_max, tpu_config=tpu_config,
-      log_step_count_steps=None)  # trainer.hooks.ProgressHook logs progress
-  return tf.estimator.tpu.TPUEstimator(
-      model_fn=model_fn_lib.model_fn_builder(config.model), config=run_config,
-      use_tpu=config.use_tpu, train_batch_size=config.train_batch_size,
-      eval_batch_size=config.eval_batch_size, predict_batch_size=config.eval_batch_size,
-      export_to_tpu=False)
+      # trainer.hooks.ProgressHook logs step, rate and ETA. On a TPU the loss stays on the device
+      # between loops: TPUEstimator's own hooks log it, and examples/sec, after every loop.
+      log_step_count_steps=config.iterations_per_loop if config.use_tpu else None)
 
 
 def _distributed_estimator(config):

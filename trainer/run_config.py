@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 from models.model_config import ModelConfig
 from trainer.data.data_config import DataConfig
 
-MODES = ('train', 'eval', 'train_and_eval')
+MODES = ('train', 'eval', 'train_and_eval', 'dry_run')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +34,8 @@ class Config:
   gcp_project: Optional[str] = None
   num_cores: int = 8
   tpu_connect_timeout: float = 10.0
+  tpu_topology: Optional[str] = None  # mode dry_run: the simulated slice
+  eval_on_tpu: bool = True
   mirrored_devices: Tuple[str, ...] = ()
   profile_steps: Tuple[int, ...] = ()  # (start, end): trace global steps [start, end)
 

@@ -16,6 +16,8 @@ _HELP = ('Check that the TPU exists and is READY (`gcloud compute tpus list --zo
 
 
 _GKE_VARIABLE = 'KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS'
+# --tpu on a TPU VM: the TPU is attached to this host and its master is '' (in-process).
+LOCAL_TPU = 'local'
 
 
 def tpu_name(flag_value, environ=None):
@@ -73,7 +75,8 @@ def resolve_tpu(tpu, zone=None, project=None, timeout=10.0):
   """Builds a TPUClusterResolver and checks that its master answers.
 
   Args:
-    tpu: --tpu value: a Cloud TPU name or grpc://host:port (None: see `tpu_name`).
+    tpu: --tpu value: a Cloud TPU name, grpc://host:port, or 'local' on a TPU VM (TF 2.x; its
+      master is '' and nothing is probed), or None: see `tpu_name`.
     zone, project: GCE zone and project of a named TPU (None: from the metadata server).
     timeout: seconds allowed for resolving the name and for connecting to the TPU.
 
@@ -81,12 +84,15 @@ def resolve_tpu(tpu, zone=None, project=None, timeout=10.0):
     tf.distribute.cluster_resolver.TPUClusterResolver.
 
   Raises:
-    PipelineError: no TPU given, the name does not resolve, or the TPU does not answer.
+    PipelineError: no TPU given, the name does not resolve, the TPU does not answer, or 'local'
+      on TF 1.x (TPU VMs run TF 2.x).
   """
   name, source = tpu_name(tpu)
   if not name:
     raise PipelineError('--use_tpu needs a TPU, and none was given: tried %s. Pass --tpu=NAME '
                         '(or grpc://host:8470).' % source)
+  if name == LOCAL_TPU:
+    return _local_tpu(source, timeout)
   what = 'TPU %r (from %s, zone=%s, project=%s)' % (name, source, zone, project)
   resolver = _call_with_timeout(
       lambda: tf.distribute.cluster_resolver.TPUClusterResolver(
@@ -98,3 +104,25 @@ def resolve_tpu(tpu, zone=None, project=None, timeout=10.0):
   _check_reachable(master, timeout, what)
   logging.info('Using TPU %s at %s', name, master)
   return resolver
+
+
+def _local_tpu(source, timeout):
+  """The TPU attached to this TPU VM (TF 2.x only): its master is '' and there is no address to
+  probe."""
+  if not tf.__version__.startswith('2.'):
+    raise PipelineError(
+        '--tpu=local (from %s) names the TPU of a TPU VM, which runs TensorFlow 2.x; this is '
+        'TensorFlow %s, which reaches a TPU node by name or grpc://host:8470. Pass --tpu=NAME, '
+        'or run on a TPU VM with TF 2.x.' % (source, tf.__version__))
+  resolver = _call_with_timeout(
+      lambda: tf.distribute.cluster_resolver.TPUClusterResolver(tpu=LOCAL_TPU), timeout,
+      'finding the TPU of this TPU VM (--tpu=local)')
+  logging.info('Using the TPU attached to this TPU VM (--tpu=local)')
+  return resolver
+
+
+def num_hosts(resolver):
+  """Hosts of the resolved slice: the tasks of its `worker` job (1 for a TPU VM or one host)."""
+  spec = resolver.cluster_spec()
+  jobs = spec.as_dict() if spec else {}
+  return max(1, len(jobs.get('worker', [])))

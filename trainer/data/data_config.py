@@ -21,8 +21,8 @@ class DataConfig:
     num_train_examples, num_eval_examples: examples per split (eval must be exact: it sizes the
       padding that lets evaluation see every example once).
     image_size: model input height and width.
-    image_dtype: dtype of features['image'] (`models.features`): 'uint8' (CPU/GPU) or 'float32'
-      (Cloud TPU; the cast is one op per batch on the TPU host).
+    image_dtype: dtype of features['image'] (`models.features`): 'uint8' (CPU/GPU), 'float32'
+      or 'bfloat16' (Cloud TPU; the cast is one op per batch on the TPU host).
     train_crop, crop_padding, eval_crop_fraction, random_flip, color_distortion: see
       `trainer.data.preprocessing`.
     cache_decoded: cache decoded images in host RAM after the first epoch (small datasets only).

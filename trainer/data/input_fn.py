@@ -75,13 +75,25 @@ def with_host_options(dataset):
   return dataset.with_options(options)
 
 
+def host_of(params):
+  """(host_id, num_hosts) of this input_fn call: on a Cloud TPU, TPUEstimator calls the input_fn
+  once per host (PER_HOST_V2) with params['context']; elsewhere (0, 1)."""
+  context = params.get('context')
+  if context is None:
+    return 0, 1
+  _, host_id, num_hosts, _ = context.current_input_fn_deployment()
+  return host_id, num_hosts
+
+
 def input_fn_builder(data, is_training, global_batch_size=None):
   """Returns an input_fn(params) for TPUEstimator.
 
   Training repeats forever, shuffles and drops the last partial batch. Evaluation reads each
   example exactly once in file order and appends mask-0 padding up to a multiple of
   `global_batch_size`, so with `eval_steps = ceil(num_eval_examples / global_batch_size)` every
-  example counts once and no batch is ragged (TPU evaluation needs fixed shapes).
+  example counts once and no batch is ragged (TPU evaluation needs fixed shapes). On a pod slice
+  each host reads its own part of the data (`records.record_dataset`) and pads its eval examples
+  to its share of those steps.
 
   Args:
     data: `trainer.data.data_config.DataConfig`.
@@ -94,11 +106,14 @@ def input_fn_builder(data, is_training, global_batch_size=None):
   """
   def input_fn(params):
     batch_size = params['batch_size']
-    num_examples = data.num_train_examples if is_training else data.num_eval_examples
+    host_id, num_hosts = host_of(params)
+    num_examples = data.num_train_examples if is_training else records.host_shard(
+        data.num_eval_examples, host_id, num_hosts)
     if data.fake_data:
       dataset = _fake_dataset(data, is_training, num_examples)
     elif data.modality == 'text':
-      dataset = records.record_dataset(data.file_pattern(is_training), is_training)
+      dataset = records.record_dataset(data.file_pattern(is_training), is_training, host_id,
+                                       num_hosts)
       dataset = dataset.map(lambda r: records.parse_text_record(data, r),
                             num_parallel_calls=AUTOTUNE)
       # Token ids are small: keep them in memory after the first pass.
@@ -106,7 +121,8 @@ def input_fn_builder(data, is_training, global_batch_size=None):
       if is_training:
         dataset = dataset.shuffle(_SHUFFLE_BUFFER_DECODED).repeat()
     else:
-      dataset = records.record_dataset(data.file_pattern(is_training), is_training)
+      dataset = records.record_dataset(data.file_pattern(is_training), is_training, host_id,
+                                       num_hosts)
       if data.cache_decoded:
         # Decoded once, kept in host RAM: later epochs only crop and flip.
         dataset = dataset.map(lambda r: records.parse_and_decode_image_record(data, r),
@@ -123,7 +139,9 @@ def input_fn_builder(data, is_training, global_batch_size=None):
       dataset = dataset.map(lambda image, label: _preprocess(data, is_training, image, label),
                             num_parallel_calls=AUTOTUNE)
     if not is_training:
-      padded_total = -(-num_examples // global_batch_size) * global_batch_size
+      # Every host runs the same eval_steps = ceil(num_eval_examples / global_batch_size).
+      padded_total = (-(-data.num_eval_examples // global_batch_size) * global_batch_size //
+                      num_hosts)
       dataset = dataset.concatenate(_eval_padding(data, padded_total - num_examples))
     dataset = dataset.batch(batch_size, drop_remainder=True)
     if data.modality == 'image' and data.image_dtype != 'uint8':

@@ -71,13 +71,44 @@ def text_example(token_ids, label, text):
   }))
 
 
-def record_dataset(pattern, is_training):
+def host_shard(num_items, host_id, num_hosts):
+  """How many of `num_items` items, dealt round-robin (item i to host i % num_hosts), host
+  `host_id` gets."""
+  return num_items // num_hosts + (1 if host_id < num_items % num_hosts else 0)
+
+
+def host_files(pattern, host_id, num_hosts):
+  """The training shards matching `pattern` that host `host_id` of `num_hosts` reads: every
+  num_hosts-th file in sorted order from the host_id-th. With fewer files than hosts, every host
+  gets all of them (and `record_dataset` deals out records instead)."""
+  paths = sorted(tf.io.gfile.glob(pattern))
+  if len(paths) < num_hosts:
+    return paths
+  return paths[host_id::num_hosts]
+
+
+def record_dataset(pattern, is_training, host_id=0, num_hosts=1):
   """Interleaved TFRecord shards matching `pattern` (serialized records); shuffled file order in
-  training, file order in evaluation."""
-  files = tf.data.Dataset.list_files(pattern, shuffle=is_training)
-  return files.interleave(
-      lambda f: tf.data.TFRecordDataset(f, buffer_size=8 * 1024 * 1024),
-      cycle_length=16, num_parallel_calls=tf.data.experimental.AUTOTUNE)
+  training, file order in evaluation.
+
+  On a pod slice each host's input_fn reads its own part, so together the hosts read every
+  record once per pass: in training its `host_files` (or, with fewer files than hosts, every
+  num_hosts-th record); in evaluation every num_hosts-th record from the host_id-th, so that
+  `host_shard` gives each host's exact count.
+  """
+  interleave = dict(cycle_length=16, num_parallel_calls=tf.data.experimental.AUTOTUNE)
+  read = lambda f: tf.data.TFRecordDataset(f, buffer_size=8 * 1024 * 1024)
+  if num_hosts == 1:
+    return tf.data.Dataset.list_files(pattern, shuffle=is_training).interleave(read, **interleave)
+  paths = sorted(tf.io.gfile.glob(pattern))
+  by_file = is_training and len(paths) >= num_hosts
+  if by_file:
+    paths = paths[host_id::num_hosts]
+  files = tf.data.Dataset.from_tensor_slices(paths)
+  if is_training:
+    files = files.shuffle(len(paths))
+  dataset = files.interleave(read, **interleave)
+  return dataset if by_file else dataset.shard(num_hosts, host_id)
 
 
 def _checked_label(data, label, key):

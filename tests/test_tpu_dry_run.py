@@ -1,0 +1,143 @@
+"""`--mode=dry_run`: the real use_tpu=True graphs of every model, built for simulated Cloud TPU
+slices of one and of four hosts, and the per-host input they read from real data."""
+
+import json
+import os
+
+import pytest
+from tensorflow.core.framework import attr_value_pb2
+from tensorflow.core.framework import node_def_pb2
+import tensorflow.compat.v1 as tf
+
+from helpers import config_from_args, ok, refused, run_main, write_subset
+from trainer.cloud import tpu_dry_run
+from trainer.data import records
+from trainer.errors import PipelineError
+
+
+@pytest.fixture(scope='module')
+def pod_dir(fashion_mnist_dir, tmp_path_factory):
+  """640 real train / 300 real test images in 8 shards each: 2 train shards per host of a v3-32."""
+  return write_subset(fashion_mnist_dir, str(tmp_path_factory.mktemp('pod')), 640, 300,
+                      num_shards=8)
+
+
+@pytest.fixture(scope='module')
+def text_pod_dir(rotten_tomatoes_dir, tmp_path_factory):
+  """256 real train / 90 real validation snippets in 8 shards each."""
+  return write_subset(rotten_tomatoes_dir, str(tmp_path_factory.mktemp('text_pod')), 256, 90,
+                      num_shards=8)
+
+
+# Tiny settings per model; the batches divide over 32 cores. ResNet runs in bfloat16, as TPU jobs
+# usually do.
+_MODELS = {
+    'resnet': (['--model=resnet', '--resnet_depth=18', '--image_size=16', '--precision=bfloat16'],
+               'pod_dir', ['bfloat16', 'float32', 'int32']),
+    'cnn': (['--model=cnn', '--image_size=28'], 'pod_dir', ['float32', 'int32']),
+    'inception_v3': (['--model=inception_v3', '--image_size=75'], 'pod_dir',
+                     ['float32', 'int32']),
+    'bilstm': (['--model=bilstm', '--embedding_dim=16', '--lstm_hidden_units=16'], 'text_pod_dir',
+               ['float32', 'int32']),
+}
+
+
+@pytest.mark.parametrize('topology', ['v3-8', 'v3-32'])
+@pytest.mark.parametrize('model', sorted(_MODELS))
+def test_dry_run_builds_the_tpu_graph_and_splits_the_input_between_hosts(model, topology,
+                                                                          request, tmp_path):
+  args, data_fixture, infeed_dtypes = _MODELS[model]
+  data_dir = request.getfixturevalue(data_fixture)
+  config = config_from_args(
+      '--mode=dry_run', '--tpu_topology=' + topology, '--data_dir=' + data_dir,
+      '--model_dir=' + str(tmp_path), '--train_batch_size=64', '--eval_batch_size=64', *args)
+  report = tpu_dry_run.dry_run(config, topology)
+  num_hosts, num_cores = tpu_dry_run.TOPOLOGIES[topology]
+  assert (report['num_hosts'], report['num_cores']) == (num_hosts, num_cores)
+  hosts = report['per_host']
+  # TPUEstimator called the input_fn once per host, with that host's params['context'].
+  assert [h['host_id'] for h in hosts] == list(range(num_hosts))
+  assert all(h['per_core_batch_size'] == 64 // num_cores for h in hosts)
+  # The training shards are split between the hosts: each read by exactly one.
+  train_files = [f for h in hosts for f in h['train_files']]
+  assert sorted(train_files) == sorted(tf.io.gfile.glob(os.path.join(data_dir, 'train-*')))
+  assert len(set(train_files)) == len(train_files) and all(h['train_files'] for h in hosts)
+  # Every eval example is read exactly once across the hosts; each pads to the same steps.
+  num_eval = config.data.num_eval_examples
+  assert report['eval_examples_read'] == num_eval
+  assert [h['eval_examples'] for h in hosts] == [
+      records.host_shard(num_eval, h['host_id'], num_hosts) for h in hosts]
+  assert {h['eval_steps'] for h in hosts} == {config.eval_steps}
+  assert report['infeed']['dtypes'] == infeed_dtypes
+  assert report['infeed']['enqueue_ops'] == num_cores
+  assert report['cross_replica_sums'] > 0 and report['tpu_ops'] > 0
+  assert report['unsupported_ops'] == []
+  if num_hosts > 1 and tf.__version__.startswith('1.'):
+    assert 'evaluates on a TPU of one host only' in report['evaluation']['refused']
+  else:
+    assert report['evaluation']['tpu_ops'] > 0
+
+
+def test_dry_run_of_a_v3_32_job_on_all_of_fashion_mnist(fashion_mnist_dir, tmp_path):
+  """The CLI on the full real data: 16 train shards over 4 hosts, all 10,000 test images read
+  once, bfloat16 images on the infeed (half the bytes of float32)."""
+  model_dir = tmp_path / 'model'
+  ok(run_main('--mode=dry_run', '--tpu_topology=v3-32', '--data_dir=' + fashion_mnist_dir,
+              '--model_dir=' + str(model_dir), '--model=resnet', '--resnet_depth=18',
+              '--image_size=32', '--train_batch_size=256', '--eval_batch_size=1024',
+              '--precision=bfloat16'))
+  report = json.loads((model_dir / tpu_dry_run.REPORT_FILE).read_text())
+  assert [len(h['train_files']) for h in report['per_host']] == [4, 4, 4, 4]
+  assert [h['eval_examples'] for h in report['per_host']] == [2500] * 4
+  assert report['eval_examples_read'] == 10000
+  # 256 images of 32x32x3 in bfloat16, plus a float32 mask and an int32 label each.
+  assert report['infeed']['bytes_per_step'] == 256 * (32 * 32 * 3 * 2 + 4 + 4)
+
+
+@pytest.mark.parametrize('args,message', [
+    (['--mode=dry_run'], '--mode=dry_run needs --tpu_topology'),
+    (['--mode=dry_run', '--tpu_topology=v9-99'], 'is not a slice the dry run knows'),
+    (['--tpu_topology=v3-8', '--train_steps=1'], '--tpu_topology is read by --mode=dry_run only'),
+    (['--mode=dry_run', '--tpu_topology=v3-8', '--use_tpu'], 'contacts no TPU: drop --use_tpu'),
+    (['--mode=dry_run', '--tpu_topology=v3-32', '--train_batch_size=48'],
+     '--train_batch_size=48 is not divisible by --num_cores=32'),
+])
+def test_dry_run_flags_are_checked(small_dir, tmp_path, args, message):
+  with pytest.raises(PipelineError, match=message):
+    config_from_args('--data_dir=' + small_dir, '--model_dir=' + str(tmp_path), *args)
+
+
+def test_dry_run_cli_refuses_without_a_topology(small_dir, tmp_path):
+  refused(run_main('--mode=dry_run', '--data_dir=' + small_dir, '--model_dir=' + str(tmp_path)),
+          '--mode=dry_run needs --tpu_topology')
+
+
+def test_unsupported_ops_inside_the_tpu_computation_are_found():
+  """Ops without an XLA kernel, or holding strings or float64, are reported; ops outside the TPU
+  computation and XLA-compilable ones are not."""
+  def node(op, replicated=True, **types):
+    attrs = {k: attr_value_pb2.AttrValue(type=tf.as_dtype(v).as_datatype_enum)
+             for k, v in types.items()}
+    if replicated:
+      attrs['_tpu_replicate'] = attr_value_pb2.AttrValue(s=b'cluster')
+    return node_def_pb2.NodeDef(name=op, op=op, attr=attrs)
+
+  found = tpu_dry_run.unsupported_ops([
+      node('DecodeJpeg'), node('StringToNumber', out_type=tf.float32),
+      node('Cast', DstT=tf.float32, SrcT=tf.float64),
+      node('Conv2D', T=tf.float32), node('DecodeJpeg', replicated=False)])
+  assert found == ['Cast (float64)', 'DecodeJpeg (no XLA kernel)',
+                   'StringToNumber (no XLA kernel)']
+
+
+def test_tpu_runs_log_loss_and_examples_per_second_every_loop(small_dir, tmp_path):
+  """On a TPU the loss lives on the device between host round trips: TPUEstimator's own hooks
+  log it with examples/sec after every iterations_per_loop; off TPU the progress hook does."""
+  from trainer import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
+  common = ['--data_dir=' + small_dir, '--model_dir=' + str(tmp_path), '--train_steps=1',
+            '--train_batch_size=64', '--eval_batch_size=64', '--iterations_per_loop=25']
+  tpu = config_from_args('--mode=dry_run', '--tpu_topology=v3-8', *common)
+  run_config = estimator_lib.tpu_run_config(tpu, tpu_master=tpu_dry_run.SIMULATED_MASTER)
+  assert run_config.log_step_count_steps == 25
+  cpu = config_from_args(*common)
+  assert estimator_lib.tpu_run_config(cpu).log_step_count_steps is None
