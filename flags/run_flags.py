@@ -63,6 +63,8 @@ def define_optimizer_flags():
                      'with the constant schedule the rate itself (%s).'
                      % _recipe('base_learning_rate'))
   flags.DEFINE_float('momentum', 0.9, 'Momentum of the SGD and RMSProp optimizers.')
+  flags.DEFINE_bool('nesterov', False, 'Nesterov momentum for the momentum (SGD) optimizer, as '
+                    'the Cloud TPU reference ResNet trains.')
   flags.DEFINE_float('weight_decay', None,
                      'L2 coefficient, batch-norm variables excluded (%s).'
                      % _recipe('weight_decay'))

@@ -49,6 +49,8 @@ class ModelConfig:
       (base_learning_rate as given, unscaled: the usual setting for Adam).
     base_learning_rate: learning rate for a global batch of 256 ('constant': the rate itself).
     momentum: momentum of the SGD and RMSProp optimizers.
+    nesterov: Nesterov momentum for 'momentum' (the Cloud TPU reference ResNet uses it; He et al.
+      2016 and this project's recipes use classical momentum).
     rmsprop_decay, rmsprop_epsilon: RMSProp's squared-gradient decay and epsilon (Szegedy et al.
       2016, Sec. 8: 0.9 and 1.0).
     weight_decay: L2 coefficient applied to all trainable weights except batch-norm variables.
@@ -67,7 +69,7 @@ class ModelConfig:
     precision: 'float32' or 'bfloat16' (activations only; variables stay float32).
     use_tpu: build the TPU variant (CrossShardOptimizer, bfloat16 allowed). The model_fn builds
       the CPU variant in float32 anyway when TPUEstimator passes params['use_tpu'] False (the
-      CPU export graph).
+      export graph, and evaluation with eval_on_tpu False).
     skip_host_call: do not write per-step TensorBoard summaries through host_call.
     model_dir: where host_call writes its summaries.
     iterations_per_loop: training steps per TPU host round trip; the host_call's summary writer
@@ -97,6 +99,7 @@ class ModelConfig:
   lr_schedule: str = 'step'
   base_learning_rate: float = 0.1
   momentum: float = 0.9
+  nesterov: bool = False
   rmsprop_decay: float = 0.9
   rmsprop_epsilon: float = 1.0
   weight_decay: float = 1e-4

@@ -117,9 +117,10 @@ def model_fn_builder(model_config):
   """
   def model_fn(features, labels, mode, params):
     # Shapes come from the features (the batch size is static in them); params only say where
-    # this graph runs. TPUEstimator builds the CPU export graph of a TPU model (export_to_tpu
-    # False) with params['use_tpu'] False: build it in float32 without cross-replica ops, so the
-    # SavedModel runs on CPU/GPU (the variables are float32 either way).
+    # this graph runs. TPUEstimator builds the CPU graphs of a TPU model (the export graph with
+    # export_to_tpu False, evaluation with eval_on_tpu False) with params['use_tpu'] False:
+    # build them in float32 without cross-replica ops, so they run on a CPU/GPU (the variables
+    # are float32 either way; such an evaluation measures the float32 network).
     config = model_config
     if model_config.use_tpu and params and params.get('use_tpu') is False:
       config = dataclasses.replace(model_config, use_tpu=False, precision='float32')

@@ -58,7 +58,8 @@ def weight_decay_loss(config):
 def _optimizer(config, learning_rate):
   """The `config.optimizer` instance (momentum SGD, RMSProp or Adam) at `learning_rate`."""
   if config.optimizer == 'momentum':
-    return tf.train.MomentumOptimizer(learning_rate, momentum=config.momentum)
+    return tf.train.MomentumOptimizer(learning_rate, momentum=config.momentum,
+                                      use_nesterov=config.nesterov)
   if config.optimizer == 'rmsprop':
     return tf.train.RMSPropOptimizer(learning_rate, decay=config.rmsprop_decay,
                                      momentum=config.momentum, epsilon=config.rmsprop_epsilon)

@@ -332,3 +332,13 @@ def test_bfloat16_bilstm_keeps_its_cell_state_in_float32():
   in_head = [dtype for name, dtype in matmuls if name.startswith('logits/')]
   assert in_lstm == {tf.float32}
   assert in_head == [tf.bfloat16]
+
+
+@pytest.mark.parametrize('nesterov', [False, True])
+def test_nesterov_momentum_is_used_when_asked(nesterov):
+  config = ModelConfig(num_classes=10, nesterov=nesterov, skip_host_call=True)
+  with tf.Graph().as_default() as graph:
+    features, labels = _features()
+    model_fn_lib.model_fn_builder(config)(features, labels, tf.estimator.ModeKeys.TRAIN, {})
+    updates = [op for op in graph.get_operations() if 'ApplyMomentum' in op.type]
+  assert updates and {op.get_attr('use_nesterov') for op in updates} == {nesterov}

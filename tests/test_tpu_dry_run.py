@@ -9,7 +9,8 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.framework import node_def_pb2
 import tensorflow.compat.v1 as tf
 
-from helpers import config_from_args, ok, refused, run_main, write_subset
+from helpers import (config_from_args, ok, predict_in_fresh_process, refused, run_main,
+                     write_subset)
 from trainer.cloud import tpu_dry_run
 from trainer.data import records
 from trainer.errors import PipelineError
@@ -56,31 +57,35 @@ def test_dry_run_builds_the_tpu_graph_and_splits_the_input_between_hosts(model, 
   assert (report['num_hosts'], report['num_cores']) == (num_hosts, num_cores)
   hosts = report['per_host']
   # TPUEstimator called the input_fn once per host, with that host's params['context'].
-  assert [h['host_id'] for h in hosts] == list(range(num_hosts))
+  assert [(h['host_id'], h['num_hosts']) for h in hosts] == [
+      (i, num_hosts) for i in range(num_hosts)]
   assert all(h['per_core_batch_size'] == 64 // num_cores for h in hosts)
-  # The training shards are split between the hosts: each read by exactly one.
+  # The 8 training shards are split between the hosts: each read by exactly one.
   train_files = [f for h in hosts for f in h['train_files']]
   assert sorted(train_files) == sorted(tf.io.gfile.glob(os.path.join(data_dir, 'train-*')))
   assert len(set(train_files)) == len(train_files) and all(h['train_files'] for h in hosts)
-  # Every eval example is read exactly once across the hosts; each pads to the same steps.
-  num_eval = config.data.num_eval_examples
-  assert report['eval_examples_read'] == num_eval
-  assert [h['eval_examples'] for h in hosts] == [
-      records.host_shard(num_eval, h['host_id'], num_hosts) for h in hosts]
-  assert {h['eval_steps'] for h in hosts} == {config.eval_steps}
   assert report['infeed']['dtypes'] == infeed_dtypes
   assert report['infeed']['enqueue_ops'] == num_cores
-  assert report['cross_replica_sums'] > 0 and report['tpu_ops'] > 0
+  assert report['cross_replica_sums'] > 0 and report['tpu_ops'] > 100
   assert report['unsupported_ops'] == []
+  evaluation = report['evaluation']
   if num_hosts > 1 and tf.__version__.startswith('1.'):
-    assert 'evaluates on a TPU of one host only' in report['evaluation']['refused']
-  else:
-    assert report['evaluation']['tpu_ops'] > 0
+    assert 'evaluates on a TPU of one host only' in evaluation['refused']
+    return
+  # Every eval example is read exactly once across the hosts, each host padding to the same
+  # number of batches: eval_steps x its cores.
+  num_eval = config.data.num_eval_examples
+  assert evaluation['eval_examples_read'] == num_eval
+  assert [h['eval_examples'] for h in evaluation['per_host']] == [
+      records.host_shard(num_eval, i, num_hosts) for i in range(num_hosts)]
+  assert evaluation['batches_match_eval_steps']
+  assert evaluation['tpu_ops'] > 100 and evaluation['unsupported_ops'] == []
 
 
 def test_dry_run_of_a_v3_32_job_on_all_of_fashion_mnist(fashion_mnist_dir, tmp_path):
-  """The CLI on the full real data: 16 train shards over 4 hosts, all 10,000 test images read
-  once, bfloat16 images on the infeed (half the bytes of float32)."""
+  """The CLI on the full real data: 16 train shards over 4 hosts, bfloat16 images on the infeed
+  (half the bytes of float32) and, where the runtime can evaluate on 4 hosts (TF 2.x), all
+  10,000 test images read once."""
   model_dir = tmp_path / 'model'
   ok(run_main('--mode=dry_run', '--tpu_topology=v3-32', '--data_dir=' + fashion_mnist_dir,
               '--model_dir=' + str(model_dir), '--model=resnet', '--resnet_depth=18',
@@ -88,10 +93,15 @@ def test_dry_run_of_a_v3_32_job_on_all_of_fashion_mnist(fashion_mnist_dir, tmp_p
               '--precision=bfloat16'))
   report = json.loads((model_dir / tpu_dry_run.REPORT_FILE).read_text())
   assert [len(h['train_files']) for h in report['per_host']] == [4, 4, 4, 4]
-  assert [h['eval_examples'] for h in report['per_host']] == [2500] * 4
-  assert report['eval_examples_read'] == 10000
   # 256 images of 32x32x3 in bfloat16, plus a float32 mask and an int32 label each.
   assert report['infeed']['bytes_per_step'] == 256 * (32 * 32 * 3 * 2 + 4 + 4)
+  assert report['unsupported_ops'] == []
+  evaluation = report['evaluation']
+  if tf.__version__.startswith('1.'):
+    assert '--eval_on_tpu=false' in evaluation['refused']
+  else:
+    assert [h['eval_examples'] for h in evaluation['per_host']] == [2500] * 4
+    assert evaluation['eval_examples_read'] == 10000 and evaluation['batches_match_eval_steps']
 
 
 @pytest.mark.parametrize('args,message', [
@@ -141,3 +151,84 @@ def test_tpu_runs_log_loss_and_examples_per_second_every_loop(small_dir, tmp_pat
   assert run_config.log_step_count_steps == 25
   cpu = config_from_args(*common)
   assert estimator_lib.tpu_run_config(cpu).log_step_count_steps is None
+
+
+def test_a_bfloat16_tpu_job_exports_a_float32_saved_model_that_serves_on_cpu(small_dir, tmp_path):
+  """The SavedModel of a bfloat16 TPU job (TPUEstimator, use_tpu=True, export_to_tpu=False) holds
+  no bfloat16 op and classifies the real eval images on the CPU. The checkpoint comes from two
+  CPU steps: its variables are float32 either way."""
+  from trainer import driver  # pylint: disable=g-import-not-at-top
+  from trainer import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
+  from trainer import results  # pylint: disable=g-import-not-at-top
+  model_dir = str(tmp_path / 'model')
+  common = ['--data_dir=' + small_dir, '--model_dir=' + model_dir, '--model=resnet',
+            '--resnet_depth=18', '--image_size=16', '--train_batch_size=32',
+            '--eval_batch_size=32', '--train_steps=2', '--export_dir=' + str(tmp_path / 'export')]
+  driver.run(config_from_args('--mode=train', *common))
+  tpu = config_from_args('--mode=dry_run', '--tpu_topology=v3-8', '--precision=bfloat16', *common)
+  with tpu_dry_run.simulated_slice(1, 8):
+    estimator = estimator_lib.build_estimator(tpu, tpu_master=tpu_dry_run.SIMULATED_MASTER)
+    path = results.export(estimator, tpu, tf.train.latest_checkpoint(model_dir))
+  with tf.Graph().as_default(), tf.Session() as sess:
+    graph_def = tf.saved_model.load(sess, ['serve'], path).graph_def
+  dtypes = {tf.as_dtype(a.type) for n in graph_def.node for k, a in n.attr.items()
+            if k in ('T', 'dtype', 'DstT', 'SrcT') and a.type}
+  assert tf.float32 in dtypes and tf.bfloat16 not in dtypes
+  labels, classes, _, _ = predict_in_fresh_process(path, small_dir, tmp_path)
+  assert len(classes) == len(labels) == 300
+
+
+@pytest.mark.parametrize('num_files', [2, 5, 8])
+@pytest.mark.parametrize('is_training', [True, False])
+def test_hosts_together_read_every_record_exactly_once(small_dir, tmp_path, num_files,
+                                                       is_training):
+  """Whatever the number of shards (fewer than the hosts, not a multiple of them, a multiple),
+  the 4 hosts' record datasets partition the records: each read by exactly one host per pass."""
+  data_dir = write_subset(small_dir, str(tmp_path), 100, 50, num_shards=num_files)
+  pattern = os.path.join(data_dir, ('train' if is_training else 'validation') + '-*')
+  expected = sorted(r for path in sorted(tf.io.gfile.glob(pattern))
+                    for r in tf.io.tf_record_iterator(path))
+  read = []
+  for host_id in range(4):
+    with tf.Graph().as_default():
+      next_record = tf.data.make_one_shot_iterator(
+          records.record_dataset(pattern, is_training, host_id, 4)).get_next()
+      with tf.Session() as sess:
+        host = []
+        while True:
+          try:
+            host.append(sess.run(next_record))
+          except tf.errors.OutOfRangeError:
+            break
+    if not is_training:
+      assert len(host) == records.host_shard(len(expected), host_id, 4)
+    read.extend(host)
+  assert sorted(read) == expected
+
+
+def test_an_op_a_tpu_cannot_run_is_found_inside_the_real_tpu_computation(tmp_path):
+  """A string op inside a model_fn is found in the TPU computation TPUEstimator builds (on TF 2.x
+  inside the training loop's function body)."""
+  def model_fn(features, labels, mode, params):
+    del params
+    logits = tf.layers.dense(features, 2)
+    loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+    loss += tf.strings.to_number(tf.strings.as_string(loss))  # string ops: no TPU kernels
+    train_op = tf.tpu.CrossShardOptimizer(tf.train.GradientDescentOptimizer(0.1)).minimize(
+        loss, tf.train.get_or_create_global_step())
+    return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  def input_fn(params):
+    dataset = tf.data.Dataset.from_tensors((tf.zeros([4]), tf.constant(0))).repeat()
+    return dataset.batch(params['batch_size'], drop_remainder=True)
+
+  with tpu_dry_run.simulated_slice(1, 8):
+    estimator = tf.estimator.tpu.TPUEstimator(
+        model_fn=model_fn, use_tpu=True, train_batch_size=16,
+        config=tf.estimator.tpu.RunConfig(
+            master=tpu_dry_run.SIMULATED_MASTER, model_dir=str(tmp_path),
+            tpu_config=tf.estimator.tpu.TPUConfig(iterations_per_loop=2, num_shards=8)))
+    graph = tpu_dry_run.capture_graph(
+        lambda hooks: estimator.train(input_fn, max_steps=1, hooks=hooks))
+  found = tpu_dry_run.unsupported_ops(tpu_dry_run.tpu_computation_nodes(graph))
+  assert 'AsString (no XLA kernel)' in found and 'StringToNumber (no XLA kernel)' in found

@@ -8,9 +8,11 @@ calls the input_fn once per host with params['context'], builds the infeed enque
 model_fn over the cores and builds the cross-replica sums and the host_call outfeed, exactly as
 on the slice. Nothing runs on a TPU: a hook stops each job before its session starts.
 
-The report (<model_dir>/dry_run.json): the slice, each host's input (the training files it reads,
-the eval examples it evaluates, counted by running its eval input_fn over the real data), what
-crosses the infeed per step, and the ops inside the TPU computation that XLA cannot compile.
+The report (<model_dir>/dry_run.json): the slice; each host's training input (the files it
+reads, or that it deals out records); what crosses the infeed per step; the ops inside the TPU
+computation that XLA cannot compile; and the evaluation: refused where TF 1.x cannot evaluate on
+the slice, else its graph and each host's eval examples, counted by running that host's recorded
+eval input_fn call again over the real data.
 For the last, the XLA CPU JIT's kernel registrations of the installed wheel stand in for the TPU
 compiler's (which registers a few ops more or fewer): a proxy, not a TPU compile.
 """
@@ -18,6 +20,8 @@ compiler's (which registers a few ops more or fewer): a proxy, not a TPU compile
 import collections
 import contextlib
 import dataclasses
+import shutil
+import tempfile
 
 from absl import logging
 import tensorflow.compat.v1 as tf
@@ -76,12 +80,13 @@ def simulated_slice(num_hosts, num_cores):
   """While active, TPUEstimator sees a slice of `num_hosts` hosts with `num_cores` TPU cores."""
   def metadata(master_address, cluster_def=None, query_topology=False):
     del master_address, cluster_def, query_topology
+    device = session_lib._DeviceAttributes  # pylint: disable=protected-access
     devices = []
     for host in range(num_hosts):
       prefix = '/job:tpu_worker/replica:0/task:%d/device:' % host
-      devices.append(session_lib._DeviceAttributes(prefix + 'CPU:0', 'CPU', 0, 0))  # pylint: disable=protected-access
+      devices.append(device(prefix + 'CPU:0', 'CPU', 0, 0))
       for core in range(num_cores // num_hosts):
-        devices.append(session_lib._DeviceAttributes(prefix + 'TPU:%d' % core, 'TPU', 0, 0))  # pylint: disable=protected-access
+        devices.append(device(prefix + 'TPU:%d' % core, 'TPU', 0, 0))
     # TPUSystemMetadata since TF 2.x; _TPUSystemMetadata in TF 1.15.
     metadata_type = (getattr(tpu_system_metadata, 'TPUSystemMetadata', None) or
                      tpu_system_metadata._TPUSystemMetadata)  # pylint: disable=protected-access
@@ -104,6 +109,26 @@ def _nodes(graph):
   return list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
 
 
+def tpu_computation_nodes(graph):
+  """The nodes of the TPU computation in `graph`: those marked `_tpu_replicate` and, on TF 2.x,
+  every node of the functions they call (the training loop is a functional While whose body
+  holds the model; nodes inside functions carry no marks)."""
+  graph_def = graph.as_graph_def()
+  functions = {f.signature.name: f for f in graph_def.library.function}
+  found = [n for n in graph_def.node if '_tpu_replicate' in n.attr]
+  pending, seen = list(found), set()
+  while pending:
+    node = pending.pop()
+    for value in node.attr.values():
+      names = [value.func.name] if value.HasField('func') else [f.name for f in value.list.func]
+      for name in names:
+        if name in functions and name not in seen:
+          seen.add(name)
+          found.extend(functions[name].node_def)
+          pending.extend(functions[name].node_def)
+  return found
+
+
 def _xla_compilable_ops():
   """Op types with an XLA CPU JIT kernel in this wheel (registered once XLA has compiled
   something in this process)."""
@@ -119,12 +144,12 @@ def _xla_compilable_ops():
 
 
 def unsupported_ops(nodes):
-  """Sorted descriptions of the ops inside the TPU computation (attribute `_tpu_replicate`) that
-  the XLA CPU JIT cannot compile, or whose outputs have a dtype a TPU cannot hold."""
+  """Sorted descriptions of the ops among `nodes` (`tpu_computation_nodes`) that the XLA CPU JIT
+  cannot compile, or whose outputs have a dtype a TPU cannot hold."""
   compilable = _xla_compilable_ops()
   found = set()
   for node in nodes:
-    if '_tpu_replicate' not in node.attr or node.op in _STRUCTURAL_OPS:
+    if node.op in _STRUCTURAL_OPS:
       continue
     if not compilable(node.op):
       found.add('%s (no XLA kernel)' % node.op)
@@ -151,63 +176,51 @@ def infeed_report(nodes):
   return {'enqueue_ops': len(enqueues), 'dtypes': sorted(dtypes), 'bytes_per_step': total}
 
 
-def _build_train_graph(config, calls):
-  """The graph of estimator.train on the simulated slice; records each input_fn call."""
-  estimator = estimator_lib.build_estimator(config, tpu_master=SIMULATED_MASTER)
-  train_input_fn = estimator_lib.input_fns(config, estimator)[0]
+def capture_graph(run, hooks_arg='hooks'):
+  """The graph that `run(hooks=[...])` (an Estimator's train or evaluate) builds, stopped before
+  its session starts.
 
+  Raises:
+    PipelineError: `run` returned without building a session.
+  """
+  try:
+    run(**{hooks_arg: [_StopBeforeSession()]})
+  except _GraphBuilt as built:
+    return built.args[0]
+  raise PipelineError('the dry run did not capture the graph.')
+
+
+def _recording(input_fn, calls):
+  """`input_fn` that records each call's per-core batch and params['context'] deployment."""
   def recording_input_fn(params):
-    host_id, num_hosts = input_fn_lib.host_of(params)
-    calls.append({'host_id': host_id, 'num_hosts': num_hosts,
-                  'per_core_batch_size': params['batch_size']})
-    return train_input_fn(params)
-
-  try:
-    estimator.train(recording_input_fn, max_steps=1, hooks=[_StopBeforeSession()])
-  except _GraphBuilt as built:
-    return built.args[0]
-  raise PipelineError('the dry run did not capture the training graph.')
+    context = params.get('context')
+    calls.append({'batch_size': params['batch_size'],
+                  'deployment': context and tuple(context.current_input_fn_deployment())})
+    return input_fn(params)
+  return recording_input_fn
 
 
-def _build_eval_graph(config):
-  """The graph of estimator.evaluate on the simulated slice."""
-  estimator = estimator_lib.build_estimator(config, tpu_master=SIMULATED_MASTER)
-  try:
-    estimator.evaluate(estimator_lib.input_fns(config, estimator)[1], steps=config.eval_steps,
-                       hooks=[_StopBeforeSession()])
-  except _GraphBuilt as built:
-    return built.args[0]
-  raise PipelineError('the dry run did not capture the evaluation graph.')
+class _ReplayedContext(object):
+  """params['context'] of a recorded input_fn call, for running that host's input again."""
+
+  def __init__(self, deployment):
+    self._deployment = deployment
+
+  def current_input_fn_deployment(self):
+    return self._deployment
 
 
-def _evaluation_report(config, num_hosts, num_cores):
-  """Whether the job can evaluate on this slice (`estimator.check_tpu_evaluation` for
-  --mode=train_and_eval) and, if so, what its evaluation graph holds."""
-  report = {'on_tpu': config.eval_on_tpu, 'eval_steps': config.eval_steps}
-  try:
-    estimator_lib.check_tpu_evaluation(dataclasses.replace(config, mode='train_and_eval'),
-                                       num_hosts)
-  except PipelineError as e:
-    report['refused'] = str(e)
-    return report
-  with simulated_slice(num_hosts, num_cores):
-    nodes = _nodes(_build_eval_graph(config))
-  report['tpu_ops'] = sum(1 for n in nodes if '_tpu_replicate' in n.attr)
-  report['infeed'] = infeed_report(nodes)
-  return report
-
-
-def _eval_examples_per_host(config, host_id, num_hosts, per_core_batch):
-  """Runs host `host_id`'s eval input_fn over the whole eval split; returns (real examples,
-  padded examples, batches)."""
-  context = _HostContext(host_id, num_hosts)
+def _replay_eval_input(config, call):
+  """Runs one recorded eval input_fn call over the whole eval split; returns (real examples,
+  padded examples, per-core batches)."""
   input_fn = input_fn_lib.input_fn_builder(config.data, is_training=False,
                                            global_batch_size=config.eval_batch_size)
-  replicas_per_host = config.num_cores // num_hosts
+  params = {'batch_size': call['batch_size']}
+  if call['deployment']:
+    params['context'] = _ReplayedContext(call['deployment'])
   real = padded = batches = 0
   with tf.Graph().as_default():
-    dataset = input_fn({'batch_size': per_core_batch, 'context': context})
-    features, _ = tf.data.make_one_shot_iterator(dataset).get_next()
+    features, _ = tf.data.make_one_shot_iterator(input_fn(params)).get_next()
     with tf.Session() as sess:
       while True:
         try:
@@ -217,64 +230,103 @@ def _eval_examples_per_host(config, host_id, num_hosts, per_core_batch):
         real += int(mask.sum())
         padded += int((mask == 0).sum())
         batches += 1
-  return real, padded, batches // replicas_per_host
+  return real, padded, batches
 
 
-class _HostContext(object):
-  """Stands in for TPUEstimator's params['context'] of host `host_id` (PER_HOST_V2)."""
+def _host(call):
+  """(host_id, num_hosts) of a recorded call (0, 1 without params['context'])."""
+  return tuple(call['deployment'][1:3]) if call['deployment'] else (0, 1)
 
-  def __init__(self, host_id, num_hosts):
-    self._deployment = ('/job:tpu_worker/task:%d/device:CPU:0' % host_id, host_id, num_hosts, 0)
 
-  def current_input_fn_deployment(self):
-    return self._deployment
+def _train_report(config, num_hosts, num_cores):
+  """The training graph: one input_fn call per host, what each reads, the infeed and the ops."""
+  calls = []
+  with simulated_slice(num_hosts, num_cores):
+    estimator = estimator_lib.build_estimator(config, tpu_master=SIMULATED_MASTER)
+    train_input_fn = _recording(estimator_lib.input_fns(config, estimator)[0], calls)
+    graph = capture_graph(lambda hooks: estimator.train(train_input_fn, max_steps=1, hooks=hooks))
+  nodes, tpu_nodes = _nodes(graph), tpu_computation_nodes(graph)
+  per_host = []
+  for call in sorted(calls, key=_host):
+    host_id, hosts = _host(call)
+    host = {'host_id': host_id, 'num_hosts': hosts, 'per_core_batch_size': call['batch_size']}
+    if not config.data.fake_data:
+      host['train_files'], host['train_split'] = records.host_files(
+          config.data.file_pattern(True), host_id, hosts)
+    per_host.append(host)
+  return {
+      'per_host': per_host, 'input_fn_calls': len(calls), 'infeed': infeed_report(nodes),
+      'cross_replica_sums': sum(1 for n in nodes if n.op == 'CrossReplicaSum'),
+      'tpu_ops': len(tpu_nodes), 'unsupported_ops': unsupported_ops(tpu_nodes),
+  }
+
+
+def _evaluation_report(config, num_hosts, num_cores):
+  """Whether the job can evaluate on this slice (`estimator.check_tpu_evaluation` for
+  --mode=train_and_eval) and, if it can, its evaluation graph and what each host's eval input
+  reads: every eval example exactly once across the hosts, the same number of batches each."""
+  report = {'on_tpu': config.eval_on_tpu, 'eval_steps': config.eval_steps}
+  try:
+    estimator_lib.check_tpu_evaluation(dataclasses.replace(config, mode='train_and_eval'),
+                                       num_hosts)
+  except PipelineError as e:
+    report['refused'] = str(e)
+    return report
+  calls = []
+  with simulated_slice(num_hosts, num_cores):
+    estimator = estimator_lib.build_estimator(config, tpu_master=SIMULATED_MASTER)
+    eval_input_fn = _recording(estimator_lib.input_fns(config, estimator)[1], calls)
+    graph = capture_graph(lambda hooks: estimator.evaluate(
+        eval_input_fn, steps=config.eval_steps, hooks=hooks))
+  tpu_nodes = tpu_computation_nodes(graph)
+  report.update(tpu_ops=len(tpu_nodes), unsupported_ops=unsupported_ops(tpu_nodes),
+                infeed=infeed_report(_nodes(graph)))
+  if config.data.fake_data:
+    return report
+  per_host, batches = [], set()
+  for call in sorted(calls, key=_host):
+    real, padded, host_batches = _replay_eval_input(config, call)
+    per_host.append({'host_id': _host(call)[0], 'eval_examples': real, 'eval_padding': padded,
+                     'eval_batches': host_batches})
+    batches.add(host_batches)
+  # Each step dequeues one per-core batch for every core of the host (on the CPU: one batch).
+  replicas_per_host = num_cores // num_hosts if config.eval_on_tpu else 1
+  report.update(per_host=per_host, eval_examples_read=sum(h['eval_examples'] for h in per_host),
+                num_eval_examples=config.data.num_eval_examples,
+                batches_match_eval_steps=batches == {config.eval_steps * replicas_per_host})
+  return report
 
 
 def dry_run(config, topology):
-  """Builds the training graph of `config` for the slice `topology` and checks its input.
+  """Builds the training and evaluation graphs of `config` for the slice `topology` and checks
+  what each host's input reads. The Estimators work in a scratch directory: the job's model_dir
+  gets only the report.
 
   Args:
     config: `trainer.run_config.Config` with use_tpu and num_cores of the slice.
     topology: a key of TOPOLOGIES.
 
   Returns:
-    the report dict, also written to <model_dir>/dry_run.json.
+    the report dict (the driver writes it to <model_dir>/dry_run.json).
 
   Raises:
     PipelineError: an unknown topology, or a graph that cannot be built.
   """
   num_hosts, num_cores = slice_shape(topology)
-  calls = []
-  with simulated_slice(num_hosts, num_cores):
-    graph = _build_train_graph(config, calls)
-  nodes = _nodes(graph)
-  per_core_batch = config.train_batch_size // num_cores
-  eval_per_core = config.eval_batch_size // num_cores
-  per_host = []
-  for call in sorted(calls, key=lambda c: c['host_id']):
-    host = dict(call)
-    if not config.data.fake_data:
-      host['train_files'] = records.host_files(config.data.file_pattern(True), call['host_id'],
-                                               num_hosts)
-      host['eval_examples'], host['eval_padding'], host['eval_steps'] = (
-          _eval_examples_per_host(config, call['host_id'], num_hosts, eval_per_core))
-    per_host.append(host)
-  report = {
-      'topology': topology, 'num_hosts': num_hosts, 'num_cores': num_cores,
-      'tensorflow_version': tf.__version__, 'model': config.model.model,
-      'precision': config.model.precision, 'per_core_batch_size': per_core_batch,
-      'per_host': per_host,
-      'input_fn_calls': len(calls),
-      'infeed': infeed_report(nodes),
-      'cross_replica_sums': sum(1 for n in nodes if n.op == 'CrossReplicaSum'),
-      'tpu_ops': sum(1 for n in nodes if '_tpu_replicate' in n.attr),
-      'unsupported_ops': unsupported_ops(nodes),
-      'evaluation': _evaluation_report(config, num_hosts, num_cores),
-  }
-  if not config.data.fake_data:
-    report['eval_examples_read'] = sum(h['eval_examples'] for h in per_host)
-    report['num_eval_examples'] = config.data.num_eval_examples
+  scratch = tempfile.mkdtemp(prefix='dry-run-')
+  try:
+    scratch_config = dataclasses.replace(
+        config, model_dir=scratch, model=dataclasses.replace(config.model, model_dir=scratch))
+    report = {
+        'topology': topology, 'num_hosts': num_hosts, 'num_cores': num_cores,
+        'tensorflow_version': tf.__version__, 'model': config.model.model,
+        'precision': config.model.precision,
+        'per_core_batch_size': config.train_batch_size // num_cores,
+    }
+    report.update(_train_report(scratch_config, num_hosts, num_cores))
+    report['evaluation'] = _evaluation_report(scratch_config, num_hosts, num_cores)
+  finally:
+    shutil.rmtree(scratch, ignore_errors=True)
   logging.info('dry run on %s: %d hosts, %d cores, infeed %s, %d unsupported ops', topology,
                num_hosts, num_cores, report['infeed'], len(report['unsupported_ops']))
   return report
-

@@ -77,38 +77,43 @@ def host_shard(num_items, host_id, num_hosts):
   return num_items // num_hosts + (1 if host_id < num_items % num_hosts else 0)
 
 
-def host_files(pattern, host_id, num_hosts):
-  """The training shards matching `pattern` that host `host_id` of `num_hosts` reads: every
-  num_hosts-th file in sorted order from the host_id-th. With fewer files than hosts, every host
-  gets all of them (and `record_dataset` deals out records instead)."""
+def host_files(pattern, host_id, num_hosts, is_training=True):
+  """What host `host_id` of `num_hosts` reads of the shards matching `pattern`.
+
+  Training shards are split by file when they divide evenly between the hosts (every
+  num_hosts-th file in sorted order from the host_id-th), so each host reads only its files and
+  every host's share is the same; otherwise, and always for evaluation, each host reads every
+  file in sorted order and keeps every num_hosts-th record from the host_id-th, so the hosts
+  together read each record exactly once and `host_shard` gives each host's count.
+
+  Returns:
+    (sorted list of file paths, 'files' or 'records': how the host's part is cut).
+  """
   paths = sorted(tf.io.gfile.glob(pattern))
-  if len(paths) < num_hosts:
-    return paths
-  return paths[host_id::num_hosts]
+  if num_hosts == 1:
+    return paths, 'files'
+  if is_training and len(paths) % num_hosts == 0:
+    return paths[host_id::num_hosts], 'files'
+  return paths, 'records'
 
 
 def record_dataset(pattern, is_training, host_id=0, num_hosts=1):
-  """Interleaved TFRecord shards matching `pattern` (serialized records); shuffled file order in
-  training, file order in evaluation.
-
-  On a pod slice each host's input_fn reads its own part, so together the hosts read every
-  record once per pass: in training its `host_files` (or, with fewer files than hosts, every
-  num_hosts-th record); in evaluation every num_hosts-th record from the host_id-th, so that
-  `host_shard` gives each host's exact count.
-  """
+  """Interleaved TFRecord shards matching `pattern` (serialized records): this host's part
+  (`host_files`); shuffled file order in training when the host reads whole files, file order
+  otherwise."""
   interleave = dict(cycle_length=16, num_parallel_calls=tf.data.experimental.AUTOTUNE)
   read = lambda f: tf.data.TFRecordDataset(f, buffer_size=8 * 1024 * 1024)
   if num_hosts == 1:
     return tf.data.Dataset.list_files(pattern, shuffle=is_training).interleave(read, **interleave)
-  paths = sorted(tf.io.gfile.glob(pattern))
-  by_file = is_training and len(paths) >= num_hosts
-  if by_file:
-    paths = paths[host_id::num_hosts]
+  paths, split = host_files(pattern, host_id, num_hosts, is_training)
   files = tf.data.Dataset.from_tensor_slices(paths)
+  if split == 'records':
+    # The same record order on every host (no file shuffle), so that the shards partition it;
+    # training shuffles the records after the shard.
+    return files.interleave(read, **interleave).shard(num_hosts, host_id)
   if is_training:
     files = files.shuffle(len(paths))
-  dataset = files.interleave(read, **interleave)
-  return dataset if by_file else dataset.shard(num_hosts, host_id)
+  return files.interleave(read, **interleave)
 
 
 def _checked_label(data, label, key):
