@@ -149,12 +149,13 @@ def _check_combinations(f):
       if getattr(f, name):
         raise PipelineError('--%s is only used with --use_tpu; add --use_tpu or drop --%s.'
                             % (name, name))
-  if f.use_tpu:
+  if f.use_tpu and f.num_cores:
     for name in ('train_batch_size', 'eval_batch_size'):
       if getattr(f, name) % f.num_cores:
         raise PipelineError('--%s=%d is not divisible by --num_cores=%d: each TPU core needs the '
                             'same per-core batch. Use a multiple of %d.'
                             % (name, getattr(f, name), f.num_cores, f.num_cores))
+  if f.use_tpu:
     for name in ('data_dir', 'model_dir', 'export_dir'):
       value = model_dir_of(f) if name == 'model_dir' else getattr(f, name)
       if value and not value.startswith('gs://') and f.mode != 'dry_run':
@@ -164,7 +165,7 @@ def _check_combinations(f):
     raise PipelineError('give exactly one of --train_steps and --train_epochs.')
   for name in ('train_batch_size', 'eval_batch_size', 'steps_per_eval', 'iterations_per_loop',
                'num_cores'):
-    if getattr(f, name) <= 0:
+    if getattr(f, name) is not None and getattr(f, name) <= 0:
       raise PipelineError('--%s must be positive, got %d.' % (name, getattr(f, name)))
 
 

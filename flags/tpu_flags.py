@@ -13,7 +13,11 @@ def define_tpu_flags():
   flags.DEFINE_string('gcp_project', None,
                       'GCP project of the TPU (default: from the metadata server).')
   flags.DEFINE_integer('iterations_per_loop', 100, 'Steps run on the TPU per host round trip.')
-  flags.DEFINE_integer('num_cores', 8, 'TPU cores (replicas) to shard the batch over.')
+  flags.DEFINE_integer('num_cores', None,
+                       'TPU cores (replicas) of the slice. Default: the slice\'s own, which '
+                       'TPUEstimator reads from the TPU (batch sizes that do not divide are '
+                       'refused when it starts); given, the batch sizes are checked against it '
+                       'before any work, and TPUEstimator checks it against the slice.')
   flags.DEFINE_float('tpu_connect_timeout', 10.0, 'Seconds allowed to resolve and reach the TPU.')
   flags.DEFINE_bool('eval_on_tpu', True,
                     'Evaluate on the TPU; false evaluates on this VM\'s CPU (what TF 1.15 needs '

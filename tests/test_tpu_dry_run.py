@@ -232,3 +232,41 @@ def test_an_op_a_tpu_cannot_run_is_found_inside_the_real_tpu_computation(tmp_pat
         lambda hooks: estimator.train(input_fn, max_steps=1, hooks=hooks))
   found = tpu_dry_run.unsupported_ops(tpu_dry_run.tpu_computation_nodes(graph))
   assert 'AsString (no XLA kernel)' in found and 'StringToNumber (no XLA kernel)' in found
+
+
+@pytest.mark.parametrize('num_cores,train_batch_size,message', [
+    (None, 64, None),
+    (None, 48, 'train batch size 48 must be divisible by number of replicas 32'),
+    (8, 64, '--num_cores=8 is not the number of cores of the TPU slice'),
+])
+def test_num_cores_comes_from_the_slice_unless_given(small_dir, tmp_path, num_cores,
+                                                     train_batch_size, message):
+  """Without --num_cores TPUEstimator takes the slice's cores (32 on a v3-32); a batch that does
+  not divide over them, or a --num_cores that is not the slice's, is a clear error, not a
+  TensorFlow traceback."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from trainer import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
+  from trainer import run_errors  # pylint: disable=g-import-not-at-top
+  config = config_from_args('--mode=dry_run', '--tpu_topology=v3-32', '--data_dir=' + small_dir,
+                            '--model_dir=' + str(tmp_path), '--model=cnn', '--image_size=28',
+                            '--train_batch_size=64', '--eval_batch_size=64')
+  config = dataclasses.replace(config, num_cores=num_cores, model=dataclasses.replace(
+      config.model, train_batch_size=train_batch_size))
+  with tpu_dry_run.simulated_slice(4, 32):
+    if message:
+      with pytest.raises(PipelineError, match=message):
+        with run_errors.explain_tpu_shape_errors(config):
+          _capture_train_graph(estimator_lib, config)
+      return
+    graph = _capture_train_graph(estimator_lib, config)
+  enqueues = [n for n in graph.as_graph_def().node if n.op == 'InfeedEnqueueTuple'] + [
+      n for f in graph.as_graph_def().library.function for n in f.node_def
+      if n.op == 'InfeedEnqueueTuple']
+  assert len(enqueues) == 32
+
+
+def _capture_train_graph(estimator_lib, config):
+  estimator = estimator_lib.build_estimator(config, tpu_master=tpu_dry_run.SIMULATED_MASTER)
+  input_fn = estimator_lib.input_fns(config, estimator)[0]
+  return tpu_dry_run.capture_graph(
+      lambda hooks: estimator.train(input_fn, max_steps=1, hooks=hooks))

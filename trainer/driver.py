@@ -70,7 +70,7 @@ def _train(estimator, config, max_steps, throughput):
     hooks.append(hooks_lib.TraceHook(config.model_dir.rstrip('/') + '/profile',
                                      *config.profile_steps))
   with run_errors.explain_input_errors(config, 'train'), \
-      run_errors.explain_checkpoint_mismatch(config):
+      run_errors.explain_checkpoint_mismatch(config), run_errors.explain_tpu_shape_errors(config):
     estimator.train(estimator_lib.input_fns(config, estimator)[0], max_steps=max_steps,
                     hooks=hooks)
   throughput[0] += hook.measured_steps

@@ -34,7 +34,7 @@ def evaluate(estimator, config, checkpoint_path, input_fn):
       records cannot be read.
   """
   with run_errors.explain_input_errors(config, 'eval'), \
-      run_errors.explain_checkpoint_mismatch(config):
+      run_errors.explain_checkpoint_mismatch(config), run_errors.explain_tpu_shape_errors(config):
     metrics = estimator.evaluate(input_fn, steps=config.eval_steps, checkpoint_path=checkpoint_path)
   results = {
       'top_1_accuracy': float(metrics['top_1_accuracy']),

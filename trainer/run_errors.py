@@ -30,6 +30,25 @@ def explain_checkpoint_mismatch(config):
 
 
 @contextlib.contextmanager
+def explain_tpu_shape_errors(config):
+  """TPUEstimator's refusals of a batch that does not divide over the slice's cores, or of a
+  --num_cores that is not the slice's, become PipelineErrors naming the flag to change."""
+  try:
+    yield
+  except ValueError as e:
+    message = str(e)
+    if 'must be divisible by number of replicas' in message:
+      raise PipelineError('%s: each of the TPU slice\'s cores needs the same per-core batch. '
+                          'Use --train_batch_size and --eval_batch_size that divide by the '
+                          'number of cores.' % message)
+    if 'num_shards is not set correctly' in message:
+      raise PipelineError('--num_cores=%s is not the number of cores of the TPU slice (%s). '
+                          'Pass the slice\'s count, or leave --num_cores out to take it from '
+                          'the TPU.' % (config.num_cores, message))
+    raise
+
+
+@contextlib.contextmanager
 def explain_input_errors(config, split):
   """Turns failures of the input pipeline (corrupt records, undecodable images, labels out of
   range) into a PipelineError naming the data and what to do; checkpoints already written stay."""
