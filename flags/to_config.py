@@ -129,6 +129,10 @@ def _dry_run_values(f):
       raise PipelineError('--mode=dry_run simulates the slice of --tpu_topology and contacts no '
                           'TPU: drop --%s.' % name)
   _, num_cores = tpu_dry_run.slice_shape(f.tpu_topology)
+  if f.num_cores and f.num_cores != num_cores:
+    raise PipelineError('--num_cores=%d is not the number of cores of a %s (%d): the real job '
+                        'would be refused. Pass --num_cores=%d or leave it out.'
+                        % (f.num_cores, f.tpu_topology, num_cores, num_cores))
   steps = f.train_steps if f.train_steps is not None or f.train_epochs is not None else 1
   return types.SimpleNamespace(**dict(vars(f), use_tpu=True, num_cores=num_cores,
                                       train_steps=steps))
@@ -145,10 +149,16 @@ def _check_combinations(f):
     raise PipelineError('--precision=bfloat16 needs --use_tpu: CPUs and GPUs here train in '
                         'float32. Drop --precision or add --use_tpu.')
   if not f.use_tpu:
-    for name in ('tpu', 'tpu_zone', 'gcp_project'):
+    for name in ('tpu', 'tpu_zone', 'gcp_project', 'num_cores'):
       if getattr(f, name):
         raise PipelineError('--%s is only used with --use_tpu; add --use_tpu or drop --%s.'
                             % (name, name))
+  if f.use_tpu and f.num_cores == 1:
+    raise PipelineError('--num_cores=1: TPUEstimator then runs on one core of the slice without '
+                        'checking it; leave --num_cores out to use every core.')
+  if f.nesterov and MODEL_DEFAULTS[f.model]['optimizer'] != 'momentum':
+    raise PipelineError('--nesterov is read by the momentum optimizer only, but --model=%s trains '
+                        'with %s: drop --nesterov.' % (f.model, MODEL_DEFAULTS[f.model]['optimizer']))
   if f.use_tpu and f.num_cores:
     for name in ('train_batch_size', 'eval_batch_size'):
       if getattr(f, name) % f.num_cores:

@@ -14,10 +14,9 @@ def define_tpu_flags():
                       'GCP project of the TPU (default: from the metadata server).')
   flags.DEFINE_integer('iterations_per_loop', 100, 'Steps run on the TPU per host round trip.')
   flags.DEFINE_integer('num_cores', None,
-                       'TPU cores (replicas) of the slice. Default: the slice\'s own, which '
-                       'TPUEstimator reads from the TPU (batch sizes that do not divide are '
-                       'refused when it starts); given, the batch sizes are checked against it '
-                       'before any work, and TPUEstimator checks it against the slice.')
+                       'TPU cores (replicas) of the slice. Default: read from the TPU. Batch '
+                       'sizes must divide by it; both are checked against the slice right after '
+                       'the TPU is resolved, before any work.')
   flags.DEFINE_float('tpu_connect_timeout', 10.0, 'Seconds allowed to resolve and reach the TPU.')
   flags.DEFINE_bool('eval_on_tpu', True,
                     'Evaluate on the TPU; false evaluates on this VM\'s CPU (what TF 1.15 needs '

@@ -111,6 +111,12 @@ def test_dry_run_of_a_v3_32_job_on_all_of_fashion_mnist(fashion_mnist_dir, tmp_p
     (['--mode=dry_run', '--tpu_topology=v3-8', '--use_tpu'], 'contacts no TPU: drop --use_tpu'),
     (['--mode=dry_run', '--tpu_topology=v3-32', '--train_batch_size=48'],
      '--train_batch_size=48 is not divisible by --num_cores=32'),
+    (['--mode=dry_run', '--tpu_topology=v3-32', '--num_cores=8'],
+     '--num_cores=8 is not the number of cores of a v3-32 \\(32\\)'),
+    (['--use_tpu', '--tpu=my-tpu', '--num_cores=1', '--train_steps=1'], '--num_cores=1'),
+    (['--num_cores=8', '--train_steps=1'], '--num_cores is only used with --use_tpu'),
+    (['--model=inception_v3', '--nesterov', '--train_steps=1'],
+     '--nesterov is read by the momentum optimizer only'),
 ])
 def test_dry_run_flags_are_checked(small_dir, tmp_path, args, message):
   with pytest.raises(PipelineError, match=message):
@@ -270,3 +276,39 @@ def _capture_train_graph(estimator_lib, config):
   input_fn = estimator_lib.input_fns(config, estimator)[0]
   return tpu_dry_run.capture_graph(
       lambda hooks: estimator.train(input_fn, max_steps=1, hooks=hooks))
+
+
+def test_a_resolved_tpu_is_checked_against_its_own_slice_before_any_work():
+  """After resolving a TPU the trainer reads its hosts and cores as TPUEstimator will (here from
+  a simulated v3-32) and refuses batches that do not divide over them, a wrong --num_cores, or
+  an evaluation TF 1.x cannot run on 4 hosts, before training starts."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from trainer import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
+  from trainer.cloud import tpu_resolver  # pylint: disable=g-import-not-at-top
+
+  class Resolver(object):
+    def master(self):
+      return tpu_dry_run.SIMULATED_MASTER
+
+    def cluster_spec(self):
+      return None
+
+  with tpu_dry_run.simulated_slice(4, 32):
+    assert tpu_resolver.slice_shape(Resolver(), timeout=30) == (4, 32)
+  config = config_from_args('--fake_data', '--model_dir=/tmp/unused', '--train_steps=1',
+                            '--num_classes=10', '--image_size=16', '--train_batch_size=256',
+                            '--eval_batch_size=256', '--mode=train')
+  config = dataclasses.replace(config, use_tpu=True)
+  estimator_lib.check_tpu_slice(config, 4, 32)  # fits: nothing raised
+  for changes, message in (
+      (dict(eval_batch_size=1000), '--eval_batch_size=1000 is not divisible by the 32 cores'),
+      (dict(num_cores=8), '--num_cores=8 is not the number of cores of this TPU slice \\(32\\)')):
+    with pytest.raises(PipelineError, match=message):
+      estimator_lib.check_tpu_slice(dataclasses.replace(config, **changes), 4, 32)
+  evaluating = dataclasses.replace(config, mode='train_and_eval')
+  if tf.__version__.startswith('1.'):
+    with pytest.raises(PipelineError, match='--eval_on_tpu=false'):
+      estimator_lib.check_tpu_slice(evaluating, 4, 32)
+  else:
+    estimator_lib.check_tpu_slice(evaluating, 4, 32)
+  estimator_lib.check_tpu_slice(dataclasses.replace(evaluating, eval_on_tpu=False), 4, 32)

@@ -47,6 +47,27 @@ def build_estimator(config, cluster_task=None, tpu_master=None):
   return _tpu_estimator(config, tpu_master)
 
 
+def check_tpu_slice(config, num_hosts, num_cores):
+  """Refuses, before any work, a run the TPU slice of `num_hosts` hosts and `num_cores` cores
+  cannot do: batch sizes that do not divide over its cores, a --num_cores that is not its count,
+  or an evaluation TF 1.x cannot run on it (`check_tpu_evaluation`).
+
+  Raises:
+    PipelineError: what does not fit and what to pass instead.
+  """
+  if config.num_cores and config.num_cores != num_cores:
+    raise PipelineError('--num_cores=%d is not the number of cores of this TPU slice (%d). Pass '
+                        '--num_cores=%d, or leave it out to take it from the TPU.'
+                        % (config.num_cores, num_cores, num_cores))
+  for name, batch in (('train_batch_size', config.train_batch_size),
+                      ('eval_batch_size', config.eval_batch_size)):
+    if batch % num_cores:
+      raise PipelineError('--%s=%d is not divisible by the %d cores of this TPU slice: each core '
+                          'needs the same per-core batch. Use a multiple of %d.'
+                          % (name, batch, num_cores, num_cores))
+  check_tpu_evaluation(config, num_hosts)
+
+
 def check_tpu_evaluation(config, num_hosts):
   """Refuses, before any training, a run that would evaluate on a TPU slice of several hosts
   with TF 1.x: its TPUEstimator.evaluate supports one host only under PER_HOST_V2 (tpu_context),
@@ -95,11 +116,11 @@ def _tpu_estimator(config, tpu_master=None):
 
 def tpu_run_config(config, tpu_master=None):
   """The TPUEstimator's RunConfig. With use_tpu the TPU is resolved first (unless `tpu_master`
-  is given), a slice that cannot evaluate is refused (`check_tpu_evaluation`), and the input_fn
-  runs once per host (PER_HOST_V2).
+  is given) and its slice checked against the run (`check_tpu_slice`), and the input_fn runs once
+  per host (PER_HOST_V2).
 
   Raises:
-    PipelineError: the TPU cannot be resolved or reached, or cannot evaluate.
+    PipelineError: the TPU cannot be resolved or reached, or cannot run this job.
   """
   cluster = None
   tpu_config = tf.estimator.tpu.TPUConfig(iterations_per_loop=config.iterations_per_loop)
@@ -107,7 +128,8 @@ def tpu_run_config(config, tpu_master=None):
     if not tpu_master:
       cluster = tpu_resolver.resolve_tpu(config.tpu, config.tpu_zone, config.gcp_project,
                                          timeout=config.tpu_connect_timeout)
-      check_tpu_evaluation(config, tpu_resolver.num_hosts(cluster))
+      check_tpu_slice(config, *tpu_resolver.slice_shape(
+          cluster, timeout=max(60.0, config.tpu_connect_timeout)))
     tpu_config = tf.estimator.tpu.TPUConfig(
         iterations_per_loop=config.iterations_per_loop, num_shards=config.num_cores,
         per_host_input_for_training=tf.estimator.tpu.InputPipelineConfig.PER_HOST_V2)

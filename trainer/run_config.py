@@ -32,7 +32,7 @@ class Config:
   tpu: Optional[str] = None
   tpu_zone: Optional[str] = None
   gcp_project: Optional[str] = None
-  num_cores: Optional[int] = None  # None: the TPU slice's own (TPUEstimator reads it)
+  num_cores: Optional[int] = None  # None: read from the TPU slice
   tpu_connect_timeout: float = 10.0
   tpu_topology: Optional[str] = None  # mode dry_run: the simulated slice
   eval_on_tpu: bool = True

@@ -7,6 +7,7 @@ from urllib import parse
 
 from absl import logging
 import tensorflow.compat.v1 as tf
+from tensorflow.python.tpu import tpu_system_metadata
 
 from trainer.errors import PipelineError
 
@@ -121,8 +122,18 @@ def _local_tpu(source, timeout):
   return resolver
 
 
-def num_hosts(resolver):
-  """Hosts of the resolved slice: the tasks of its `worker` job (1 for a TPU VM or one host)."""
+def slice_shape(resolver, timeout=60.0):
+  """(hosts, TPU cores) of the resolved TPU, read from the TPU as TPUEstimator reads it when a
+  job starts (TensorFlow's private `tpu_system_metadata._query_tpu_system_metadata`; the dry run
+  answers it with its simulated slice).
+
+  Raises:
+    PipelineError: the TPU does not answer within `timeout` seconds.
+  """
   spec = resolver.cluster_spec()
-  jobs = spec.as_dict() if spec else {}
-  return max(1, len(jobs.get('worker', [])))
+  cluster_def = spec.as_cluster_def() if spec and spec.jobs else None
+  metadata = _call_with_timeout(
+      lambda: tpu_system_metadata._query_tpu_system_metadata(  # pylint: disable=protected-access
+          resolver.master(), cluster_def=cluster_def),
+      timeout, 'reading the cores of TPU at %r' % resolver.master())
+  return metadata.num_hosts, metadata.num_cores
