@@ -133,7 +133,8 @@ def define_schedule_flags():
   flags.DEFINE_enum('mode', 'train_and_eval', MODES,
                     'train, eval (the latest checkpoint, or each new one with --eval_timeout), '
                     'train_and_eval (alternate every --steps_per_eval, then a final eval), or '
-                    'dry_run (build the TPU training graph for --tpu_topology and check each '
+                    'dry_run (build the TPU train, eval and predict graphs for the simulated slice '
+                    'of --tpu_topology, or for the TPU of --use_tpu --tpu=NAME, and check each '
                     'host\'s input; writes model_dir/dry_run.json).')
   flags.DEFINE_integer('train_batch_size', 1024, 'Global training batch size.')
   flags.DEFINE_integer('eval_batch_size', 1024, 'Global evaluation batch size.')

@@ -109,30 +109,39 @@ def _image_dtype(f):
 
 
 def _dry_run_values(f):
-  """--mode=dry_run is a TPU run on the simulated --tpu_topology (num_cores from the slice) that
-  trains nothing, so local paths and a missing run length are fine.
+  """--mode=dry_run is a TPU run that trains nothing, on the simulated --tpu_topology (num_cores
+  from the slice) or, with --use_tpu, on the TPU that --tpu names (num_cores from the TPU), so
+  local paths and a missing run length are fine.
 
   Raises:
-    PipelineError: --tpu_topology without --mode=dry_run or the other way round, or a real TPU
-      named in a dry run.
+    PipelineError: --tpu_topology without --mode=dry_run, a dry run with neither or both of
+      --tpu_topology and --use_tpu, or a --num_cores that is not the simulated slice's.
   """
   if f.mode != 'dry_run':
     if f.tpu_topology:
       raise PipelineError('--tpu_topology is read by --mode=dry_run only; add --mode=dry_run or '
                           'drop --tpu_topology.')
     return f
-  if not f.tpu_topology:
-    raise PipelineError('--mode=dry_run needs --tpu_topology, the slice to simulate: one of %s.'
+  if f.tpu_topology and f.use_tpu:
+    raise PipelineError('--mode=dry_run builds the graphs either for the simulated slice of '
+                        '--tpu_topology or for the real TPU of --use_tpu --tpu=NAME, not both: '
+                        'drop one.')
+  if not f.tpu_topology and not f.use_tpu:
+    raise PipelineError('--mode=dry_run needs --tpu_topology, the slice to simulate (one of %s), '
+                        'or --use_tpu --tpu=NAME to take the slice of a reachable TPU.'
                         % ', '.join(sorted(tpu_dry_run.TOPOLOGIES)))
-  for name in ('use_tpu', 'tpu', 'tpu_zone', 'gcp_project'):
-    if getattr(f, name):
-      raise PipelineError('--mode=dry_run simulates the slice of --tpu_topology and contacts no '
-                          'TPU: drop --%s.' % name)
-  _, num_cores = tpu_dry_run.slice_shape(f.tpu_topology)
-  if f.num_cores and f.num_cores != num_cores:
-    raise PipelineError('--num_cores=%d is not the number of cores of a %s (%d): the real job '
-                        'would be refused. Pass --num_cores=%d or leave it out.'
-                        % (f.num_cores, f.tpu_topology, num_cores, num_cores))
+  num_cores = f.num_cores
+  if f.tpu_topology:
+    for name in ('tpu', 'tpu_zone', 'gcp_project'):
+      if getattr(f, name):
+        raise PipelineError('--mode=dry_run --tpu_topology simulates a slice and contacts no '
+                            'TPU: drop --%s (or drop --tpu_topology and pass --use_tpu to dry-run '
+                            'on that TPU).' % name)
+    _, num_cores = tpu_dry_run.topology_shape(f.tpu_topology)
+    if f.num_cores and f.num_cores != num_cores:
+      raise PipelineError('--num_cores=%d is not the number of cores of a %s (%d): the real job '
+                          'would be refused. Pass --num_cores=%d or leave it out.'
+                          % (f.num_cores, f.tpu_topology, num_cores, num_cores))
   steps = f.train_steps if f.train_steps is not None or f.train_epochs is not None else 1
   return types.SimpleNamespace(**dict(vars(f), use_tpu=True, num_cores=num_cores,
                                       train_steps=steps))

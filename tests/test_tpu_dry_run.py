@@ -68,6 +68,13 @@ def test_dry_run_builds_the_tpu_graph_and_splits_the_input_between_hosts(model, 
   assert report['infeed']['enqueue_ops'] == num_cores
   assert report['cross_replica_sums'] > 0 and report['tpu_ops'] > 100
   assert report['unsupported_ops'] == []
+  prediction = report['prediction']
+  if num_hosts > 1:
+    assert 'predicts on a TPU of one host only' in prediction['refused']
+  else:
+    assert prediction['unsupported_ops'] == [] and prediction['tpu_ops'] > 50
+    assert prediction['infeed']['enqueue_ops'] == prediction['outfeed_dequeues'] == num_cores
+    assert infeed_dtypes[0] in prediction['infeed']['dtypes']
   evaluation = report['evaluation']
   if num_hosts > 1 and tf.__version__.startswith('1.'):
     assert 'evaluates on a TPU of one host only' in evaluation['refused']
@@ -105,10 +112,11 @@ def test_dry_run_of_a_v3_32_job_on_all_of_fashion_mnist(fashion_mnist_dir, tmp_p
 
 
 @pytest.mark.parametrize('args,message', [
-    (['--mode=dry_run'], '--mode=dry_run needs --tpu_topology'),
+    (['--mode=dry_run'], '--mode=dry_run needs --tpu_topology, the slice to simulate'),
     (['--mode=dry_run', '--tpu_topology=v9-99'], 'is not a slice the dry run knows'),
     (['--tpu_topology=v3-8', '--train_steps=1'], '--tpu_topology is read by --mode=dry_run only'),
-    (['--mode=dry_run', '--tpu_topology=v3-8', '--use_tpu'], 'contacts no TPU: drop --use_tpu'),
+    (['--mode=dry_run', '--tpu_topology=v3-8', '--use_tpu'], 'not both'),
+    (['--mode=dry_run', '--tpu_topology=v3-8', '--tpu=my-tpu'], 'contacts no TPU: drop --tpu'),
     (['--mode=dry_run', '--tpu_topology=v3-32', '--train_batch_size=48'],
      '--train_batch_size=48 is not divisible by --num_cores=32'),
     (['--mode=dry_run', '--tpu_topology=v3-32', '--num_cores=8'],
@@ -312,3 +320,56 @@ def test_a_resolved_tpu_is_checked_against_its_own_slice_before_any_work():
   else:
     estimator_lib.check_tpu_slice(evaluating, 4, 32)
   estimator_lib.check_tpu_slice(dataclasses.replace(evaluating, eval_on_tpu=False), 4, 32)
+
+
+def test_dry_run_on_a_reachable_tpu_takes_its_slice(pod_dir, tmp_path, monkeypatch):
+  """`--mode=dry_run --use_tpu --tpu=NAME` resolves the TPU and builds the graphs for the slice
+  the TPU reports (here a stand-in answering as a v3-32 would: no TPU is reachable here)."""
+  from trainer.cloud import tpu_resolver  # pylint: disable=g-import-not-at-top
+
+  class Resolver(object):
+    def master(self):
+      return tpu_dry_run.SIMULATED_MASTER
+
+    def cluster_spec(self):
+      return None
+
+  resolved = []
+  monkeypatch.setattr(tpu_resolver, 'resolve_tpu',
+                      lambda tpu, *args, **kwargs: resolved.append(tpu) or Resolver())
+  config = config_from_args('--mode=dry_run', '--use_tpu', '--tpu=my-tpu', '--data_dir=' + pod_dir,
+                            '--model_dir=' + str(tmp_path), '--model=cnn', '--image_size=28',
+                            '--train_batch_size=64', '--eval_batch_size=64', '--eval_on_tpu=false')
+  assert config.num_cores is None  # taken from the TPU
+  with tpu_dry_run.simulated_slice(4, 32):  # what the TPU answers
+    report = tpu_dry_run.dry_run(config)
+  assert set(resolved) == {'my-tpu'}
+  assert (report['simulated'], report['topology']) == (False, tpu_dry_run.SIMULATED_MASTER)
+  assert (report['num_hosts'], report['num_cores'], report['per_core_batch_size']) == (4, 32, 2)
+  assert [len(h['train_files']) for h in report['per_host']] == [2, 2, 2, 2]
+  assert report['infeed']['enqueue_ops'] == 32 and report['unsupported_ops'] == []
+  assert report['evaluation']['eval_examples_read'] == 300  # on the CPU: --eval_on_tpu=false
+  assert 'one host only' in report['prediction']['refused']
+  with tpu_dry_run.simulated_slice(4, 32), pytest.raises(
+      PipelineError, match='--eval_batch_size=48 is not divisible by the 32 cores'):
+    tpu_dry_run.dry_run(config_from_args(
+        '--mode=dry_run', '--use_tpu', '--tpu=my-tpu', '--data_dir=' + pod_dir,
+        '--model_dir=' + str(tmp_path), '--model=cnn', '--image_size=28',
+        '--train_batch_size=64', '--eval_batch_size=48'))
+
+
+def test_the_prediction_refusal_is_tpu_estimators_own(small_dir, tmp_path):
+  """check_tpu_prediction refuses what TPUEstimator.predict itself rejects on 4 hosts, and
+  passes what it builds on one."""
+  from trainer import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
+  config = config_from_args('--mode=dry_run', '--tpu_topology=v3-32', '--data_dir=' + small_dir,
+                            '--model_dir=' + str(tmp_path), '--model=cnn', '--image_size=28',
+                            '--train_batch_size=64', '--eval_batch_size=64')
+  with pytest.raises(PipelineError, match='one host only'):
+    estimator_lib.check_tpu_prediction(4)
+  estimator_lib.check_tpu_prediction(1)
+  with tpu_dry_run.simulated_slice(4, 32):
+    estimator = estimator_lib.build_estimator(config, tpu_master=tpu_dry_run.SIMULATED_MASTER)
+    input_fn = estimator_lib.input_fns(config, estimator)[1]
+    with pytest.raises(ValueError, match='TPUEstimator.predict is only supported'):
+      tpu_dry_run.capture_graph(lambda hooks: next(estimator.predict(input_fn, hooks=hooks)))

@@ -87,6 +87,20 @@ def check_tpu_evaluation(config, num_hosts):
         % (num_hosts, tf.__version__, config.mode))
 
 
+def check_tpu_prediction(num_hosts):
+  """Refuses TPU prediction on a slice of several hosts: TPUEstimator.predict with per-host input
+  (PER_HOST_V2) runs on one host only, on TF 1.x and 2.x alike (tpu_context).
+
+  Raises:
+    PipelineError: num_hosts > 1, naming the alternatives.
+  """
+  if num_hosts > 1:
+    raise PipelineError(
+        'this Cloud TPU slice has %d hosts, and TPUEstimator predicts on a TPU of one host only. '
+        'Predict on a single-host slice (v2-8, v3-8, v4-8), or without --use_tpu '
+        'on the CPU/GPU.' % num_hosts)
+
+
 def input_fns(config, estimator):
   """(train_input_fn, eval_input_fn) for `estimator`.
 

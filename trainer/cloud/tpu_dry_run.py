@@ -1,27 +1,33 @@
-"""`--mode=dry_run`: builds the real `use_tpu=True` training graph of a job for a Cloud TPU slice on
-a machine without one, and reports what TPUEstimator decided on the host.
+"""`--mode=dry_run`: builds the real `use_tpu=True` training, evaluation and prediction graphs
+of a job for a Cloud TPU slice on a machine without one, and reports what TPUEstimator decided
+on the host.
 
 TPUEstimator learns a slice's shape from one function of TensorFlow's TPU support
 (`tpu_system_metadata._query_tpu_system_metadata`, private). While the dry run builds its graphs
 that function answers with the devices of the simulated slice (`TOPOLOGIES`), so TPUEstimator
 calls the input_fn once per host with params['context'], builds the infeed enqueues, shards the
 model_fn over the cores and builds the cross-replica sums and the host_call outfeed, exactly as
-on the slice. Nothing runs on a TPU: a hook stops each job before its session starts.
+on the slice. With --use_tpu instead of --tpu_topology, the TPU that --tpu names answers it
+itself (it must be reachable). Nothing runs on a TPU: a hook stops each job before its session
+starts.
 
 The report (<model_dir>/dry_run.json): the slice; each host's training input (the files it
 reads, or that it deals out records); what crosses the infeed per step; the ops inside the TPU
-computation that XLA cannot compile; and the evaluation: refused where TF 1.x cannot evaluate on
+computation that XLA cannot compile; the evaluation: refused where TF 1.x cannot evaluate on
 the slice, else its graph and each host's eval examples, counted by running that host's recorded
-eval input_fn call again over the real data.
-For the last, the XLA CPU JIT's kernel registrations of the installed wheel stand in for the TPU
+eval input_fn call again over the real data; and the prediction graph, refused on a slice of
+several hosts.
+For the ops, the XLA CPU JIT's kernel registrations of the installed wheel stand in for the TPU
 compiler's (which registers a few ops more or fewer): a proxy, not a TPU compile.
 """
 
 import collections
 import contextlib
 import dataclasses
+import functools
 import shutil
 import tempfile
+from typing import Optional
 
 from absl import logging
 import tensorflow.compat.v1 as tf
@@ -30,6 +36,7 @@ from tensorflow.python.framework import kernels
 from tensorflow.python.tpu import tpu_system_metadata
 
 from trainer import estimator as estimator_lib
+from trainer.cloud import tpu_resolver
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import records
 from trainer.errors import PipelineError
@@ -63,7 +70,7 @@ class _StopBeforeSession(tf.train.SessionRunHook):
     raise _GraphBuilt(tf.get_default_graph())
 
 
-def slice_shape(topology):
+def topology_shape(topology):
   """(num_hosts, num_cores) of a slice name in TOPOLOGIES.
 
   Raises:
@@ -129,6 +136,7 @@ def tpu_computation_nodes(graph):
   return found
 
 
+@functools.lru_cache(maxsize=None)
 def _xla_compilable_ops():
   """Op types with an XLA CPU JIT kernel in this wheel (registered once XLA has compiled
   something in this process)."""
@@ -238,13 +246,47 @@ def _host(call):
   return tuple(call['deployment'][1:3]) if call['deployment'] else (0, 1)
 
 
-def _train_report(config, num_hosts, num_cores):
-  """The training graph: one input_fn call per host, what each reads, the infeed and the ops."""
+@dataclasses.dataclass(frozen=True)
+class _Slice:
+  """The slice the graphs are built for: simulated (`topology` in TOPOLOGIES) or the resolved
+  TPU of config.tpu (`topology` None: TPUEstimator asks the TPU itself)."""
+  name: str
+  num_hosts: int
+  num_cores: int
+  topology: Optional[str] = None
+
+  def active(self):
+    if self.topology:
+      return simulated_slice(self.num_hosts, self.num_cores)
+    return contextlib.nullcontext()
+
+  @property
+  def tpu_master(self):
+    return SIMULATED_MASTER if self.topology else None  # None: build_estimator resolves config.tpu
+
+
+def _capture(config, tpu_slice, mode):
+  """(graph, recorded input_fn calls) of `mode` ('train', 'eval' or 'predict') of `config` on
+  `tpu_slice`, stopped before its session starts."""
   calls = []
-  with simulated_slice(num_hosts, num_cores):
-    estimator = estimator_lib.build_estimator(config, tpu_master=SIMULATED_MASTER)
-    train_input_fn = _recording(estimator_lib.input_fns(config, estimator)[0], calls)
-    graph = capture_graph(lambda hooks: estimator.train(train_input_fn, max_steps=1, hooks=hooks))
+  with tpu_slice.active():
+    estimator = estimator_lib.build_estimator(config, tpu_master=tpu_slice.tpu_master)
+    train_input_fn, eval_input_fn = estimator_lib.input_fns(config, estimator)
+    if mode == 'train':
+      input_fn = _recording(train_input_fn, calls)
+      run = lambda hooks: estimator.train(input_fn, max_steps=1, hooks=hooks)
+    elif mode == 'eval':
+      input_fn = _recording(eval_input_fn, calls)
+      run = lambda hooks: estimator.evaluate(input_fn, steps=config.eval_steps, hooks=hooks)
+    else:
+      input_fn = _recording(eval_input_fn, calls)
+      run = lambda hooks: next(estimator.predict(input_fn, hooks=hooks))
+    return capture_graph(run), calls
+
+
+def _train_report(config, tpu_slice):
+  """The training graph: one input_fn call per host, what each reads, the infeed and the ops."""
+  graph, calls = _capture(config, tpu_slice, 'train')
   nodes, tpu_nodes = _nodes(graph), tpu_computation_nodes(graph)
   per_host = []
   for call in sorted(calls, key=_host):
@@ -261,26 +303,25 @@ def _train_report(config, num_hosts, num_cores):
   }
 
 
-def _evaluation_report(config, num_hosts, num_cores):
+def _graph_report(graph):
+  tpu_nodes = tpu_computation_nodes(graph)
+  return {'tpu_ops': len(tpu_nodes), 'unsupported_ops': unsupported_ops(tpu_nodes),
+          'infeed': infeed_report(_nodes(graph))}
+
+
+def _evaluation_report(config, tpu_slice):
   """Whether the job can evaluate on this slice (`estimator.check_tpu_evaluation` for
   --mode=train_and_eval) and, if it can, its evaluation graph and what each host's eval input
   reads: every eval example exactly once across the hosts, the same number of batches each."""
   report = {'on_tpu': config.eval_on_tpu, 'eval_steps': config.eval_steps}
   try:
     estimator_lib.check_tpu_evaluation(dataclasses.replace(config, mode='train_and_eval'),
-                                       num_hosts)
+                                       tpu_slice.num_hosts)
   except PipelineError as e:
     report['refused'] = str(e)
     return report
-  calls = []
-  with simulated_slice(num_hosts, num_cores):
-    estimator = estimator_lib.build_estimator(config, tpu_master=SIMULATED_MASTER)
-    eval_input_fn = _recording(estimator_lib.input_fns(config, estimator)[1], calls)
-    graph = capture_graph(lambda hooks: estimator.evaluate(
-        eval_input_fn, steps=config.eval_steps, hooks=hooks))
-  tpu_nodes = tpu_computation_nodes(graph)
-  report.update(tpu_ops=len(tpu_nodes), unsupported_ops=unsupported_ops(tpu_nodes),
-                infeed=infeed_report(_nodes(graph)))
+  graph, calls = _capture(config, tpu_slice, 'eval')
+  report.update(_graph_report(graph))
   if config.data.fake_data:
     return report
   per_host, batches = [], set()
@@ -290,43 +331,77 @@ def _evaluation_report(config, num_hosts, num_cores):
                      'eval_batches': host_batches})
     batches.add(host_batches)
   # Each step dequeues one per-core batch for every core of the host (on the CPU: one batch).
-  replicas_per_host = num_cores // num_hosts if config.eval_on_tpu else 1
+  replicas_per_host = tpu_slice.num_cores // tpu_slice.num_hosts if config.eval_on_tpu else 1
   report.update(per_host=per_host, eval_examples_read=sum(h['eval_examples'] for h in per_host),
                 num_eval_examples=config.data.num_eval_examples,
                 batches_match_eval_steps=batches == {config.eval_steps * replicas_per_host})
   return report
 
 
-def dry_run(config, topology):
-  """Builds the training and evaluation graphs of `config` for the slice `topology` and checks
-  what each host's input reads. The Estimators work in a scratch directory: the job's model_dir
-  gets only the report.
+def _prediction_report(config, tpu_slice):
+  """The prediction graph (`TPUEstimator.predict` on the TPU, fed the eval split's records), or
+  why the slice cannot predict (`estimator.check_tpu_prediction`). The SavedModel export is built
+  for the CPU (export_to_tpu=False) and is not part of it."""
+  report = {'on_tpu': True}
+  try:
+    estimator_lib.check_tpu_prediction(tpu_slice.num_hosts)
+  except PipelineError as e:
+    report['refused'] = str(e)
+    return report
+  graph, calls = _capture(config, tpu_slice, 'predict')
+  report.update(_graph_report(graph), input_fn_calls=len(calls),
+                outfeed_dequeues=sum(1 for n in _nodes(graph) if n.op == 'OutfeedDequeueTuple'))
+  return report
+
+
+def _resolve_slice(config, topology):
+  """The _Slice of `topology` (simulated), or of the TPU that config.tpu names (resolved and
+  asked for its hosts and cores, as the real job does)."""
+  if topology:
+    return _Slice(topology, *topology_shape(topology), topology=topology)
+  resolver = tpu_resolver.resolve_tpu(config.tpu, config.tpu_zone, config.gcp_project,
+                                      timeout=config.tpu_connect_timeout)
+  num_hosts, num_cores = tpu_resolver.slice_shape(
+      resolver, timeout=max(60.0, config.tpu_connect_timeout))
+  return _Slice(resolver.master() or tpu_resolver.LOCAL_TPU, num_hosts, num_cores)
+
+
+def dry_run(config, topology=None):
+  """Builds the training, evaluation and prediction graphs of `config` for a TPU slice and
+  checks what each host's input reads. The Estimators work in a scratch directory: the job's
+  model_dir gets only the report.
 
   Args:
-    config: `trainer.run_config.Config` with use_tpu and num_cores of the slice.
-    topology: a key of TOPOLOGIES.
+    config: `trainer.run_config.Config` with use_tpu (and, for a simulated slice, its num_cores).
+    topology: a key of TOPOLOGIES to simulate; None takes the slice of the TPU that config.tpu
+      names, which must be reachable (nothing runs on it).
 
   Returns:
     the report dict (the driver writes it to <model_dir>/dry_run.json).
 
   Raises:
-    PipelineError: an unknown topology, or a graph that cannot be built.
+    PipelineError: an unknown topology, a TPU that cannot be resolved or does not fit the job
+      (`estimator.check_tpu_slice`), or a graph that cannot be built.
   """
-  num_hosts, num_cores = slice_shape(topology)
+  tpu_slice = _resolve_slice(config, topology)
+  estimator_lib.check_tpu_slice(config, tpu_slice.num_hosts, tpu_slice.num_cores)
   scratch = tempfile.mkdtemp(prefix='dry-run-')
   try:
     scratch_config = dataclasses.replace(
         config, model_dir=scratch, model=dataclasses.replace(config.model, model_dir=scratch))
     report = {
-        'topology': topology, 'num_hosts': num_hosts, 'num_cores': num_cores,
+        'topology': tpu_slice.name, 'simulated': bool(topology),
+        'num_hosts': tpu_slice.num_hosts, 'num_cores': tpu_slice.num_cores,
         'tensorflow_version': tf.__version__, 'model': config.model.model,
         'precision': config.model.precision,
-        'per_core_batch_size': config.train_batch_size // num_cores,
+        'per_core_batch_size': config.train_batch_size // tpu_slice.num_cores,
     }
-    report.update(_train_report(scratch_config, num_hosts, num_cores))
-    report['evaluation'] = _evaluation_report(scratch_config, num_hosts, num_cores)
+    report.update(_train_report(scratch_config, tpu_slice))
+    report['evaluation'] = _evaluation_report(scratch_config, tpu_slice)
+    report['prediction'] = _prediction_report(scratch_config, tpu_slice)
   finally:
     shutil.rmtree(scratch, ignore_errors=True)
-  logging.info('dry run on %s: %d hosts, %d cores, infeed %s, %d unsupported ops', topology,
-               num_hosts, num_cores, report['infeed'], len(report['unsupported_ops']))
+  logging.info('dry run on %s: %d hosts, %d cores, infeed %s, %d unsupported ops',
+               tpu_slice.name, tpu_slice.num_hosts, tpu_slice.num_cores, report['infeed'],
+               len(report['unsupported_ops']))
   return report
