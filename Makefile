@@ -68,6 +68,8 @@ TRAIN_FLAGS_inception_v3 := --model=inception_v3 --image_size=75 --train_batch_s
 TRAIN_FLAGS_bilstm := --model=bilstm --train_batch_size=64 --eval_batch_size=510 \
   --train_epochs=2 --steps_per_eval=160 --lstm_hidden_units=128 --embedding_dim=128
 TRAIN_FLAGS ?= $(TRAIN_FLAGS_$(MODEL))
+# SEED=N repeats a run (results.json records the seed each run used; empty: a drawn one).
+SEED ?=
 ifeq ($(strip $(TRAIN_FLAGS)),)
   $(error MODEL must be resnet, inception_v3, cnn or bilstm, got '$(MODEL)')
 endif
@@ -84,7 +86,7 @@ help:
 train: PREP_VENV := $(TRAIN_VENV)
 train: $(TRAIN_VENV)/.installed $(DATA_DIR)/dataset.json
 	$(TRAIN_VENV)/bin/python -m trainer.main --data_dir=$(DATA_DIR) --model_dir=$(MODEL_DIR) \
-	  --export_dir=$(EXPORT_DIR) $(TRAIN_FLAGS)
+	  --export_dir=$(EXPORT_DIR) $(TRAIN_FLAGS) $(if $(SEED),--seed=$(SEED))
 	@echo "results: $(MODEL_DIR)/results.json"
 
 # Tests run inside a loopback-only network namespace: nothing they start can reach the network.

@@ -149,6 +149,11 @@ def define_schedule_flags():
                        'mode=eval: seconds to wait for a new checkpoint (0: evaluate the latest '
                        'checkpoint once).')
   flags.DEFINE_float('log_every_n_secs', 30.0, 'Seconds between progress log lines.')
+  flags.DEFINE_integer('seed', None,
+                       'Seeds everything the run randomises: initializers and dropout, the file '
+                       'and example shuffles, the random crops, flips and colour jitter. Default: '
+                       'a seed is drawn, logged and written to results.json, so the run can be '
+                       'repeated with --seed.')
 
 
 def define_gpu_flags():

@@ -6,8 +6,11 @@ overrides a caller such as the benchmark applies), read as attributes `f.name`.
 """
 
 import math
+import random
 import re
 import types
+
+from absl import logging
 
 import tensorflow.compat.v1 as tf
 
@@ -20,6 +23,7 @@ from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
 from trainer.run_config import Config
 
+MAX_SEED = 2**31
 # ImageNet-shaped defaults for --fake_data without dataset.json.
 _FAKE_DEFAULTS = {'num_classes': 1000, 'image_size': 224, 'num_train_examples': 1281167,
                   'num_eval_examples': 50000, 'label_offset': 0}
@@ -251,6 +255,21 @@ def profile_steps_of(f):
   return (start, end)
 
 
+def seed_of(f):
+  """--seed, or a seed drawn from the OS's entropy and logged (results.json records it too).
+
+  Raises:
+    PipelineError: a seed outside [0, 2**31).
+  """
+  if f.seed is None:
+    seed = random.SystemRandom().randrange(MAX_SEED)
+    logging.info('No --seed given: this run uses --seed=%d (pass it to repeat the run).', seed)
+    return seed
+  if not 0 <= f.seed < MAX_SEED:
+    raise PipelineError('--seed must be in [0, %d), got %d.' % (MAX_SEED, f.seed))
+  return f.seed
+
+
 def config_from_flags(flag_values):
   """Builds the run Config.
 
@@ -266,6 +285,7 @@ def config_from_flags(flag_values):
   """
   f = _dry_run_values(types.SimpleNamespace(**flag_values))
   _check_combinations(f)
+  seed = seed_of(f)
   model_dir = model_dir_of(f)
   mirrored_devices = mirrored_devices_of(f)
   profile_steps = profile_steps_of(f)
@@ -301,7 +321,7 @@ def config_from_flags(flag_values):
       color_distortion=_preprocessing_value(
           f, preprocessing, 'color_distortion',
           default=f.model == 'inception_v3' and not f.use_tpu),
-      cache_decoded=f.cache_decoded, modality=modality,
+      cache_decoded=f.cache_decoded, modality=modality, seed=seed,
       max_seq_length=values.get('max_seq_length') or 0, vocab_size=values.get('vocab_size') or 0,
       vocab_file=info.get('vocab_file', DataConfig.vocab_file))
   if f.train_steps is not None:
@@ -336,4 +356,4 @@ def config_from_flags(flag_values):
       tpu=f.tpu, tpu_zone=f.tpu_zone, gcp_project=f.gcp_project, num_cores=f.num_cores,
       tpu_connect_timeout=f.tpu_connect_timeout, tpu_topology=f.tpu_topology,
       eval_on_tpu=f.eval_on_tpu, mirrored_devices=mirrored_devices,
-      profile_steps=profile_steps)
+      profile_steps=profile_steps, seed=seed)

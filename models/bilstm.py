@@ -13,6 +13,8 @@ the pooling ignores padded positions, and padded embeddings are never read.
 
 import tensorflow.compat.v1 as tf
 
+from models import seeded
+
 POOLINGS = ('max', 'mean', 'final')
 # Padded positions must never win the max-pooling.
 _MASKED = -1e9
@@ -65,12 +67,13 @@ def bilstm(token_ids, length, vocab_size, num_classes, is_training, embedding_di
       'embedding', [vocab_size, embedding_dim], tf.float32,
       initializer=tf.random_uniform_initializer(-0.05, 0.05))
   net = tf.cast(tf.nn.embedding_lookup(embedding, token_ids), compute_dtype)
-  net = tf.layers.dropout(net, rate=dropout_rate, training=is_training)
+  net = seeded.dropout(net, rate=dropout_rate, is_training=is_training)
   final_states = None
   net = tf.cast(net, tf.float32)
   for layer in range(num_layers):
     with tf.variable_scope('bilstm_%d' % layer):
-      cells = [tf.nn.rnn_cell.LSTMCell(hidden_units, name=direction, dtype=tf.float32)
+      cells = [tf.nn.rnn_cell.LSTMCell(hidden_units, name=direction, dtype=tf.float32,
+                                       initializer=seeded.glorot_uniform())
                for direction in ('forward', 'backward')]
       (forward, backward), (forward_state, backward_state) = tf.nn.bidirectional_dynamic_rnn(
           cells[0], cells[1], net, sequence_length=length, dtype=tf.float32)
@@ -80,6 +83,7 @@ def bilstm(token_ids, length, vocab_size, num_classes, is_training, embedding_di
     pooled = final_states
   else:
     pooled = _masked_pool(net, length, pooling)
-  pooled = tf.layers.dropout(tf.cast(pooled, compute_dtype), rate=dropout_rate,
-                            training=is_training)
-  return tf.layers.dense(pooled, num_classes, name='logits')
+  pooled = seeded.dropout(tf.cast(pooled, compute_dtype), rate=dropout_rate,
+                          is_training=is_training)
+  return tf.layers.dense(pooled, num_classes, name='logits',
+                         kernel_initializer=seeded.glorot_uniform())

@@ -6,6 +6,8 @@ linear classifier. About 1.6M parameters at 28x28.
 
 import tensorflow.compat.v1 as tf
 
+from models import seeded
+
 # Keras BatchNormalization defaults, as in the demo.
 BATCH_NORM_DECAY = 0.99
 BATCH_NORM_EPSILON = 1e-3
@@ -43,10 +45,13 @@ def cnn(images, num_classes, is_training):
       net = tf.layers.batch_normalization(net, momentum=BATCH_NORM_DECAY,
                                           epsilon=BATCH_NORM_EPSILON, training=is_training,
                                           fused=True)
-      net = tf.layers.conv2d(net, filters, 5, padding='same', activation=elu)
+      net = tf.layers.conv2d(net, filters, 5, padding='same', activation=elu,
+                             kernel_initializer=seeded.glorot_uniform())
       net = tf.layers.max_pooling2d(net, 2, strides=2)
-      net = tf.layers.dropout(net, rate=0.25, training=is_training)
+      net = seeded.dropout(net, rate=0.25, is_training=is_training)
   net = tf.layers.flatten(net)
-  net = tf.layers.dense(net, 256, activation=elu, name='dense')
-  net = tf.layers.dropout(net, rate=0.5, training=is_training)
-  return tf.layers.dense(net, num_classes, name='logits')
+  net = tf.layers.dense(net, 256, activation=elu, name='dense',
+                        kernel_initializer=seeded.glorot_uniform())
+  net = seeded.dropout(net, rate=0.5, is_training=is_training)
+  return tf.layers.dense(net, num_classes, name='logits',
+                         kernel_initializer=seeded.glorot_uniform())

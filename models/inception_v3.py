@@ -13,6 +13,8 @@ static shapes only, on TPU.
 
 import tensorflow.compat.v1 as tf
 
+from models import seeded
+
 # A faster-moving average than the paper's 0.9997 so the eval statistics settle within the few
 # thousand steps of a small-data run; epsilon as in the reference implementations.
 BATCH_NORM_DECAY = 0.99
@@ -162,6 +164,7 @@ def inception_v3(images, num_classes, is_training):
   net = _mixed_7(net, is_training, 'Mixed_7b')
   net = _mixed_7(net, is_training, 'Mixed_7c')
   net = tf.reduce_mean(net, axis=[1, 2])  # the 8x8 average pool at 299x299, global at any size
-  net = tf.layers.dropout(net, rate=DROPOUT_RATE, training=is_training)
-  logits = tf.layers.dense(net, num_classes, name='logits')
+  net = seeded.dropout(net, rate=DROPOUT_RATE, is_training=is_training)
+  logits = tf.layers.dense(net, num_classes, name='logits',
+                           kernel_initializer=seeded.glorot_uniform())
   return logits, aux_logits

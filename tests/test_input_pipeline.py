@@ -116,12 +116,15 @@ def test_color_distortion_changes_training_images_only_within_range():
                 eval_crop_fraction=1.0)
   with tf.Graph().as_default():
     image = tf.constant(pixels)
-    plain = preprocessing.preprocess_image(image, True, **kwargs)
-    distorted = preprocessing.preprocess_image(image, True, color_distortion=True, **kwargs)
+    seed = tf.placeholder(tf.int64, [2])
+    plain = preprocessing.preprocess_image(image, True, seed=seed, **kwargs)
+    distorted = preprocessing.preprocess_image(image, True, color_distortion=True, seed=seed,
+                                               **kwargs)
     evaluated = preprocessing.preprocess_image(image, False, color_distortion=True, **kwargs)
     with tf.Session() as sess:
-      plain, evaluated = sess.run([plain, evaluated])
-      samples = [sess.run(distorted).astype(np.float64) for _ in range(4)]
+      plain, evaluated = sess.run([plain, evaluated], {seed: [0, 0]})
+      samples = [sess.run(distorted, {seed: [7, i]}).astype(np.float64) for i in range(4)]
+      again = sess.run(distorted, {seed: [7, 0]})
   # Evaluation is never distorted, and without distortion a 28x28 image keeps its pixels.
   np.testing.assert_array_equal(evaluated, pixels)
   np.testing.assert_array_equal(plain, pixels)
@@ -129,7 +132,8 @@ def test_color_distortion_changes_training_images_only_within_range():
   for sample in samples:
     assert 0.0 <= sample.min() and sample.max() <= 255.0
     assert np.abs(sample - plain).mean() > 1.0
-  assert np.abs(samples[0] - samples[1]).mean() > 0.1  # random per call
+  assert np.abs(samples[0] - samples[1]).mean() > 0.1  # random per example seed
+  np.testing.assert_array_equal(again, samples[0])  # fixed by it
 
 
 def test_a_jpeg_training_crop_decodes_only_its_window_to_the_same_pixels(monkeypatch):
@@ -140,15 +144,16 @@ def test_a_jpeg_training_crop_decodes_only_its_window_to_the_same_pixels(monkeyp
   pixels = np.stack([x, y, (x + y) // 2], axis=-1).astype(np.uint8)
   box = ([30, 44, 0], [96, 128, -1])
   monkeypatch.setattr(preprocessing, 'distorted_bbox',
-                      lambda shape: (tf.constant(box[0]), tf.constant(box[1])))
+                      lambda shape, seed: (tf.constant(box[0]), tf.constant(box[1])))
   with tf.Graph().as_default():
     jpeg = tf.image.encode_jpeg(tf.constant(pixels), quality=95)
     # The same decoded pixels as a PNG: decoded whole, then cropped.
     png = tf.image.encode_png(tf.io.decode_jpeg(jpeg, channels=3))
-    from_jpeg = preprocessing.decode_distorted_bbox_crop(jpeg, 64)
-    from_png = preprocessing.decode_distorted_bbox_crop(png, 64)
+    seed = tf.constant([0, 0], tf.int64)
+    from_jpeg = preprocessing.decode_distorted_bbox_crop(jpeg, 64, seed)
+    from_png = preprocessing.decode_distorted_bbox_crop(png, 64, seed)
     # The training example: that crop rounded to uint8 (the flip off).
-    example = preprocessing.preprocess_encoded(jpeg, True, 64, random_flip=False)
+    example = preprocessing.preprocess_encoded(jpeg, True, 64, random_flip=False, seed=seed)
     with tf.Session() as sess:
       from_jpeg, from_png, example = sess.run([from_jpeg, from_png, example])
   assert from_jpeg.shape == (64, 64, 3)

@@ -105,7 +105,9 @@ def input_fns(config, estimator):
   """(train_input_fn, eval_input_fn) for `estimator`.
 
   TPUEstimator sets params['batch_size'] itself (per core on a TPU, global off it); a plain
-  Estimator does not, so its input_fns get the per-replica training batch and the eval batch.
+  Estimator does not, so its input_fns get the per-replica training batch and the eval batch,
+  and in a TF_CONFIG cluster params['worker'] = (this task's index, tasks), so that each worker
+  shuffles and augments with its own seed (`input_fn.input_stream`).
   """
   train = input_fn_lib.input_fn_builder(config.data, is_training=True)
   evaluation = input_fn_lib.input_fn_builder(config.data, is_training=False,
@@ -113,7 +115,10 @@ def input_fns(config, estimator):
   if isinstance(estimator, tf.estimator.tpu.TPUEstimator):
     return train, evaluation
   per_replica = config.train_batch_size // config.num_replicas
-  return (lambda params: train(dict(params, batch_size=per_replica)),
+  run_config = estimator.config
+  worker = (run_config.global_id_in_cluster,
+            run_config.num_worker_replicas + run_config.num_ps_replicas)
+  return (lambda params: train(dict(params, batch_size=per_replica, worker=worker)),
           lambda params: evaluation(dict(params, batch_size=config.eval_batch_size)))
 
 
@@ -151,6 +156,7 @@ def tpu_run_config(config, tpu_master=None):
       cluster=cluster, master=tpu_master, model_dir=config.model_dir,
       save_checkpoints_steps=config.save_checkpoints_steps,
       keep_checkpoint_max=config.keep_checkpoint_max, tpu_config=tpu_config,
+      tf_random_seed=config.seed,
       # trainer.hooks.ProgressHook logs step, rate and ETA. On a TPU the loss stays on the device
       # between loops: TPUEstimator's own hooks log it, and examples/sec, after every loop.
       log_step_count_steps=config.iterations_per_loop if config.use_tpu else None)
@@ -162,7 +168,8 @@ def _distributed_estimator(config):
   asynchronous updates. Each worker step uses `config.train_batch_size` examples."""
   return _estimator(config, tf.estimator.RunConfig(  # reads TF_CONFIG
       model_dir=config.model_dir, save_checkpoints_steps=config.save_checkpoints_steps,
-      keep_checkpoint_max=config.keep_checkpoint_max, log_step_count_steps=None))
+      keep_checkpoint_max=config.keep_checkpoint_max, log_step_count_steps=None,
+      tf_random_seed=config.seed))
 
 
 def _mirrored_estimator(config):
@@ -189,7 +196,7 @@ def _mirrored_estimator(config):
   return _estimator(config, tf.estimator.RunConfig(
       model_dir=config.model_dir, save_checkpoints_steps=config.save_checkpoints_steps,
       keep_checkpoint_max=config.keep_checkpoint_max, log_step_count_steps=None,
-      session_config=session_config, train_distribute=strategy))
+      tf_random_seed=config.seed, session_config=session_config, train_distribute=strategy))
 
 
 def _estimator(config, run_config):

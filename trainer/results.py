@@ -93,6 +93,7 @@ def run_facts(config, measured_steps, measured_seconds, start):
       'max_seq_length': config.model.max_seq_length if config.data.modality == 'text' else None,
       'train_batch_size': config.train_batch_size,
       'train_steps': config.train_steps,
+      'seed': config.seed,
       'examples_per_sec': (measured_steps * config.train_batch_size / measured_seconds
                            if measured_seconds > 0 else None),
       'wall_seconds': time.time() - start,

@@ -38,6 +38,7 @@ class Config:
   eval_on_tpu: bool = True
   mirrored_devices: Tuple[str, ...] = ()
   profile_steps: Tuple[int, ...] = ()  # (start, end): trace global steps [start, end)
+  seed: int = 0  # graph-level seed (initializers, dropout); data.seed is the same --seed
 
   @property
   def num_replicas(self):

@@ -40,29 +40,30 @@ def input_stage_rates(data, batch_size, windows):
   autotune = tf.data.experimental.AUTOTUNE
 
   def shuffled_records():
-    dataset = records.record_dataset(data.file_pattern(True), True)
+    dataset = records.record_dataset(data.file_pattern(True), True, seed=0)
     dataset = dataset.map(lambda r: records.parse_image_record(data, r),
                           num_parallel_calls=autotune)
-    return dataset.shuffle(1024).repeat()
+    return dataset.shuffle(1024, seed=0).repeat().enumerate().map(
+        lambda index, element: (input_fn_lib.example_seed(0, index),) + element)
 
   def stage(fn):
     return lambda: input_fn_lib.with_host_options(shuffled_records().map(
         fn, num_parallel_calls=autotune).batch(batch_size, drop_remainder=True).prefetch(autotune))
 
-  def window(encoded):
-    begin, size = preprocessing.distorted_bbox(tf.image.extract_jpeg_shape(encoded))
+  def window(encoded, seed):
+    begin, size = preprocessing.distorted_bbox(tf.image.extract_jpeg_shape(encoded), seed)
     return tf.stack([begin[0], begin[1], size[0], size[1]])
 
   stages = [
-      ('read, parse, shuffle', stage(lambda encoded, label: label)),
+      ('read, parse, shuffle', stage(lambda seed, encoded, label: label)),
       ('+ decode the whole JPEG', stage(
-          lambda encoded, label: tf.io.decode_jpeg(encoded, channels=3)[0, 0, 0])),
+          lambda seed, encoded, label: tf.io.decode_jpeg(encoded, channels=3)[0, 0, 0])),
       ('+ decode the crop window only', stage(
-          lambda encoded, label: tf.image.decode_and_crop_jpeg(
-              encoded, window(encoded), channels=3)[0, 0, 0])),
+          lambda seed, encoded, label: tf.image.decode_and_crop_jpeg(
+              encoded, window(encoded, seed), channels=3)[0, 0, 0])),
       ('+ resize the crop to %d (float32)' % data.image_size, stage(
-          lambda encoded, label: preprocessing.decode_distorted_bbox_crop(
-              encoded, data.image_size)[0, 0, 0])),
+          lambda seed, encoded, label: preprocessing.decode_distorted_bbox_crop(
+              encoded, data.image_size, seed)[0, 0, 0])),
       ('whole input_fn (+ round to uint8, flip, batch)',
        lambda: input_fn_lib.input_fn_builder(data, is_training=True)(
            {'batch_size': batch_size})),

@@ -32,6 +32,8 @@ class DataConfig:
     max_seq_length: text: tokens per example (longer records are truncated, shorter padded).
     vocab_size: text: ids in [0, vocab_size) (the lines of vocab_file).
     vocab_file: text: the vocabulary's file name inside data_dir (for the serving signature).
+    seed: keys the training input's file and example shuffles and each example's augmentation
+      (`trainer.data.input_fn`).
   """
   data_dir: Optional[str]
   num_classes: int
@@ -53,6 +55,7 @@ class DataConfig:
   max_seq_length: int = 0
   vocab_size: int = 0
   vocab_file: str = tokenizer.VOCAB_FILENAME
+  seed: int = 0
 
   def __post_init__(self):
     if self.image_dtype not in features.IMAGE_DTYPES:

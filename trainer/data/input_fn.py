@@ -14,14 +14,15 @@ _SHUFFLE_BUFFER_DECODED = 10000   # decoded small images: ~2.4 KB each at 28x28x
 _SHUFFLE_BUFFER_ENCODED = 1024    # encoded ImageNet photos: ~110 KB each
 
 
-def _preprocess(data, is_training, image, label):
-  """image: decoded uint8 [h, w, 3] (cache_decoded) or the encoded bytes."""
+def _preprocess(data, is_training, image, label, seed=None):
+  """image: decoded uint8 [h, w, 3] (cache_decoded) or the encoded bytes; seed: training: the
+  example's int64 [2] seed."""
   preprocess = (preprocessing.preprocess_image if image.dtype == tf.uint8
                 else preprocessing.preprocess_encoded)
   image = preprocess(
       image, is_training, data.image_size, train_crop=data.train_crop,
       crop_padding=data.crop_padding, eval_crop_fraction=data.eval_crop_fraction,
-      random_flip=data.random_flip, color_distortion=data.color_distortion)
+      random_flip=data.random_flip, color_distortion=data.color_distortion, seed=seed)
   return {features_lib.IMAGE: image, features_lib.MASK: tf.constant(1.0)}, label
 
 
@@ -85,10 +86,32 @@ def host_of(params):
   return host_id, num_hosts
 
 
+def input_stream(params):
+  """(stream, num_streams): which of the run's parallel input pipelines this input_fn call
+  feeds: the TPU host (`host_of`), or the task of a TF_CONFIG cluster (params['worker'], set by
+  `trainer.estimator.input_fns`). Each stream shuffles and augments with its own seed."""
+  return params.get('worker') or host_of(params)
+
+
+def stream_seed(seed, stream):
+  """The int64 seed of one input stream of a run with --seed=`seed` (< 2**31): distinct for
+  every (seed, stream) pair of up to 2**16 streams."""
+  return seed * 2**16 + stream
+
+
+def example_seed(seed, index):
+  """int64 [2] seed of the example at position `index` (int64 scalar, counted across epochs) of
+  an input stream seeded `seed`: its random numbers are fixed by its place in a deterministic
+  stream, whatever the parallelism of the map that draws them."""
+  return tf.stack([tf.constant(seed, tf.int64), index])
+
+
 def input_fn_builder(data, is_training, global_batch_size=None):
   """Returns an input_fn(params) for TPUEstimator.
 
-  Training repeats forever, shuffles and drops the last partial batch. Evaluation reads each
+  Training repeats forever, shuffles and drops the last partial batch; its shuffles and each
+  example's augmentation are keyed by `data.seed` and the input stream (`input_stream`), so the
+  same seed gives the same batches. Evaluation reads each
   example exactly once in file order and appends mask-0 padding up to a multiple of
   `global_batch_size`, so with `eval_steps = ceil(num_eval_examples / global_batch_size)` every
   example counts once and no batch is ragged (TPU evaluation needs fixed shapes). On a pod slice
@@ -107,22 +130,23 @@ def input_fn_builder(data, is_training, global_batch_size=None):
   def input_fn(params):
     batch_size = params['batch_size']
     host_id, num_hosts = host_of(params)
+    seed = stream_seed(data.seed, input_stream(params)[0])
     num_examples = data.num_train_examples if is_training else records.host_shard(
         data.num_eval_examples, host_id, num_hosts)
     if data.fake_data:
       dataset = _fake_dataset(data, is_training, num_examples)
     elif data.modality == 'text':
       dataset = records.record_dataset(data.file_pattern(is_training), is_training, host_id,
-                                       num_hosts)
+                                       num_hosts, seed)
       dataset = dataset.map(lambda r: records.parse_text_record(data, r),
                             num_parallel_calls=AUTOTUNE)
       # Token ids are small: keep them in memory after the first pass.
       dataset = dataset.cache()
       if is_training:
-        dataset = dataset.shuffle(_SHUFFLE_BUFFER_DECODED).repeat()
+        dataset = dataset.shuffle(_SHUFFLE_BUFFER_DECODED, seed=seed).repeat()
     else:
       dataset = records.record_dataset(data.file_pattern(is_training), is_training, host_id,
-                                       num_hosts)
+                                       num_hosts, seed)
       if data.cache_decoded:
         # Decoded once, kept in host RAM: later epochs only crop and flip.
         dataset = dataset.map(lambda r: records.parse_and_decode_image_record(data, r),
@@ -134,10 +158,15 @@ def input_fn_builder(data, is_training, global_batch_size=None):
                               num_parallel_calls=AUTOTUNE)
       if is_training:
         dataset = dataset.shuffle(
-            _SHUFFLE_BUFFER_DECODED if data.cache_decoded else _SHUFFLE_BUFFER_ENCODED)
-        dataset = dataset.repeat()
-      dataset = dataset.map(lambda image, label: _preprocess(data, is_training, image, label),
-                            num_parallel_calls=AUTOTUNE)
+            _SHUFFLE_BUFFER_DECODED if data.cache_decoded else _SHUFFLE_BUFFER_ENCODED,
+            seed=seed)
+        dataset = dataset.repeat().enumerate().map(
+            lambda index, element: _preprocess(data, True, *element,
+                                               seed=example_seed(seed, index)),
+            num_parallel_calls=AUTOTUNE)
+      else:
+        dataset = dataset.map(lambda image, label: _preprocess(data, False, image, label),
+                              num_parallel_calls=AUTOTUNE)
     if not is_training:
       # Every host runs the same eval_steps = ceil(num_eval_examples / global_batch_size).
       padded_total = (-(-data.num_eval_examples // global_batch_size) * global_batch_size //

@@ -97,14 +97,16 @@ def host_files(pattern, host_id, num_hosts, is_training=True):
   return paths, 'records'
 
 
-def record_dataset(pattern, is_training, host_id=0, num_hosts=1):
+def record_dataset(pattern, is_training, host_id=0, num_hosts=1, seed=None):
   """Interleaved TFRecord shards matching `pattern` (serialized records): this host's part
-  (`host_files`); shuffled file order in training when the host reads whole files, file order
-  otherwise."""
+  (`host_files`); in training, when the host reads whole files, their order shuffled with `seed`
+  (None: unseeded), else file order. The interleave is deterministic: the same files in the
+  same order give the same records in the same order."""
   interleave = dict(cycle_length=16, num_parallel_calls=tf.data.experimental.AUTOTUNE)
   read = lambda f: tf.data.TFRecordDataset(f, buffer_size=8 * 1024 * 1024)
   if num_hosts == 1:
-    return tf.data.Dataset.list_files(pattern, shuffle=is_training).interleave(read, **interleave)
+    return tf.data.Dataset.list_files(pattern, shuffle=is_training, seed=seed).interleave(
+        read, **interleave)
   paths, split = host_files(pattern, host_id, num_hosts, is_training)
   files = tf.data.Dataset.from_tensor_slices(paths)
   if split == 'records':
@@ -112,7 +114,7 @@ def record_dataset(pattern, is_training, host_id=0, num_hosts=1):
     # training shuffles the records after the shard.
     return files.interleave(read, **interleave).shard(num_hosts, host_id)
   if is_training:
-    files = files.shuffle(len(paths))
+    files = files.shuffle(len(paths), seed=seed)
   return files.interleave(read, **interleave)
 
 
