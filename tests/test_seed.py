@@ -64,11 +64,12 @@ def _data(data_dir, seed, **overrides):
   return DataConfig(**values)
 
 
-def _first_batches(data, params, count=6):
+def _first_batches(data, params, count=6, start_step=0):
   """The first `count` training batches of `data`'s input_fn (read as a take(count) to its end:
   TF 1.15 has crashed closing a session under a running parallel map)."""
   with tf.Graph().as_default():
-    dataset = input_fn_lib.input_fn_builder(data, is_training=True)(params).take(count)
+    dataset = input_fn_lib.input_fn_builder(data, is_training=True, start_step=start_step)(
+        params).take(count)
     batch = tf.data.make_one_shot_iterator(dataset).get_next()
     out = []
     with tf.Session() as sess:
@@ -82,7 +83,8 @@ def _first_batches(data, params, count=6):
 @pytest.mark.parametrize('cache_decoded', [False, True])
 def test_the_same_seed_gives_the_same_batches(small_dir, cache_decoded):
   """Same seed: identical images (random crop, flip, colour jitter) and labels, in the same
-  order, from a parallel map; another seed, or another TPU host, gets other ones."""
+  order, from a parallel map; another seed, or a later training call of the same run (which
+  starts at a later global step), gets other ones."""
   data = _data(small_dir, seed=5, cache_decoded=cache_decoded)
   first = _first_batches(data, {'batch_size': 32})
   again = _first_batches(data, {'batch_size': 32})
@@ -91,8 +93,10 @@ def test_the_same_seed_gives_the_same_batches(small_dir, cache_decoded):
   for (features, labels), (features2, labels2) in zip(first, again):
     np.testing.assert_array_equal(features['image'], features2['image'])
     np.testing.assert_array_equal(labels, labels2)
-  assert not all(np.array_equal(a[1], b[1]) for a, b in zip(first, other))
-  assert not np.array_equal(first[0][0]['image'], other[0][0]['image'])
+  later = _first_batches(data, {'batch_size': 32}, start_step=20)
+  for changed in (other, later):
+    assert not all(np.array_equal(a[1], b[1]) for a, b in zip(first, changed))
+    assert not np.array_equal(first[0][0]['image'], changed[0][0]['image'])
 
 
 def test_two_runs_with_the_same_seed_train_the_same_model(small_dir, tmp_path):

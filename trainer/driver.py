@@ -63,7 +63,7 @@ def run(config):
                             tf.train.latest_checkpoint(config.model_dir))
 
 
-def _train(estimator, config, max_steps, throughput):
+def _train(estimator, config, start_step, max_steps, throughput):
   hook = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
   hooks = [hook]
   if config.profile_steps:
@@ -71,8 +71,8 @@ def _train(estimator, config, max_steps, throughput):
                                      *config.profile_steps))
   with run_errors.explain_input_errors(config, 'train'), \
       run_errors.explain_checkpoint_mismatch(config), run_errors.explain_tpu_shape_errors(config):
-    estimator.train(estimator_lib.input_fns(config, estimator)[0], max_steps=max_steps,
-                    hooks=hooks)
+    estimator.train(estimator_lib.input_fns(config, estimator, start_step)[0],
+                    max_steps=max_steps, hooks=hooks)
   throughput[0] += hook.measured_steps
   throughput[1] += hook.measured_seconds
 
@@ -94,7 +94,7 @@ def _train_and_eval(estimator, config, throughput):
   chunk = config.train_steps if config.mode == 'train' else config.steps_per_eval
   while step < config.train_steps:
     next_stop = min(config.train_steps, (step // chunk + 1) * chunk)
-    _train(estimator, config, next_stop, throughput)
+    _train(estimator, config, step, next_stop, throughput)
     step = latest_step(config.model_dir)
     if config.mode == 'train_and_eval' and step < config.train_steps:
       _evaluate(estimator, config, tf.train.latest_checkpoint(config.model_dir))
@@ -140,7 +140,8 @@ def _run_distributed(config, task_type, task_index, cluster):
                json.dumps(cluster, sort_keys=True))
   progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
   counter = hooks_lib.LocalStepCounter()
-  train_input_fn, eval_input_fn = estimator_lib.input_fns(config, estimator)
+  train_input_fn, eval_input_fn = estimator_lib.input_fns(
+      config, estimator, latest_step(config.model_dir))
   start = time.time()
   with run_errors.explain_input_errors(config, 'train'), \
       run_errors.explain_checkpoint_mismatch(config):

@@ -101,15 +101,16 @@ def check_tpu_prediction(num_hosts):
         'on the CPU/GPU.' % num_hosts)
 
 
-def input_fns(config, estimator):
-  """(train_input_fn, eval_input_fn) for `estimator`.
+def input_fns(config, estimator, start_step=0):
+  """(train_input_fn, eval_input_fn) for `estimator`; the training input of a `train` call that
+  starts at global step `start_step` (`input_fn.stream_seed`).
 
   TPUEstimator sets params['batch_size'] itself (per core on a TPU, global off it); a plain
   Estimator does not, so its input_fns get the per-replica training batch and the eval batch,
   and in a TF_CONFIG cluster params['worker'] = (this task's index, tasks), so that each worker
   shuffles and augments with its own seed (`input_fn.input_stream`).
   """
-  train = input_fn_lib.input_fn_builder(config.data, is_training=True)
+  train = input_fn_lib.input_fn_builder(config.data, is_training=True, start_step=start_step)
   evaluation = input_fn_lib.input_fn_builder(config.data, is_training=False,
                                              global_batch_size=config.eval_batch_size)
   if isinstance(estimator, tf.estimator.tpu.TPUEstimator):

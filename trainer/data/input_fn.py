@@ -3,6 +3,8 @@ TFRecords of `python -m trainer.prepare text` (`trainer.data.records`), turned i
 of `models.features` with static shapes, as TPUs require.
 """
 
+import hashlib
+
 import tensorflow.compat.v1 as tf
 
 from models import features as features_lib
@@ -93,10 +95,13 @@ def input_stream(params):
   return params.get('worker') or host_of(params)
 
 
-def stream_seed(seed, stream):
-  """The int64 seed of one input stream of a run with --seed=`seed` (< 2**31): distinct for
-  every (seed, stream) pair of up to 2**16 streams."""
-  return seed * 2**16 + stream
+def stream_seed(seed, stream, start_step):
+  """The int64 seed of one input stream: the run's --seed, the stream (`input_stream`) and the
+  global step the training call starts from (so each `Estimator.train` call of a train_and_eval
+  run, and a resumed run, continues with new shuffles and augmentation instead of replaying the
+  first call's). A hash of the three, so different triples do not collide in practice."""
+  digest = hashlib.sha256(('%d/%d/%d' % (seed, stream, start_step)).encode()).digest()
+  return int.from_bytes(digest[:8], 'little') >> 1
 
 
 def example_seed(seed, index):
@@ -106,7 +111,7 @@ def example_seed(seed, index):
   return tf.stack([tf.constant(seed, tf.int64), index])
 
 
-def input_fn_builder(data, is_training, global_batch_size=None):
+def input_fn_builder(data, is_training, global_batch_size=None, start_step=0):
   """Returns an input_fn(params) for TPUEstimator.
 
   Training repeats forever, shuffles and drops the last partial batch; its shuffles and each
@@ -122,6 +127,7 @@ def input_fn_builder(data, is_training, global_batch_size=None):
     data: `trainer.data.data_config.DataConfig`.
     is_training: Python bool.
     global_batch_size: eval batch size summed over shards (required when not training).
+    start_step: training: the global step this training call starts from (part of the seed).
 
   Returns:
     input_fn(params) -> tf.data.Dataset of (features, labels) batches of params['batch_size'],
@@ -130,7 +136,7 @@ def input_fn_builder(data, is_training, global_batch_size=None):
   def input_fn(params):
     batch_size = params['batch_size']
     host_id, num_hosts = host_of(params)
-    seed = stream_seed(data.seed, input_stream(params)[0])
+    seed = stream_seed(data.seed, input_stream(params)[0], start_step)
     num_examples = data.num_train_examples if is_training else records.host_shard(
         data.num_eval_examples, host_id, num_hosts)
     if data.fake_data:
