@@ -22,5 +22,8 @@ def define_benchmark_flags():
   flags.DEFINE_integer('epochs', 20, 'overhead: epochs over the 150 iris examples.')
   flags.DEFINE_string('output', None, 'Where to write the JSON record (default: '
                       'runs/benchmarks/<sub-command>-<details>-<runtime>.json).')
+  flags.DEFINE_string('reference', None, 'input: a checkout of tensorflow/tpu at branch r1.15 '
+                      '(outside this repository): also time the Cloud TPU reference ResNet\'s '
+                      'training input beside this project\'s, alternating windows, same records.')
   flags.DEFINE_bool('input_stages', False, 'input: also time the pipeline cut after each stage '
                     '(read, decode, crop window, resize) of JPEG records, to show where time goes.')

@@ -150,9 +150,10 @@ def define_schedule_flags():
                        'checkpoint once).')
   flags.DEFINE_float('log_every_n_secs', 30.0, 'Seconds between progress log lines.')
   flags.DEFINE_integer('seed', None,
-                       'Seeds everything the run randomises: initializers and dropout, the file '
-                       'and example shuffles, the random crops, flips and colour jitter. Default: '
-                       'a seed is drawn, logged and written to results.json, so the run can be '
+                       'Seeds everything the run randomises: initializers and dropout (not '
+                       'repeatable on a TPU, whose compiler ignores op seeds), the file and '
+                       'example shuffles, the random crops, flips and colour jitter. Default: a '
+                       'seed is drawn, logged and written to results.json, so the run can be '
                        'repeated with --seed.')
 
 

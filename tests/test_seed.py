@@ -131,3 +131,29 @@ def test_without_a_seed_one_is_drawn_and_logged(small_dir, tmp_path, monkeypatch
   with pytest.raises(PipelineError, match='--seed must be in'):
     config_from_args('--data_dir=' + small_dir, '--model_dir=' + str(tmp_path),
                      '--train_steps=1', '--seed=-1')
+
+
+class _Context(object):
+  """params['context'] as TPUEstimator passes it to the input_fn of one host."""
+
+  def __init__(self, host_id, num_hosts):
+    self._deployment = (None, host_id, num_hosts, None)
+
+  def current_input_fn_deployment(self):
+    return self._deployment
+
+
+def test_each_host_and_worker_gets_its_own_stream(small_dir):
+  """The seed is per input stream: TPU hosts (params['context']) and the tasks of a TF_CONFIG
+  cluster (params['worker']) shuffle and augment differently, each repeatably; without either
+  there is one stream."""
+  assert input_fn_lib.input_stream({}) == (0, 1)
+  assert input_fn_lib.input_stream({'context': _Context(3, 4)}) == (3, 4)
+  assert input_fn_lib.input_stream({'worker': (2, 5)}) == (2, 5)
+  seeds = {input_fn_lib.stream_seed(5, stream, step) for stream in range(4) for step in (0, 100)}
+  assert len(seeds) == 8 and all(0 <= s < 2**63 for s in seeds)
+  data = _data(small_dir, seed=5)
+  worker = [_first_batches(data, {'batch_size': 32, 'worker': (i, 2)}, count=2) for i in (0, 1)]
+  assert not np.array_equal(worker[0][0][1], worker[1][0][1])
+  again = _first_batches(data, {'batch_size': 32, 'worker': (1, 2)}, count=2)
+  np.testing.assert_array_equal(again[0][0]['image'], worker[1][0][0]['image'])

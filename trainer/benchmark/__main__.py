@@ -69,7 +69,7 @@ def benchmark(subcommand):
                          mode='train', train_steps=1, train_epochs=None,
                          train_batch_size=FLAGS.batch_size)
     return input_bench.bench_input(config.data, FLAGS.batch_size, windows, FLAGS.input_stages,
-                                   FLAGS.output)
+                                   FLAGS.output, FLAGS.reference)
   if subcommand == 'conv':
     return conv_bench.bench_conv(windows, FLAGS.output)
   return overhead_bench.bench_overhead(FLAGS.batch_size, FLAGS.epochs, FLAGS.windows,

@@ -6,6 +6,7 @@ import time
 
 import tensorflow.compat.v1 as tf
 
+from trainer.benchmark import reference_input
 from trainer.benchmark import report
 from trainer.benchmark import timing
 from trainer.data import input_fn as input_fn_lib
@@ -31,6 +32,41 @@ def input_rates(data, batch_size, windows):
   return _dataset_rates(
       lambda: input_fn_lib.input_fn_builder(data, is_training=True)({'batch_size': batch_size}),
       batch_size, windows)
+
+
+def reference_rates(data, batch_size, windows, reference_path):
+  """Examples/sec of this project's training input_fn and of the Cloud TPU reference's
+  (`reference_input`), side by side: both pipelines in one graph and session over the same
+  records, warmed up, then timed in alternating windows (A B, B A, A B, ...) so that a drift of
+  the machine's speed costs both the same.
+
+  Returns:
+    {'project': [rates], 'reference': [rates], 'ratio': [project / reference per pair]}.
+  """
+  with tf.Graph().as_default():
+    pipelines = {
+        'project': input_fn_lib.input_fn_builder(data, is_training=True)(
+            {'batch_size': batch_size}),
+        'reference': reference_input.reference_train_dataset(
+            reference_path, data.data_dir, data.image_size, batch_size),
+    }
+    produce = {name: tf.group(tf.nest.flatten(tf.data.make_one_shot_iterator(d).get_next()))
+               for name, d in pipelines.items()}
+    rates = {'project': [], 'reference': []}
+    with tf.Session() as sess:
+      for name in produce:
+        for _ in range(windows.warmup_steps):
+          sess.run(produce[name])
+      for pair in range(windows.windows):
+        order = ('project', 'reference') if pair % 2 == 0 else ('reference', 'project')
+        for name in order:
+          start = time.perf_counter()
+          for _ in range(windows.steps_per_window):
+            sess.run(produce[name])
+          rates[name].append(windows.steps_per_window * batch_size /
+                             (time.perf_counter() - start))
+  rates['ratio'] = [a / b for a, b in zip(rates['project'], rates['reference'])]
+  return rates
 
 
 def input_stage_rates(data, batch_size, windows):
@@ -71,10 +107,12 @@ def input_stage_rates(data, batch_size, windows):
   return [(name, _dataset_rates(make, batch_size, windows)) for name, make in stages]
 
 
-def bench_input(data, batch_size, windows, input_stages=False, output=None):
+def bench_input(data, batch_size, windows, input_stages=False, output=None, reference=None):
   """Runs the input benchmark on `data` (a `trainer.data.data_config.DataConfig` of real
   TFRecords) and writes its record; with `input_stages` also times each stage of a JPEG
-  'distorted_bbox' training example. Returns the record (dict)."""
+  'distorted_bbox' training example; with `reference` (a tensorflow/tpu r1.15 checkout) also
+  times the Cloud TPU reference's input beside this project's (`reference_rates`). Returns the
+  record (dict)."""
   rates = input_rates(data, batch_size, windows)
   cores = report.runtime_facts()['usable_cores']
   measurements = {'examples_per_sec': timing.summarize(rates),
@@ -85,6 +123,16 @@ def bench_input(data, batch_size, windows, input_stages=False, output=None):
                  num_train_examples=data.num_train_examples)
   rows = [['training input_fn', report.fmt(measurements['examples_per_sec']),
            report.fmt(measurements['examples_per_sec_per_core'])]]
+  if reference:
+    side_by_side = reference_rates(data, batch_size, windows, reference)
+    measurements['side_by_side'] = {k: timing.summarize(v) for k, v in side_by_side.items()}
+    details['reference'] = reference
+    for name in ('project', 'reference', 'ratio'):
+      digits = 2 if name == 'ratio' else 1
+      rows.append(['side by side: ' + name,
+                   report.fmt(measurements['side_by_side'][name], digits=digits),
+                   '' if name == 'ratio' else report.fmt(timing.summarize(
+                       [r / cores for r in side_by_side[name]]))])
   if input_stages:
     measurements['stages'] = []
     for name, stage_rates in input_stage_rates(data, batch_size, windows):
