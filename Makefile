@@ -102,6 +102,9 @@ test: .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv
 # make bench: every measurement of BENCHMARKS.md on one runtime; records in runs/benchmarks/.
 # Needs the machine to itself (no other training or tests running).
 PHOTOS_DIR ?= data/photos
+# REFERENCE=PATH: a tensorflow/tpu r1.15 checkout outside the repo; the input benchmark then also
+# times the Cloud TPU reference's input beside this project's.
+REFERENCE ?=
 BENCH := $(TRAIN_VENV)/bin/python -m trainer.benchmark
 BENCH_MODELS ?= resnet50 inception_v3 cnn bilstm
 BENCH_FLAGS_resnet50 := --model=resnet --resnet_depth=50 --image_size=224 --num_classes=1000
@@ -120,7 +123,8 @@ BENCH_WINDOWS_bilstm := --warmup_steps=2 --steps_per_window=3 --windows=3
 bench: $(TRAIN_VENV)/.bench $(PHOTOS_DIR)/dataset.json
 	$(BENCH) conv --warmup_steps=1 --steps_per_window=2 --windows=3
 	$(BENCH) input --data_dir=$(PHOTOS_DIR) --image_size=224 --batch_size=128 \
-	  --warmup_steps=3 --steps_per_window=20 --windows=5 --input_stages
+	  --warmup_steps=3 --steps_per_window=20 --windows=5 --input_stages \
+	  $(if $(REFERENCE),--reference=$(REFERENCE))
 	$(BENCH) overhead --epochs=20 --batch_size=10 --windows=3
 	$(foreach m,$(BENCH_MODELS),$(foreach b,$(BENCH_BATCHES_$(m)),\
 	  $(BENCH) model $(BENCH_FLAGS_$(m)) --batch_size=$(b) $(BENCH_WINDOWS_$(m)) &&)) true

@@ -8,6 +8,7 @@ import time
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from trainer import checkpoints
 from trainer import estimator as estimator_lib
 from trainer import hooks as hooks_lib
 from trainer import results as results_lib
@@ -52,6 +53,8 @@ def run(config):
   gcs_preflight.check_path_usable(config.model_dir, 'model_dir', config.use_tpu)
   if config.export_dir:
     gcs_preflight.check_path_usable(config.export_dir, 'export_dir', config.use_tpu)
+  if config.mode != 'eval':  # training owns model_dir: a damaged newest checkpoint moves aside
+    checkpoints.newest_intact_checkpoint(config.model_dir)
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   start = time.time()
   if config.mode == 'eval':
@@ -107,14 +110,24 @@ def _eval_only(estimator, config):
   """Evaluates the latest checkpoint; with eval_timeout > 0 keeps evaluating new checkpoints until
   one reaches train_steps (if given) or none appears for eval_timeout seconds (never forever)."""
   if config.eval_timeout <= 0:
-    checkpoint = tf.train.latest_checkpoint(config.model_dir)
+    checkpoint = checkpoints.newest_intact_checkpoint(config.model_dir, move_aside=False)
     if not checkpoint:
       raise PipelineError('no checkpoint in %s to evaluate; train first or pass --eval_timeout '
                           'to wait for one.' % config.model_dir)
     return _evaluate(estimator, config, checkpoint)
   results = None
   for checkpoint in tf.train.checkpoints_iterator(config.model_dir, timeout=config.eval_timeout):
-    results = _evaluate(estimator, config, checkpoint)
+    # Training may delete (keep_checkpoint_max) or be writing what was listed: skip it, not crash.
+    problem = checkpoints.checkpoint_damage(checkpoint)
+    if problem:
+      logging.warning('Skipping checkpoint %s: %s.', checkpoint, problem)
+      continue
+    try:
+      results = _evaluate(estimator, config, checkpoint)
+    except tf.errors.NotFoundError as e:
+      logging.warning('Skipping checkpoint %s: it disappeared while being evaluated (%s).',
+                      checkpoint, str(e).split('\n')[0])
+      continue
     if config.train_steps and results['global_step'] >= config.train_steps:
       break
   if results is None:
@@ -136,6 +149,8 @@ def _run_distributed(config, task_type, task_index, cluster):
   estimator = estimator_lib.build_estimator(config, (task_type, task_index, cluster))
   if task_type != 'ps':
     gcs_preflight.check_path_usable(config.model_dir, 'model_dir')
+  if task_type in ('chief', 'master'):
+    checkpoints.newest_intact_checkpoint(config.model_dir)
   logging.info('Distributed training: task %s %d of cluster %s', task_type, task_index,
                json.dumps(cluster, sort_keys=True))
   progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)

@@ -1,0 +1,128 @@
+"""A damaged newest checkpoint (truncated, missing or corrupt files, as a kill during a write to
+object storage leaves it) is detected, moved aside and the run goes on from the newest intact
+one; with none intact, a clear error."""
+
+import os
+
+import pytest
+import tensorflow.compat.v1 as tf
+
+from helpers import ok, refused, results_of, run_main
+from trainer import checkpoints
+from trainer.errors import PipelineError
+
+
+def _write_checkpoints(model_dir, steps=(100, 200, 300)):
+  """Real checkpoints of a few variables (about 70 KB each) at `steps`."""
+  with tf.Graph().as_default():
+    tf.get_variable('dense/kernel', [128, 128])
+    tf.get_variable('dense/bias', [128])
+    step = tf.train.get_or_create_global_step()
+    saver = tf.train.Saver(max_to_keep=10)
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      for value in steps:
+        sess.run(step.assign(value))
+        saver.save(sess, os.path.join(model_dir, 'model.ckpt'), global_step=value)
+  return [os.path.join(model_dir, 'model.ckpt-%d' % s) for s in steps]
+
+
+def _data_file(prefix):
+  return prefix + '.data-00000-of-00001'
+
+
+def _truncate(prefix):
+  path = _data_file(prefix)
+  with open(path, 'r+b') as f:
+    f.truncate(os.path.getsize(path) // 2)
+
+
+def _flip_a_byte(prefix):
+  path = _data_file(prefix)
+  with open(path, 'r+b') as f:
+    f.seek(1000)
+    byte = f.read(1)
+    f.seek(1000)
+    f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def _garble_index(prefix):
+  with open(prefix + '.index', 'wb') as f:
+    f.write(b'not a checkpoint index' * 10)
+
+
+DAMAGE = {
+    'truncated data': (_truncate, 'hold'),
+    'missing data': (lambda p: os.remove(_data_file(p)), 'data files are missing'),
+    'missing index': (lambda p: os.remove(p + '.index'), 'index file'),
+    'garbled index': (_garble_index, 'index cannot be read'),
+    'flipped byte': (_flip_a_byte, 'does not read back'),
+}
+
+
+@pytest.mark.parametrize('kind', sorted(DAMAGE))
+def test_a_damaged_newest_checkpoint_is_moved_aside(tmp_path, kind):
+  damage, reason = DAMAGE[kind]
+  model_dir = str(tmp_path)
+  prefixes = _write_checkpoints(model_dir)
+  assert all(checkpoints.checkpoint_damage(p) is None for p in prefixes)
+  damage(prefixes[-1])
+  assert reason in checkpoints.checkpoint_damage(prefixes[-1])
+  # An evaluation beside training only skips it: nothing moves.
+  before = sorted(os.listdir(model_dir))
+  assert checkpoints.newest_intact_checkpoint(model_dir, move_aside=False) == prefixes[1]
+  assert sorted(os.listdir(model_dir)) == before
+  # A training run moves its files aside and makes TensorFlow's own lookups agree.
+  assert checkpoints.newest_intact_checkpoint(model_dir) == prefixes[1]
+  damaged = os.listdir(os.path.join(model_dir, checkpoints.DAMAGED_DIR))
+  assert damaged and all(name.startswith('model.ckpt-300') for name in damaged)
+  assert not any(n.startswith('model.ckpt-300') for n in os.listdir(model_dir))
+  assert tf.train.latest_checkpoint(model_dir) == prefixes[1]
+  state = tf.train.get_checkpoint_state(model_dir)
+  assert list(state.all_model_checkpoint_paths) == prefixes[:2]
+  assert checkpoints.newest_intact_checkpoint(model_dir) == prefixes[1]  # now a no-op
+
+
+def test_no_intact_checkpoint_is_a_clear_error_and_nothing_is_deleted(tmp_path):
+  model_dir = str(tmp_path)
+  prefixes = _write_checkpoints(model_dir, steps=(100, 200))
+  for prefix in prefixes:
+    _truncate(prefix)
+  with pytest.raises(PipelineError, match='no intact checkpoint in .*model.ckpt-200: its data '
+                     'files hold .*model.ckpt-100.*damaged'):
+    checkpoints.newest_intact_checkpoint(model_dir)
+  assert len(os.listdir(os.path.join(model_dir, checkpoints.DAMAGED_DIR))) == 6  # 2 x 3 files
+
+
+def test_without_checkpoints_there_is_nothing_to_check(tmp_path):
+  assert checkpoints.newest_intact_checkpoint(str(tmp_path)) is None
+  prefixes = _write_checkpoints(str(tmp_path))
+  assert checkpoints.newest_intact_checkpoint(str(tmp_path)) == prefixes[-1]
+  assert not os.path.exists(os.path.join(str(tmp_path), checkpoints.DAMAGED_DIR))
+
+
+def test_a_run_resumes_from_the_newest_intact_checkpoint(small_dir, tmp_path):
+  """The CLI: a CNN trained to step 20 (checkpoints at 10 and 20), its newest checkpoint's data
+  truncated. --mode=eval evaluates step 10 and moves nothing; training to step 30 warns, moves
+  the damaged files aside, resumes from step 10 and finishes; a model_dir with no intact
+  checkpoint is refused with the reason."""
+  model_dir = str(tmp_path / 'model')
+  args = ['--data_dir=' + small_dir, '--model_dir=' + model_dir, '--model=cnn',
+          '--image_size=28', '--train_batch_size=32', '--eval_batch_size=100', '--seed=1',
+          '--save_checkpoints_steps=10', '--mode=train']
+  ok(run_main('--train_steps=20', *args))
+  newest = os.path.join(model_dir, 'model.ckpt-20')
+  _truncate(newest)
+  evaluated = ok(run_main(*[a for a in args if a != '--mode=train'], '--mode=eval'))
+  assert 'model.ckpt-20 is damaged' in evaluated.stderr
+  assert results_of(model_dir)['global_step'] == 10
+  assert not os.path.exists(os.path.join(model_dir, checkpoints.DAMAGED_DIR))
+  resumed = ok(run_main('--train_steps=30', *args))
+  assert 'model.ckpt-20 is damaged: its data files hold' in resumed.stderr
+  assert 'going on from %s' % os.path.join(model_dir, 'model.ckpt-10') in resumed.stderr
+  assert results_of(model_dir)['global_step'] == 30
+  assert sorted(os.listdir(os.path.join(model_dir, checkpoints.DAMAGED_DIR))) == [
+      'model.ckpt-20.data-00000-of-00001', 'model.ckpt-20.index', 'model.ckpt-20.meta']
+  for index in tf.io.gfile.glob(os.path.join(model_dir, 'model.ckpt-*.index')):
+    _truncate(index[:-len('.index')])
+  refused(run_main('--train_steps=40', *args), 'no intact checkpoint in', 'model.ckpt-30')

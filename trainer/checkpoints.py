@@ -1,0 +1,140 @@
+"""Checkpoint integrity: before a run reads model_dir's newest checkpoint (to resume training, to
+evaluate or to export), check that it is whole, and fall back to the newest one that is.
+
+A job killed while writing a checkpoint, or an object store that lost a write, can leave the
+newest checkpoint with a truncated or missing data file beside intact older ones; TensorFlow
+would stop the run on it with a raw `OutOfRangeError`/`DataLossError`. Here a damaged checkpoint's
+files are moved aside into `<model_dir>/damaged/` (never deleted), the `checkpoint` state file
+is rewritten to name the newest intact one (so TensorFlow's own lookups agree), and the run goes
+on from it with a warning naming both.
+
+What "intact" means (`checkpoint_damage`): the index reads; every data shard it names exists;
+the data files hold exactly the bytes the index's tensors need (numeric tensors are stored
+unpadded); and, for checkpoints up to `FULL_READ_BYTES`, every tensor reads back with its
+checksum. A larger checkpoint is checked by size only: a truncated or missing file is caught, a
+flipped bit in a file of the right size is not.
+"""
+
+import os
+import re
+
+from absl import logging
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+from trainer.errors import PipelineError
+
+DAMAGED_DIR = 'damaged'
+FULL_READ_BYTES = 512 * 2**20
+_SHARD = re.compile(r'\.data-(\d{5})-of-(\d{5})$')
+
+
+def checkpoint_files(prefix):
+  """The files of the checkpoint `prefix` that exist: index, data shards and graph (.meta)."""
+  return sorted(tf.io.gfile.glob(prefix + '.*'))
+
+
+def checkpoint_damage(prefix):
+  """What is wrong with the checkpoint `prefix` (a path without suffix, local or gs://), or None
+  when it is intact (see the module docstring for what is checked)."""
+  if not tf.io.gfile.exists(prefix + '.index'):
+    return 'its index file %s.index is missing' % prefix
+  data_files = tf.io.gfile.glob(prefix + '.data-*')
+  shards = [_SHARD.search(f) for f in data_files]
+  if not data_files or not all(shards):
+    return 'its data files are missing' if not data_files else 'it has unexpected data files'
+  expected_shards = int(shards[0].group(2))
+  if sorted(int(m.group(1)) for m in shards) != list(range(expected_shards)):
+    return 'it has %d of its %d data files' % (len(data_files), expected_shards)
+  try:
+    reader = tf.train.NewCheckpointReader(prefix)
+    dtypes = reader.get_variable_to_dtype_map()
+    shapes = reader.get_variable_to_shape_map()
+  except (tf.errors.OpError, ValueError) as e:
+    return 'its index cannot be read (%s)' % _first_line(e)
+  size = sum(tf.io.gfile.stat(f).length for f in data_files)
+  if all(dtype != tf.string for dtype in dtypes.values()):
+    needed = sum(int(np.prod(shapes[name])) * dtype.size for name, dtype in dtypes.items())
+    if size != needed:
+      return 'its data files hold %d bytes where its index needs %d' % (size, needed)
+  if size <= FULL_READ_BYTES:
+    for name in dtypes:
+      try:
+        reader.get_tensor(name)
+      except (tf.errors.OpError, ValueError) as e:
+        return 'tensor %s does not read back (%s)' % (name, _first_line(e))
+  return None
+
+
+def _first_line(error):
+  return str(error).strip().split('\n')[0][:300]
+
+
+def _step(prefix):
+  match = re.search(r'-(\d+)$', prefix)
+  return int(match.group(1)) if match else -1
+
+
+def newest_intact_checkpoint(model_dir, move_aside=True):
+  """The newest intact checkpoint in `model_dir` (the prefix), or None when it holds none.
+
+  With `move_aside` (a job that owns model_dir: training), newer damaged checkpoints are moved
+  into <model_dir>/damaged/ with a warning, and the `checkpoint` state file is rewritten to list
+  only what is left, so that Estimator's resume, `tf.train.latest_checkpoint` and the Saver's
+  `keep_checkpoint_max` see the same. Without it (an evaluation beside a training job) they are
+  only skipped, with a warning.
+
+  Raises:
+    PipelineError: model_dir has checkpoints and none of them is intact.
+  """
+  state = tf.train.get_checkpoint_state(model_dir)
+  if not state or not state.model_checkpoint_path:
+    return None
+  listed = list(state.all_model_checkpoint_paths)
+  if state.model_checkpoint_path not in listed:
+    listed.append(state.model_checkpoint_path)
+  listed.sort(key=_step)
+  damaged = []
+  intact = None
+  for prefix in reversed(listed):
+    problem = checkpoint_damage(prefix)
+    if problem is None:
+      intact = prefix
+      break
+    damaged.append((prefix, problem))
+  for prefix, problem in damaged:
+    moved = ('Its files were moved to %s' % _move_aside(model_dir, prefix) if move_aside else
+             'Skipped')
+    logging.warning('Checkpoint %s is damaged: %s. %s; %s', prefix, problem, moved,
+                    'going on from %s.' % intact if intact else 'no older checkpoint is intact.')
+  if not intact:
+    raise PipelineError(
+        'no intact checkpoint in %s: %s.%s Point --model_dir at an empty directory to start '
+        'over, or put an intact checkpoint back.' % (
+            model_dir, '; '.join('%s: %s' % (os.path.basename(p), why) for p, why in damaged),
+            ' The damaged files are in %s.' % _damaged_dir(model_dir) if move_aside else ''))
+  if damaged and move_aside:
+    kept = [p for p in listed if _step(p) <= _step(intact)]
+    tf.train.update_checkpoint_state(
+        model_dir, os.path.basename(intact),
+        all_model_checkpoint_paths=[os.path.basename(p) for p in kept])
+  return intact
+
+
+def _damaged_dir(model_dir):
+  return model_dir.rstrip('/') + '/' + DAMAGED_DIR
+
+
+def _move_aside(model_dir, prefix):
+  """Moves the files of `prefix` into <model_dir>/damaged/ (renamed with a numbered suffix if a
+  file of that name is already there); returns that directory."""
+  target = _damaged_dir(model_dir)
+  tf.io.gfile.makedirs(target)
+  for path in checkpoint_files(prefix):
+    destination = target + '/' + os.path.basename(path)
+    suffix = 1
+    while tf.io.gfile.exists(destination):
+      destination = '%s/%s.%d' % (target, os.path.basename(path), suffix)
+      suffix += 1
+    tf.io.gfile.rename(path, destination)
+  return target
