@@ -34,37 +34,49 @@ def input_rates(data, batch_size, windows):
       batch_size, windows)
 
 
+def _window_rate(make_dataset, batch_size, warmup_steps, steps):
+  """Examples/sec of `steps` batches of the dataset `make_dataset()` builds, in a graph and
+  session of their own, after `warmup_steps` untimed batches. The session ends with the dataset
+  read to its end (a take), so no background thread of it survives into the next window."""
+  with tf.Graph().as_default():
+    dataset = make_dataset().take(warmup_steps + steps + 1)
+    produce = tf.group(tf.nest.flatten(tf.data.make_one_shot_iterator(dataset).get_next()))
+    with tf.Session() as sess:
+      for _ in range(warmup_steps):
+        sess.run(produce)
+      start = time.perf_counter()
+      for _ in range(steps):
+        sess.run(produce)
+      seconds = time.perf_counter() - start
+      try:
+        while True:
+          sess.run(produce)
+      except tf.errors.OutOfRangeError:
+        pass
+  return steps * batch_size / seconds
+
+
 def reference_rates(data, batch_size, windows, reference_path):
   """Examples/sec of this project's training input_fn and of the Cloud TPU reference's
-  (`reference_input`), side by side: both pipelines in one graph and session over the same
-  records, warmed up, then timed in alternating windows (A B, B A, A B, ...) so that a drift of
-  the machine's speed costs both the same.
+  (`reference_input`), side by side over the same records: alternating windows (A B, B A,
+  A B, ...), so that a drift of the machine's speed costs both the same. Each window builds its
+  pipeline afresh and warms it up for `windows.warmup_steps` batches: a pipeline left idle
+  between its windows would otherwise fill its prefetch buffers on the other's time.
 
   Returns:
     {'project': [rates], 'reference': [rates], 'ratio': [project / reference per pair]}.
   """
-  with tf.Graph().as_default():
-    pipelines = {
-        'project': input_fn_lib.input_fn_builder(data, is_training=True)(
-            {'batch_size': batch_size}),
-        'reference': reference_input.reference_train_dataset(
-            reference_path, data.data_dir, data.image_size, batch_size),
-    }
-    produce = {name: tf.group(tf.nest.flatten(tf.data.make_one_shot_iterator(d).get_next()))
-               for name, d in pipelines.items()}
-    rates = {'project': [], 'reference': []}
-    with tf.Session() as sess:
-      for name in produce:
-        for _ in range(windows.warmup_steps):
-          sess.run(produce[name])
-      for pair in range(windows.windows):
-        order = ('project', 'reference') if pair % 2 == 0 else ('reference', 'project')
-        for name in order:
-          start = time.perf_counter()
-          for _ in range(windows.steps_per_window):
-            sess.run(produce[name])
-          rates[name].append(windows.steps_per_window * batch_size /
-                             (time.perf_counter() - start))
+  make = {
+      'project': lambda: input_fn_lib.input_fn_builder(data, is_training=True)(
+          {'batch_size': batch_size}),
+      'reference': lambda: reference_input.reference_train_dataset(
+          reference_path, data.data_dir, data.image_size, batch_size),
+  }
+  rates = {'project': [], 'reference': []}
+  for pair in range(windows.windows):
+    for name in (('project', 'reference') if pair % 2 == 0 else ('reference', 'project')):
+      rates[name].append(_window_rate(make[name], batch_size, windows.warmup_steps,
+                                      windows.steps_per_window))
   rates['ratio'] = [a / b for a, b in zip(rates['project'], rates['reference'])]
   return rates
 
