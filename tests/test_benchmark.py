@@ -140,6 +140,67 @@ def test_input_times_the_training_input_fn_on_real_photos(tmp_path):
       record['measurements']['examples_per_sec']['median'] / cores)
 
 
+# A stand-in for tensorflow/tpu r1.15's models/official/resnet/imagenet_input.py (which cannot be
+# fetched here): the same interface and the same TF 1.x idioms (`import tensorflow as tf`,
+# tf.contrib.data, tf.parse_single_example), so the loader and its TF 2.x shim are exercised.
+_STAND_IN_REFERENCE = """
+import os
+import tensorflow as tf
+
+
+class ImageNetInput(object):
+
+  def __init__(self, is_training, use_bfloat16, transpose_input, data_dir, image_size=224):
+    self.data_dir, self.image_size = data_dir, image_size
+
+  def parse(self, value):
+    parsed = tf.parse_single_example(value, {
+        'image/encoded': tf.FixedLenFeature((), tf.string, ''),
+        'image/class/label': tf.FixedLenFeature([], tf.int64, -1)})
+    image = tf.image.decode_jpeg(parsed['image/encoded'], channels=3)
+    image = tf.image.resize_bicubic([image], [self.image_size, self.image_size])[0]
+    return image, tf.cast(parsed['image/class/label'], tf.int32) - 1
+
+  def input_fn(self, params):
+    files = tf.data.Dataset.list_files(os.path.join(self.data_dir, 'train-*'))
+    dataset = files.apply(tf.contrib.data.parallel_interleave(
+        tf.data.TFRecordDataset, cycle_length=2, sloppy=True)).repeat()
+    dataset = dataset.apply(tf.contrib.data.map_and_batch(
+        self.parse, batch_size=params['batch_size'], num_parallel_batches=2,
+        drop_remainder=True))
+    return dataset.prefetch(tf.contrib.data.AUTOTUNE)
+"""
+
+
+def test_input_times_the_reference_beside_the_project(tmp_path):
+  """--reference=PATH loads the reference's ImageNetInput from a tensorflow/tpu checkout (here a
+  stand-in with its interface, in TF 1.x style) on either runtime and records both pipelines'
+  rates and their ratio per pair of windows; a folder without it is refused."""
+  photos = str(tmp_path / 'photos')
+  ok(subprocess.run([sys.executable, '-m', 'trainer.prepare', 'photos', '--output_dir=' + photos,
+                     '--num_images=40'], cwd=REPO, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, universal_newlines=True, timeout=600))
+  checkout = tmp_path / 'tpu'
+  resnet = checkout / 'models' / 'official' / 'resnet'
+  resnet.mkdir(parents=True)
+  (checkout / 'models' / 'official' / '__init__.py').write_text('')
+  (resnet / '__init__.py').write_text('')
+  (resnet / 'imagenet_input.py').write_text(_STAND_IN_REFERENCE)
+  out = str(tmp_path / 'input.json')
+  proc = ok(_bench('input', '--data_dir=' + photos, '--image_size=64', '--batch_size=4',
+                   '--reference=' + str(checkout), '--output=' + out, *TINY_WINDOWS))
+  assert 'side by side: ratio' in proc.stdout
+  record = _record(out, 'input')
+  side_by_side = record['measurements']['side_by_side']
+  for name in ('project', 'reference', 'ratio'):
+    _check_summary(side_by_side[name], 2)
+  assert side_by_side['ratio']['windows'] == pytest.approx(
+      [a / b for a, b in zip(side_by_side['project']['windows'],
+                             side_by_side['reference']['windows'])])
+  refused(_bench('input', '--data_dir=' + photos, '--reference=' + str(tmp_path),
+                 *TINY_WINDOWS), 'holds no models/official/resnet/imagenet_input.py')
+
+
 def test_conv_reports_time_and_gflops_of_the_classic_convolution(tmp_path):
   out = str(tmp_path / 'conv.json')
   ok(_bench('conv', '--output=' + out, '--warmup_steps=1', '--steps_per_window=1', '--windows=1'))

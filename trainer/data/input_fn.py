@@ -158,20 +158,21 @@ def input_fn_builder(data, is_training, global_batch_size=None, start_step=0):
         dataset = dataset.map(lambda r: records.parse_and_decode_image_record(data, r),
                               num_parallel_calls=AUTOTUNE)
         dataset = dataset.cache()
+        parse = lambda element: element
       else:
-        # Decoded in the preprocessing map, so a JPEG training crop decodes only its window.
-        dataset = dataset.map(lambda r: records.parse_image_record(data, r),
-                              num_parallel_calls=AUTOTUNE)
+        # Parsed and decoded in the preprocessing map (one parallel stage, not two), so a JPEG
+        # training crop decodes only its window.
+        parse = lambda serialized: records.parse_image_record(data, serialized)
       if is_training:
         dataset = dataset.shuffle(
             _SHUFFLE_BUFFER_DECODED if data.cache_decoded else _SHUFFLE_BUFFER_ENCODED,
             seed=seed)
         dataset = dataset.repeat().enumerate().map(
-            lambda index, element: _preprocess(data, True, *element,
+            lambda index, element: _preprocess(data, True, *parse(element),
                                                seed=example_seed(seed, index)),
             num_parallel_calls=AUTOTUNE)
       else:
-        dataset = dataset.map(lambda image, label: _preprocess(data, False, image, label),
+        dataset = dataset.map(lambda element: _preprocess(data, False, *parse(element)),
                               num_parallel_calls=AUTOTUNE)
     if not is_training:
       # Every host runs the same eval_steps = ceil(num_eval_examples / global_batch_size).
