@@ -126,3 +126,32 @@ def test_a_run_resumes_from_the_newest_intact_checkpoint(small_dir, tmp_path):
   for index in tf.io.gfile.glob(os.path.join(model_dir, 'model.ckpt-*.index')):
     _truncate(index[:-len('.index')])
   refused(run_main('--train_steps=40', *args), 'no intact checkpoint in', 'model.ckpt-30')
+
+
+def test_the_rewritten_state_works_in_a_relative_model_dir(tmp_path, monkeypatch):
+  """TensorFlow stores checkpoint paths relative to a relative (or gs://) model_dir: after a
+  damaged checkpoint is moved aside the state still resolves, for a later run to resume."""
+  monkeypatch.chdir(tmp_path)
+  os.makedirs('runs/model')
+  prefixes = _write_checkpoints('runs/model')
+  _truncate(prefixes[-1])
+  assert checkpoints.newest_intact_checkpoint('runs/model') == prefixes[1]
+  assert tf.train.latest_checkpoint('runs/model') == prefixes[1]
+  with open('runs/model/checkpoint') as f:
+    assert '"model.ckpt-200"' in f.read()
+  assert checkpoints.checkpoint_damage(tf.train.latest_checkpoint('runs/model')) is None
+
+
+def test_an_error_that_is_not_damage_moves_nothing(tmp_path, monkeypatch):
+  """A storage outage or a refused permission while reading is raised, never taken for damage:
+  an intact checkpoint must not be moved aside on a transient error."""
+  model_dir = str(tmp_path)
+  _write_checkpoints(model_dir)
+
+  def unavailable(prefix):
+    raise tf.errors.UnavailableError(None, None, 'connection reset by the object store')
+
+  monkeypatch.setattr(tf.train, 'NewCheckpointReader', unavailable)
+  with pytest.raises(tf.errors.UnavailableError):
+    checkpoints.newest_intact_checkpoint(model_dir)
+  assert not os.path.exists(os.path.join(model_dir, checkpoints.DAMAGED_DIR))

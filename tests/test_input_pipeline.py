@@ -46,8 +46,9 @@ def _batches(input_fn, batch_size, limit=None):
     return dataset, out
 
 
-def test_eval_covers_all_10000_test_images_once(fashion_mnist_dir):
-  data = _data_config(fashion_mnist_dir)
+@pytest.mark.parametrize('cache_decoded', [False, True])
+def test_eval_covers_all_10000_test_images_once(fashion_mnist_dir, cache_decoded):
+  data = _data_config(fashion_mnist_dir, cache_decoded=cache_decoded)
   # 10,000 is not a multiple of 1,024: the last batch is padded and the padding masked out.
   dataset, batches = _batches(
       input_fn_lib.input_fn_builder(data, is_training=False, global_batch_size=1024), 1024)

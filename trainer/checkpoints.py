@@ -51,23 +51,36 @@ def checkpoint_damage(prefix):
     dtypes = reader.get_variable_to_dtype_map()
     shapes = reader.get_variable_to_shape_map()
   except (tf.errors.OpError, ValueError) as e:
-    return 'its index cannot be read (%s)' % _first_line(e)
+    return 'its index cannot be read (%s)' % _damage_message(e)
   size = sum(tf.io.gfile.stat(f).length for f in data_files)
-  if all(dtype != tf.string for dtype in dtypes.values()):
-    needed = sum(int(np.prod(shapes[name])) * dtype.size for name, dtype in dtypes.items())
+  numeric = {name: dtype for name, dtype in dtypes.items()
+             if dtype.is_numpy_compatible and dtype != tf.string}
+  if len(numeric) == len(dtypes):  # strings and variants are stored with lengths: no size check
+    needed = sum(int(np.prod(shapes[name])) * dtype.size for name, dtype in numeric.items())
     if size != needed:
       return 'its data files hold %d bytes where its index needs %d' % (size, needed)
   if size <= FULL_READ_BYTES:
-    for name in dtypes:
+    for name in numeric:
       try:
         reader.get_tensor(name)
       except (tf.errors.OpError, ValueError) as e:
-        return 'tensor %s does not read back (%s)' % (name, _first_line(e))
+        return 'tensor %s does not read back (%s)' % (name, _damage_message(e))
   return None
 
 
-def _first_line(error):
-  return str(error).strip().split('\n')[0][:300]
+# Errors that say the files are bad. Any other (a storage outage, a refused permission) is raised:
+# it must not move an intact checkpoint aside.
+_DAMAGE_ERRORS = (tf.errors.DataLossError, tf.errors.OutOfRangeError, tf.errors.NotFoundError,
+                  tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError, ValueError)
+_DAMAGE_WORDS = ('corrupt', 'checksum', 'magic', 'data loss', 'truncated', 'read less bytes')
+
+
+def _damage_message(error):
+  """The first line of `error` when it says the checkpoint's files are bad; re-raises others."""
+  message = str(error).strip().split('\n')[0][:300]
+  if isinstance(error, _DAMAGE_ERRORS) or any(w in message.lower() for w in _DAMAGE_WORDS):
+    return message
+  raise error
 
 
 def _step(prefix):
@@ -114,10 +127,10 @@ def newest_intact_checkpoint(model_dir, move_aside=True):
             model_dir, '; '.join('%s: %s' % (os.path.basename(p), why) for p, why in damaged),
             ' The damaged files are in %s.' % _damaged_dir(model_dir) if move_aside else ''))
   if damaged and move_aside:
+    # The paths as get_checkpoint_state gave them (joined to model_dir), as the Saver passes
+    # them: TensorFlow stores them relative to a relative or gs:// model_dir.
     kept = [p for p in listed if _step(p) <= _step(intact)]
-    tf.train.update_checkpoint_state(
-        model_dir, os.path.basename(intact),
-        all_model_checkpoint_paths=[os.path.basename(p) for p in kept])
+    tf.train.update_checkpoint_state(model_dir, intact, all_model_checkpoint_paths=kept)
   return intact
 
 

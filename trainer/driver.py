@@ -58,12 +58,12 @@ def run(config):
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   start = time.time()
   if config.mode == 'eval':
-    results = _eval_only(estimator, config)
+    results, checkpoint = _eval_only(estimator, config)
   else:
     results = _train_and_eval(estimator, config, throughput)
+    checkpoint = tf.train.latest_checkpoint(config.model_dir)
   results.update(results_lib.run_facts(config, throughput[0], throughput[1], start))
-  return results_lib.finish(estimator, config, results,
-                            tf.train.latest_checkpoint(config.model_dir))
+  return results_lib.finish(estimator, config, results, checkpoint)
 
 
 def _train(estimator, config, start_step, max_steps, throughput):
@@ -107,15 +107,16 @@ def _train_and_eval(estimator, config, throughput):
 
 
 def _eval_only(estimator, config):
-  """Evaluates the latest checkpoint; with eval_timeout > 0 keeps evaluating new checkpoints until
-  one reaches train_steps (if given) or none appears for eval_timeout seconds (never forever)."""
+  """Evaluates the newest intact checkpoint; with eval_timeout > 0 keeps evaluating new
+  checkpoints until one reaches train_steps (if given) or none appears for eval_timeout seconds
+  (never forever). Returns (results, the checkpoint they are of)."""
   if config.eval_timeout <= 0:
     checkpoint = checkpoints.newest_intact_checkpoint(config.model_dir, move_aside=False)
     if not checkpoint:
       raise PipelineError('no checkpoint in %s to evaluate; train first or pass --eval_timeout '
                           'to wait for one.' % config.model_dir)
-    return _evaluate(estimator, config, checkpoint)
-  results = None
+    return _evaluate(estimator, config, checkpoint), checkpoint
+  results = evaluated = None
   for checkpoint in tf.train.checkpoints_iterator(config.model_dir, timeout=config.eval_timeout):
     # Training may delete (keep_checkpoint_max) or be writing what was listed: skip it, not crash.
     problem = checkpoints.checkpoint_damage(checkpoint)
@@ -123,17 +124,19 @@ def _eval_only(estimator, config):
       logging.warning('Skipping checkpoint %s: %s.', checkpoint, problem)
       continue
     try:
-      results = _evaluate(estimator, config, checkpoint)
-    except tf.errors.NotFoundError as e:
+      results, evaluated = _evaluate(estimator, config, checkpoint), checkpoint
+    except (tf.errors.NotFoundError, ValueError) as e:
+      if isinstance(e, ValueError) and 'not a valid checkpoint' not in str(e):
+        raise
       logging.warning('Skipping checkpoint %s: it disappeared while being evaluated (%s).',
                       checkpoint, str(e).split('\n')[0])
       continue
     if config.train_steps and results['global_step'] >= config.train_steps:
       break
   if results is None:
-    raise PipelineError('no checkpoint appeared in %s within --eval_timeout=%d s.'
+    raise PipelineError('no intact checkpoint appeared in %s within --eval_timeout=%d s.'
                         % (config.model_dir, config.eval_timeout))
-  return results
+  return results, evaluated
 
 
 def _run_distributed(config, task_type, task_index, cluster):

@@ -125,6 +125,8 @@ def bench_input(data, batch_size, windows, input_stages=False, output=None, refe
   'distorted_bbox' training example; with `reference` (a tensorflow/tpu r1.15 checkout) also
   times the Cloud TPU reference's input beside this project's (`reference_rates`). Returns the
   record (dict)."""
+  if reference:
+    reference_input.check_reference(reference, data)  # before any timing
   rates = input_rates(data, batch_size, windows)
   cores = report.runtime_facts()['usable_cores']
   measurements = {'examples_per_sec': timing.summarize(rates),

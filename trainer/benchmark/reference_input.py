@@ -75,9 +75,25 @@ def load_imagenet_input(path):
   return module.ImageNetInput
 
 
+def check_reference(path, data):
+  """Refuses a `path` without the reference, or `data` (a DataConfig) whose training shards the
+  reference would not find: it reads `<data_dir>/train-*`.
+
+  Raises:
+    PipelineError: either.
+  """
+  load_imagenet_input(path)
+  if data.train_pattern != 'train-*':
+    raise PipelineError('the reference reads <data_dir>/train-*, but this dataset\'s training '
+                        'shards are %s: compare on data with the default shard names.'
+                        % data.train_pattern)
+
+
 def reference_train_dataset(path, data_dir, image_size, batch_size):
-  """The reference's training input_fn dataset as resnet_main.py builds it on one host: JPEG
-  records of `data_dir`, random-resized crop (bicubic), flip, float32 images, no transpose.
+  """The reference's training input_fn dataset on one host: JPEG records of `data_dir`,
+  random-resized crop (bicubic), flip, no transpose; float32 images and no cache (r1.15's
+  resnet_main.py defaults to bfloat16 and, in its ImageNet config, caching: both would change what
+  is compared, so they are off here).
   Returns a tf.data.Dataset of (images float32 [batch, size, size, 3], labels int32 [batch])."""
   imagenet_input = load_imagenet_input(path)
   reference = imagenet_input(is_training=True, use_bfloat16=False, transpose_input=False,

@@ -158,11 +158,12 @@ def input_fn_builder(data, is_training, global_batch_size=None, start_step=0):
         dataset = dataset.map(lambda r: records.parse_and_decode_image_record(data, r),
                               num_parallel_calls=AUTOTUNE)
         dataset = dataset.cache()
-        parse = lambda element: element
-      else:
-        # Parsed and decoded in the preprocessing map (one parallel stage, not two), so a JPEG
-        # training crop decodes only its window.
-        parse = lambda serialized: records.parse_image_record(data, serialized)
+
+      def parse(element):
+        """(image, label) of an element: the cached pair, or a record parsed in the
+        preprocessing map (one parallel stage, not two; a JPEG crop decodes only its window)."""
+        return element if data.cache_decoded else records.parse_image_record(data, element)
+
       if is_training:
         dataset = dataset.shuffle(
             _SHUFFLE_BUFFER_DECODED if data.cache_decoded else _SHUFFLE_BUFFER_ENCODED,
@@ -172,8 +173,11 @@ def input_fn_builder(data, is_training, global_batch_size=None, start_step=0):
                                                seed=example_seed(seed, index)),
             num_parallel_calls=AUTOTUNE)
       else:
-        dataset = dataset.map(lambda element: _preprocess(data, False, *parse(element)),
-                              num_parallel_calls=AUTOTUNE)
+        # map() passes a cached (image, label) pair as two arguments, a record as one.
+        dataset = dataset.map(
+            lambda *element: _preprocess(data, False, *parse(
+                element if data.cache_decoded else element[0])),
+            num_parallel_calls=AUTOTUNE)
     if not is_training:
       # Every host runs the same eval_steps = ceil(num_eval_examples / global_batch_size).
       padded_total = (-(-data.num_eval_examples // global_batch_size) * global_batch_size //
