@@ -16,6 +16,7 @@ import types
 
 import tensorflow.compat.v1 as tf
 
+from trainer.data import shards
 from trainer.errors import PipelineError
 
 _MODULE = 'official.resnet.imagenet_input'
@@ -77,13 +78,13 @@ def load_imagenet_input(path):
 
 def check_reference(path, data):
   """Refuses a `path` without the reference, or `data` (a DataConfig) whose training shards the
-  reference would not find: it reads `<data_dir>/train-*`.
+  reference would not find: it reads `<data_dir>/train-*` (this project's default pattern).
 
   Raises:
     PipelineError: either.
   """
   load_imagenet_input(path)
-  if data.train_pattern != 'train-*':
+  if data.train_pattern != shards.TRAIN_PATTERN:
     raise PipelineError('the reference reads <data_dir>/train-*, but this dataset\'s training '
                         'shards are %s: compare on data with the default shard names.'
                         % data.train_pattern)
