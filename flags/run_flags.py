@@ -155,6 +155,11 @@ def define_schedule_flags():
                        'example shuffles, the random crops, flips and colour jitter. Default: a '
                        'seed is drawn, logged and written to results.json, so the run can be '
                        'repeated with --seed.')
+  flags.DEFINE_integer('preemption_grace_secs', 25,
+                       'On SIGTERM (preemption, job cancel) training stops after the step in '
+                       'flight, saves a checkpoint and exits with status 75; if that takes longer '
+                       'than this many seconds, the process exits with status 75 without it. '
+                       'Keep it under the platform\'s kill delay (about 30 s on GCE and GKE).')
 
 
 def define_gpu_flags():

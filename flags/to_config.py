@@ -187,7 +187,7 @@ def _check_combinations(f):
   if f.mode != 'eval' and (f.train_steps is None) == (f.train_epochs is None):
     raise PipelineError('give exactly one of --train_steps and --train_epochs.')
   for name in ('train_batch_size', 'eval_batch_size', 'steps_per_eval', 'iterations_per_loop',
-               'num_cores'):
+               'num_cores', 'preemption_grace_secs'):
     if getattr(f, name) is not None and getattr(f, name) <= 0:
       raise PipelineError('--%s must be positive, got %d.' % (name, getattr(f, name)))
 
@@ -356,4 +356,4 @@ def config_from_flags(flag_values):
       tpu=f.tpu, tpu_zone=f.tpu_zone, gcp_project=f.gcp_project, num_cores=f.num_cores,
       tpu_connect_timeout=f.tpu_connect_timeout, tpu_topology=f.tpu_topology,
       eval_on_tpu=f.eval_on_tpu, mirrored_devices=mirrored_devices,
-      profile_steps=profile_steps, seed=seed)
+      profile_steps=profile_steps, seed=seed, preemption_grace_secs=f.preemption_grace_secs)

@@ -6,6 +6,10 @@ Buckets named in $GCS_DENIED_BUCKETS (space separated) answer every request with
 for an identity without access, and those in $GCS_READONLY_BUCKETS answer 403 to writes and
 deletes (an identity with a viewer role): the emulator itself has no permissions to test against.
 
+Outages: while the file $GCS_SANDBOX_DIR/outage exists, every request fails as in a storage
+outage: with `503` in the file each one is answered 503 Service Unavailable (GCS's "try again"),
+with `drop` the connection is closed without an answer (a server that went away).
+
 Why it exists: TensorFlow's GCS client has https://www.googleapis.com and
 https://storage.googleapis.com compiled in, so the sandbox maps those names to 127.0.0.1 and this
 process terminates TLS for them. It also re-frames each request: TensorFlow sends
@@ -76,8 +80,28 @@ class _Front(http.server.BaseHTTPRequestHandler):
     return (self.command in ('POST', 'PUT', 'PATCH', 'DELETE')
             and bucket in os.environ.get('GCS_READONLY_BUCKETS', '').split())
 
+  def _outage(self):
+    """The outage mode in $GCS_SANDBOX_DIR/outage ('503' or 'drop'), or None."""
+    try:
+      with open(os.path.join(os.environ.get('GCS_SANDBOX_DIR', '/nonexistent'), 'outage')) as f:
+        return f.read().strip() or '503'
+    except OSError:
+      return None
+
   def _forward(self):
     body = self._body()
+    outage = self._outage()
+    if outage == 'drop':
+      self.close_connection = True
+      return
+    if outage:
+      message = b'{"error": {"code": 503, "message": "sandbox: outage"}}'
+      self.send_response_only(503, 'Service Unavailable')
+      self.send_header('Content-Type', 'application/json')
+      self.send_header('Content-Length', str(len(message)))
+      self.end_headers()
+      self.wfile.write(message)
+      return
     if self._denied():
       message = json.dumps({'error': {'code': 403, 'message': 'sandbox: access to this bucket is '
                                       'denied', 'errors': [{'reason': 'forbidden'}]}}).encode()

@@ -3,8 +3,11 @@ checks, small real data sets cut from the full ones, and the SavedModel predicti
 
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -82,6 +85,51 @@ def run_main(*args, env=None, timeout=600):
   return subprocess.run([sys.executable, '-m', 'trainer.main'] + list(args), cwd=REPO,
                         env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                         universal_newlines=True, timeout=timeout)
+
+
+# trainer.hooks.ProgressHook's line: 'step 120/600 loss ...'
+_PROGRESS_LINE = re.compile(r'\] step (\d+)/')
+
+
+class BackgroundRun(object):
+  """`python -m trainer.main ARGS` in the background (in `env`, a whole environment, if given),
+  its stderr collected line by line."""
+
+  def __init__(self, *args, env=None):
+    self.proc = subprocess.Popen([sys.executable, '-m', 'trainer.main'] + list(args), cwd=REPO,
+                                 env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 universal_newlines=True)
+    self.lines = []
+    self._reader = threading.Thread(target=self._read, daemon=True)
+    self._reader.start()
+
+  def _read(self):
+    for line in self.proc.stderr:
+      self.lines.append(line)
+
+  @property
+  def stderr(self):
+    return ''.join(self.lines)
+
+  def logged_step(self):
+    steps = [int(m.group(1)) for m in map(_PROGRESS_LINE.search, list(self.lines)) if m]
+    return max(steps) if steps else 0
+
+  def wait_for_step(self, step, timeout=300):
+    """Blocks until the progress log shows `step` or later; returns the step shown."""
+    deadline = time.time() + timeout
+    while self.logged_step() < step:
+      assert self.proc.poll() is None, 'the run ended early:\n' + self.stderr[-3000:]
+      assert time.time() < deadline, 'no step %d within %d s:\n%s' % (step, timeout,
+                                                                     self.stderr[-3000:])
+      time.sleep(0.05)
+    return self.logged_step()
+
+  def wait(self, timeout=120):
+    self.proc.wait(timeout)
+    self._reader.join(10)
+    return self.proc.returncode
 
 
 def results_of(model_dir):

@@ -11,6 +11,7 @@ import tensorflow.compat.v1 as tf
 from trainer import checkpoints
 from trainer import estimator as estimator_lib
 from trainer import hooks as hooks_lib
+from trainer import preemption
 from trainer import results as results_lib
 from trainer import run_errors
 from trainer.cloud import aiplatform_env
@@ -37,7 +38,17 @@ def run(config):
 
   Raises:
     PipelineError: for anything the user must fix (data, TPU, checkpoints, cluster).
+    preemption.Preempted: on SIGTERM, after saving a checkpoint at the step reached.
   """
+  watch = preemption.SigtermWatch(config.model_dir, config.preemption_grace_secs, latest_step)
+  task = None if config.mode == 'dry_run' else aiplatform_env.distributed_task()
+  if task and task[0] == 'ps':  # holds nothing to save: SIGTERM may end it as it always did
+    return _run(config, watch, task)
+  with watch.installed():
+    return _run(config, watch, task)
+
+
+def _run(config, watch, task):
   if not config.data.fake_data:
     is_training_splits = {'train': [True], 'eval': [False], 'train_and_eval': [True, False],
                           'dry_run': [True, False]}
@@ -46,9 +57,8 @@ def run(config):
     report = tpu_dry_run.dry_run(config, config.tpu_topology)
     results_lib.write_json(config.model_dir, tpu_dry_run.REPORT_FILE, report)
     return report
-  task = aiplatform_env.distributed_task()
   if task:
-    return _run_distributed(config, *task)
+    return _run_distributed(config, watch, *task)
   estimator = estimator_lib.build_estimator(config)  # resolves the TPU first with --use_tpu
   gcs_preflight.check_path_usable(config.model_dir, 'model_dir', config.use_tpu)
   if config.export_dir:
@@ -60,20 +70,21 @@ def run(config):
   if config.mode == 'eval':
     results, checkpoint = _eval_only(estimator, config)
   else:
-    results = _train_and_eval(estimator, config, throughput)
+    results = _train_and_eval(estimator, config, throughput, watch)
     checkpoint = tf.train.latest_checkpoint(config.model_dir)
   results.update(results_lib.run_facts(config, throughput[0], throughput[1], start))
   return results_lib.finish(estimator, config, results, checkpoint)
 
 
-def _train(estimator, config, start_step, max_steps, throughput):
+def _train(estimator, config, start_step, max_steps, throughput, watch):
   hook = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
-  hooks = [hook]
+  hooks = [hook, watch.hook()]
   if config.profile_steps:
     hooks.append(hooks_lib.TraceHook(config.model_dir.rstrip('/') + '/profile',
                                      *config.profile_steps))
   with run_errors.explain_input_errors(config, 'train'), \
-      run_errors.explain_checkpoint_mismatch(config), run_errors.explain_tpu_shape_errors(config):
+      run_errors.explain_checkpoint_mismatch(config), run_errors.explain_tpu_shape_errors(config), \
+      watch.training():
     estimator.train(estimator_lib.input_fns(config, estimator, start_step)[0],
                     max_steps=max_steps, hooks=hooks)
   throughput[0] += hook.measured_steps
@@ -85,7 +96,7 @@ def _evaluate(estimator, config, checkpoint_path):
                               estimator_lib.input_fns(config, estimator)[1])
 
 
-def _train_and_eval(estimator, config, throughput):
+def _train_and_eval(estimator, config, throughput, watch):
   step = latest_step(config.model_dir)
   if step >= config.train_steps:
     logging.info('model_dir %s already holds a checkpoint at step %d >= train_steps %d: not '
@@ -97,7 +108,7 @@ def _train_and_eval(estimator, config, throughput):
   chunk = config.train_steps if config.mode == 'train' else config.steps_per_eval
   while step < config.train_steps:
     next_stop = min(config.train_steps, (step // chunk + 1) * chunk)
-    _train(estimator, config, step, next_stop, throughput)
+    _train(estimator, config, step, next_stop, throughput, watch)
     step = latest_step(config.model_dir)
     if config.mode == 'train_and_eval' and step < config.train_steps:
       _evaluate(estimator, config, tf.train.latest_checkpoint(config.model_dir))
@@ -139,7 +150,7 @@ def _eval_only(estimator, config):
   return results, evaluated
 
 
-def _run_distributed(config, task_type, task_index, cluster):
+def _run_distributed(config, watch, task_type, task_index, cluster):
   """Between-graph training on TensorFlow's distributed runtime (`tf.estimator.train_and_evaluate`
   with the TF_CONFIG cluster). Parameter servers serve until they are stopped; every worker trains
   until the shared global_step reaches train_steps and records its own step count in
@@ -162,11 +173,11 @@ def _run_distributed(config, task_type, task_index, cluster):
       config, estimator, latest_step(config.model_dir))
   start = time.time()
   with run_errors.explain_input_errors(config, 'train'), \
-      run_errors.explain_checkpoint_mismatch(config):
+      run_errors.explain_checkpoint_mismatch(config), watch.training():
     tf.estimator.train_and_evaluate(  # a 'ps' task serves here until it is stopped
         estimator,
         tf.estimator.TrainSpec(train_input_fn, max_steps=config.train_steps,
-                               hooks=[progress, counter]),
+                               hooks=[progress, counter, watch.hook()]),
         tf.estimator.EvalSpec(eval_input_fn, steps=config.eval_steps))
   task = {'task_type': task_type, 'task_index': task_index, 'local_steps': counter.steps,
           'wall_seconds': time.time() - start}

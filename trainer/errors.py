@@ -8,3 +8,11 @@ class PipelineError(Exception):
   its message without a traceback and exit with status 2; the message says what was wrong and
   what to do.
   """
+
+
+# The exit status of a run stopped from outside before its end (SIGTERM: preemption or a job
+# cancelled; an object-store outage that outlasted TensorFlow's retries), with everything saved
+# that could be: run the same command again to resume. sysexits.h EX_TEMPFAIL ("temporary
+# failure; the user is invited to retry"), distinct from a PipelineError's 2, a crash's 1 and the
+# 143 of a process that died of SIGTERM unhandled.
+EXIT_RESUMABLE = 75

@@ -10,12 +10,15 @@ import sys
 from absl import app
 from absl import flags as absl_flags
 from absl import logging
+import tensorflow.compat.v1 as tf
 
 from flags import run_flags
 from flags import to_config
 from trainer import driver
+from trainer import preemption
+from trainer import run_errors
 from trainer.cloud import aiplatform_env
-from trainer.errors import PipelineError
+from trainer.errors import EXIT_RESUMABLE, PipelineError
 
 FLAGS = absl_flags.FLAGS
 
@@ -31,6 +34,15 @@ def main(argv):
   except PipelineError as e:
     print('error: %s' % e, file=sys.stderr)
     sys.exit(2)
+  except preemption.Preempted as e:
+    print(str(e), file=sys.stderr)
+    sys.exit(EXIT_RESUMABLE)
+  except (tf.errors.UnavailableError, tf.errors.AbortedError) as e:
+    message = run_errors.storage_outage_message(e)
+    if not message:
+      raise
+    print('error: %s' % message, file=sys.stderr)
+    sys.exit(EXIT_RESUMABLE)
   print(json.dumps(results, indent=2, sort_keys=True))
 
 

@@ -39,6 +39,7 @@ class Config:
   mirrored_devices: Tuple[str, ...] = ()
   profile_steps: Tuple[int, ...] = ()  # (start, end): trace global steps [start, end)
   seed: int = 0  # graph-level seed (initializers, dropout); data.seed is the same --seed
+  preemption_grace_secs: int = 25  # SIGTERM to exit, at most (trainer.preemption)
 
   @property
   def num_replicas(self):

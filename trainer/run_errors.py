@@ -89,3 +89,20 @@ def _locate_corrupt_shard(pattern, max_bytes=2 << 30):
     except tf.errors.DataLossError:
       return 'shard ' + path
   return 'shards %s; the damaged one was not found in the first %d MiB' % (pattern, max_bytes >> 20)
+
+
+def storage_outage_message(error):
+  """The user's message for a TensorFlow error that is an object-store outage outlasting TF's own
+  retries (about 90 s per request on TF 1.15, 200 s on TF 2.15), or None for any other error.
+
+  During training Estimator's session recovers from such errors by itself (it restores the
+  newest checkpoint and goes on, BUILD.md); this is for what comes after (evaluation, export,
+  results.json), where the error would otherwise end the run with a traceback."""
+  if not isinstance(error, (tf.errors.UnavailableError, tf.errors.AbortedError)):
+    return None
+  first_line = str(error.message).splitlines()[0] if error.message else ''
+  if 'HTTP request' not in first_line and 'retry attempts failed' not in first_line:
+    return None
+  return ('the storage did not answer within TensorFlow\'s retries (%s). Checkpoints written '
+          'before stay; run the same command again to resume from the newest intact one.'
+          % first_line[:300])

@@ -1,0 +1,152 @@
+"""Preemption: a SIGTERM saves a checkpoint at the current step and ends the run.
+
+AI Platform, GKE and preemptible (spot) VMs announce the end of a job with SIGTERM and kill it
+some seconds later (about 30 on GCE and GKE). On SIGTERM during training, `PreemptionHook` stops
+the training session after the step (on TPU: the iterations_per_loop) in flight; the Estimator's
+checkpoint saver then writes a checkpoint at that step as the session ends, and the run raises
+`Preempted`, which `trainer.main` turns into exit status 75 (`errors.EXIT_RESUMABLE`). Outside
+training (building graphs, evaluating or exporting a checkpoint that is already saved) there is
+nothing to save and `Preempted` is raised at once. If the run has not ended `grace_secs` after the
+signal (a step or a save that does not finish), a watchdog exits the process with the same
+status; a checkpoint cut short by that exit is moved aside by the next run's integrity check
+(`trainer.checkpoints`), which resumes from the newest intact one.
+
+TPUEstimator's own preemption handling watches the TPU, not this process: in TF 1.15 and 2.15 it
+adds `GracefulShutdownHook` (the TPU workers' heartbeats: a TPU host going down triggers a save to
+`model_dir/model.ckpt`, the prefix this hook's save uses too) and, on GCE with a resolved
+TPU, `CloudTPUPreemptedHook` (polls the TPU's state every 30 s and exits the process when it is
+PREEMPTED or TERMINATED). Neither handles SIGTERM, and this module leaves both, and SIGINT, alone.
+"""
+
+import contextlib
+import os
+import signal
+import threading
+import time
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from trainer import errors
+
+DEFAULT_GRACE_SECS = 25
+
+
+class Preempted(Exception):
+  """The run stopped on SIGTERM; `step` is the newest checkpoint's global step (or None)."""
+
+  def __init__(self, step, model_dir):
+    self.step = step
+    self.model_dir = model_dir
+    if step is None:
+      where = 'no checkpoint was written in %s yet' % model_dir
+    else:
+      where = 'the checkpoint at step %d in %s is saved' % (step, model_dir)
+    super(Preempted, self).__init__(
+        'preempted (SIGTERM): %s; run the same command again to resume.' % where)
+
+
+class SigtermWatch(object):
+  """Turns SIGTERM into a clean stop of one run (see the module docstring).
+
+  Use `with watch.installed():` around the run and `with watch.training():` around each
+  `Estimator.train` call, passing `watch.hook()` among its hooks. Install it from the main thread
+  (Python delivers signals there only); elsewhere `installed()` does nothing.
+  """
+
+  def __init__(self, model_dir, grace_secs=DEFAULT_GRACE_SECS, latest_step_fn=None):
+    """model_dir: for the message. latest_step_fn: model_dir -> newest checkpoint's step."""
+    self._model_dir = model_dir
+    self._grace_secs = grace_secs
+    self._latest_step = latest_step_fn or (lambda model_dir: None)
+    self._training = False
+    self._lock = threading.Lock()
+    self.requested = False
+
+  @contextlib.contextmanager
+  def installed(self):
+    if threading.current_thread() is not threading.main_thread():
+      yield self
+      return
+    # Python runs signal handlers in the main thread between bytecodes, so not while it waits in
+    # a session.run; the wakeup pipe reports the signal to a thread at once, which marks the stop
+    # for the hook and starts the watchdog even then.
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+    previous_fd = signal.set_wakeup_fd(write_fd)
+    listener = threading.Thread(target=self._listen, args=(read_fd,), name='sigterm-listener',
+                                daemon=True)
+    listener.start()
+    try:
+      yield self
+    finally:
+      signal.set_wakeup_fd(previous_fd)
+      signal.signal(signal.SIGTERM, previous)
+      os.close(write_fd)  # ends the listener's read
+      listener.join()
+      os.close(read_fd)
+
+  @contextlib.contextmanager
+  def training(self):
+    """Marks an `Estimator.train` call: a SIGTERM inside it stops after the step in flight and
+    raises `Preempted` once train() has returned (and its saver has written the checkpoint)."""
+    self._training = True
+    try:
+      yield
+    finally:
+      self._training = False
+    if self.requested:
+      raise self.preempted()
+
+  def hook(self):
+    return PreemptionHook(self)
+
+  def preempted(self):
+    step = self._latest_step(self._model_dir)
+    return Preempted(step if step else None, self._model_dir)
+
+  def _on_sigterm(self, signum, frame):
+    del signum, frame
+    self._start_stopping()
+    if not self._training:
+      raise self.preempted()
+
+  def _listen(self, read_fd):
+    while True:
+      signals = os.read(read_fd, 64)
+      if not signals:
+        return
+      if signal.SIGTERM in signals:
+        self._start_stopping()
+
+  def _start_stopping(self):
+    with self._lock:
+      if self.requested:
+        return
+      self.requested = True
+    logging.warning('SIGTERM received: %s (the run ends within %d s).',
+                    'stopping after the step in flight and saving a checkpoint there'
+                    if self._training else 'stopping; nothing is left to save',
+                    self._grace_secs)
+    threading.Thread(target=self._watchdog, name='preemption-watchdog', daemon=True).start()
+
+  def _watchdog(self):
+    time.sleep(self._grace_secs)
+    logging.error('preempted (SIGTERM): the run did not end within %d s of the signal; exiting '
+                  'now without a new checkpoint. The next run resumes from the newest intact '
+                  'checkpoint in %s.', self._grace_secs, self._model_dir)
+    logging.flush()
+    os._exit(errors.EXIT_RESUMABLE)  # pylint: disable=protected-access
+
+
+class PreemptionHook(tf.train.SessionRunHook):
+  """Requests the training session's stop after the step in which SIGTERM arrived."""
+
+  def __init__(self, watch):
+    self._watch = watch
+
+  def after_run(self, run_context, run_values):
+    del run_values
+    if self._watch.requested:
+      run_context.request_stop()
