@@ -155,6 +155,14 @@ def define_schedule_flags():
                        'example shuffles, the random crops, flips and colour jitter. Default: a '
                        'seed is drawn, logged and written to results.json, so the run can be '
                        'repeated with --seed.')
+  flags.DEFINE_string('init_checkpoint', None,
+                      'Warm start: a checkpoint prefix or directory (local or gs://) whose '
+                      'variables initialise a new run where name and shape match (the rest, e.g. '
+                      'the classifier for another --num_classes, keep their initializers). '
+                      'Checkpoints of this project and of the Cloud TPU reference ResNet-50 and '
+                      'deeper. A checkpoint in --model_dir wins: a restarted fine-tune resumes.')
+  flags.DEFINE_boolean('init_from_moving_average', False,
+                       'With --init_checkpoint: take the weights\' moving averages from it.')
   flags.DEFINE_integer('preemption_grace_secs', 25,
                        'On SIGTERM (preemption, job cancel) training stops after the step in '
                        'flight, saves a checkpoint and exits with status 75; if that takes longer '

@@ -186,6 +186,9 @@ def _check_combinations(f):
                             'use a gs:// path.' % (name, value))
   if f.mode != 'eval' and (f.train_steps is None) == (f.train_epochs is None):
     raise PipelineError('give exactly one of --train_steps and --train_epochs.')
+  if f.init_from_moving_average and not f.init_checkpoint:
+    raise PipelineError('--init_from_moving_average reads the checkpoint of --init_checkpoint; '
+                        'pass one, or drop --init_from_moving_average.')
   for name in ('train_batch_size', 'eval_batch_size', 'steps_per_eval', 'iterations_per_loop',
                'num_cores', 'preemption_grace_secs'):
     if getattr(f, name) is not None and getattr(f, name) <= 0:
@@ -342,7 +345,8 @@ def config_from_flags(flag_values):
         embedding_dim=f.embedding_dim, lstm_hidden_units=f.lstm_hidden_units,
         lstm_layers=f.lstm_layers, lstm_pooling=f.lstm_pooling, dropout_rate=f.dropout_rate,
         use_tpu=f.use_tpu, skip_host_call=f.skip_host_call, model_dir=model_dir,
-        iterations_per_loop=f.iterations_per_loop,
+        iterations_per_loop=f.iterations_per_loop, init_checkpoint=f.init_checkpoint or '',
+        init_from_moving_average=f.init_from_moving_average,
         **recipe_values(f))
   except ValueError as e:
     raise PipelineError(str(e))

@@ -75,6 +75,9 @@ class ModelConfig:
     iterations_per_loop: training steps per TPU host round trip; the host_call's summary writer
       queues that many steps' events between flushes (a GCS events file is uploaded whole at
       every flush).
+    init_checkpoint: a checkpoint prefix or directory (local or gs://) whose matching variables
+      initialise a new run (`models.warm_start`); '' for none. A checkpoint in model_dir wins.
+    init_from_moving_average: initialise from the checkpoint's weight EMAs instead.
 
   Raises:
     ValueError: from the constructor, for an unknown name or a value the network cannot take.
@@ -115,6 +118,8 @@ class ModelConfig:
   skip_host_call: bool = False
   model_dir: str = ''
   iterations_per_loop: int = 100
+  init_checkpoint: str = ''
+  init_from_moving_average: bool = False
 
   def __post_init__(self):
     for name, allowed in (('model', MODELS), ('optimizer', OPTIMIZERS),

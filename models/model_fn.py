@@ -14,6 +14,7 @@ from models import features as features_lib
 from models import inception_v3
 from models import optimization
 from models import resnet
+from models import warm_start
 
 # The progress hook reads the training loss from this collection (CPU/GPU only).
 TRAIN_LOSS_COLLECTION = 'train_loss'
@@ -101,6 +102,25 @@ def _host_call(config, global_step, loss, learning_rate):
                         tf.reshape(learning_rate, [1])]
 
 
+def _warm_start_scaffold_fn(config, network_variables):
+  """scaffold_fn that initialises the network from config.init_checkpoint (models.warm_start:
+  why through scaffold_fn); logs what was restored and what was not."""
+  prefix, restore, skipped, layout = warm_start.assignment_map(
+      config.init_checkpoint, network_variables, config.model, config.init_from_moving_average)
+  tf.logging.info('Warm start from %s (%s layout%s): %d of %d network variables restored; '
+                  'unless model_dir holds a checkpoint of its own, which wins.', prefix, layout,
+                  ', weight moving averages' if config.init_from_moving_average else '',
+                  len(restore), len(network_variables))
+  if skipped:
+    tf.logging.warning('Warm start: %d variables keep their initializers (name or shape not in '
+                       'the checkpoint): %s', len(skipped), '; '.join(skipped))
+
+  def scaffold_fn():
+    tf.train.init_from_checkpoint(prefix, restore)
+    return tf.train.Scaffold()
+  return scaffold_fn
+
+
 def model_fn_builder(model_config):
   """Returns a TPUEstimator model_fn for `model_config` (a `models.model_config.ModelConfig`).
 
@@ -146,6 +166,8 @@ def model_fn_builder(model_config):
     scaffold_fn = None
     if config.moving_average_decay > 0 and not is_training:
       scaffold_fn = optimization.ema_scaffold_fn(config, network_variables)
+    if is_training and config.init_checkpoint:
+      scaffold_fn = _warm_start_scaffold_fn(config, network_variables)
 
     if mode == tf.estimator.ModeKeys.PREDICT:
       predictions = {

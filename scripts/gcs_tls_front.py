@@ -8,7 +8,8 @@ deletes (an identity with a viewer role): the emulator itself has no permissions
 
 Outages: while the file $GCS_SANDBOX_DIR/outage exists, every request fails as in a storage
 outage: with `503` in the file each one is answered 503 Service Unavailable (GCS's "try again"),
-with `drop` the connection is closed without an answer (a server that went away).
+with `drop` the connection is closed without an answer (a server that went away). Each request
+refused so is listed ("METHOD PATH") in $GCS_SANDBOX_DIR/outage-requests.log.
 
 Why it exists: TensorFlow's GCS client has https://www.googleapis.com and
 https://storage.googleapis.com compiled in, so the sandbox maps those names to 127.0.0.1 and this
@@ -82,9 +83,13 @@ class _Front(http.server.BaseHTTPRequestHandler):
 
   def _outage(self):
     """The outage mode in $GCS_SANDBOX_DIR/outage ('503' or 'drop'), or None."""
+    folder = os.environ.get('GCS_SANDBOX_DIR', '/nonexistent')
     try:
-      with open(os.path.join(os.environ.get('GCS_SANDBOX_DIR', '/nonexistent'), 'outage')) as f:
-        return f.read().strip() or '503'
+      with open(os.path.join(folder, 'outage')) as f:
+        mode = f.read().strip() or '503'
+      with open(os.path.join(folder, 'outage-requests.log'), 'a') as f:
+        f.write('%s %s\n' % (self.command, self.path))
+      return mode
     except OSError:
       return None
 

@@ -93,16 +93,26 @@ _PROGRESS_LINE = re.compile(r'\] step (\d+)/')
 
 class BackgroundRun(object):
   """`python -m trainer.main ARGS` in the background (in `env`, a whole environment, if given),
-  its stderr collected line by line."""
+  its stderr collected line by line. As a context manager it kills a run still going at the end."""
 
-  def __init__(self, *args, env=None):
-    self.proc = subprocess.Popen([sys.executable, '-m', 'trainer.main'] + list(args), cwd=REPO,
+  def __init__(self, *args, env=None, command=None):
+    """command: what runs ARGS (default: python -m trainer.main)."""
+    command = command or [sys.executable, '-m', 'trainer.main']
+    self.proc = subprocess.Popen(command + list(args), cwd=REPO,
                                  env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                  universal_newlines=True)
     self.lines = []
     self._reader = threading.Thread(target=self._read, daemon=True)
     self._reader.start()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc_info):
+    if self.proc.poll() is None:  # a failed test: do not leave it running on the cores
+      self.proc.kill()
+      self.proc.wait()
 
   def _read(self):
     for line in self.proc.stderr:

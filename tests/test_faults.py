@@ -4,7 +4,6 @@ checkpoint garbage collection. Each asserts the end state: the saved step, the f
 results.json and the accuracy against an uninterrupted run. (Damaged checkpoint files of each
 kind: tests/test_checkpoints.py; a storage outage: tests/test_gcs.py.)"""
 
-import json
 import os
 import random
 import re
@@ -23,6 +22,7 @@ from trainer import preemption
 from trainer import run_errors
 from trainer.errors import EXIT_RESUMABLE
 
+
 def _args(small_dir, model_dir, *extra):
   return ['--data_dir=' + small_dir, '--model_dir=' + model_dir, '--model=cnn',
           '--image_size=28', '--train_batch_size=32', '--eval_batch_size=100', '--seed=3',
@@ -40,12 +40,12 @@ def test_sigterm_saves_the_step_reached_and_the_rerun_resumes_there(small_dir, t
   exits with status 75 well within the grace period and says so; the re-run resumes at N."""
   model_dir = str(tmp_path / 'model')
   args = _args(small_dir, model_dir, '--mode=train', '--save_checkpoints_steps=10000')
-  run = BackgroundRun('--train_steps=10000', *args)
-  logged = run.wait_for_step(15)
-  signalled = time.time()
-  run.proc.send_signal(signal.SIGTERM)
-  assert run.wait() == EXIT_RESUMABLE, run.stderr[-3000:]
-  assert time.time() - signalled < preemption.DEFAULT_GRACE_SECS
+  with BackgroundRun('--train_steps=10000', *args) as run:
+    logged = run.wait_for_step(15)
+    signalled = time.time()
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.wait() == EXIT_RESUMABLE, run.stderr[-3000:]
+    assert time.time() - signalled < preemption.DEFAULT_GRACE_SECS
   saved = re.search(r'preempted \(SIGTERM\): the checkpoint at step (\d+) in (\S+) is saved; run '
                     r'the same command again to resume', run.stderr)
   assert saved, run.stderr[-3000:]
@@ -64,7 +64,6 @@ def test_a_stuck_run_is_ended_by_the_watchdog_after_the_grace_period(tmp_path):
   script = textwrap.dedent('''
       import time
       from trainer import preemption
-from trainer.errors import EXIT_RESUMABLE
       watch = preemption.SigtermWatch('MODEL_DIR', grace_secs=2)
       with watch.installed(), watch.training():
         print('ready', flush=True)
@@ -82,15 +81,20 @@ from trainer.errors import EXIT_RESUMABLE
 
 
 def test_sigterm_outside_training_raises_at_once_and_inside_it_stops_the_session(tmp_path):
-  watch = preemption.SigtermWatch(str(tmp_path), grace_secs=600, latest_step_fn=lambda d: 7)
-  with watch.installed():
-    with pytest.raises(preemption.Preempted, match='checkpoint at step 7 in'):
-      os.kill(os.getpid(), signal.SIGTERM)
-      time.sleep(5)  # the handler raises in the main thread before this ends
+  """In this process: outside training, Preempted at once; inside, the hook stops the session
+  (at its creation, or after the step in flight) and Preempted follows train(); the handler is
+  put back and the watchdog cancelled when the run is over."""
   before = signal.getsignal(signal.SIGTERM)
   watch = preemption.SigtermWatch(str(tmp_path), grace_secs=600)
   with watch.installed():
-    with pytest.raises(preemption.Preempted, match='no checkpoint was written'):
+    with pytest.raises(preemption.Preempted, match='stopped outside training, with nothing '
+                                                   'unsaved'):
+      os.kill(os.getpid(), signal.SIGTERM)
+      time.sleep(5)  # the handler raises in the main thread before this ends
+  assert signal.getsignal(signal.SIGTERM) is before
+  watch = preemption.SigtermWatch(str(tmp_path), grace_secs=600)
+  with watch.installed():
+    with pytest.raises(preemption.Preempted, match='no checkpoint is in'):
       with watch.training():
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.2)
@@ -98,7 +102,11 @@ def test_sigterm_outside_training_raises_at_once_and_inside_it_stops_the_session
         context = tf.train.SessionRunContext(None, None)
         watch.hook().after_run(context, None)
         assert context.stop_requested
+        coord = tf.train.Coordinator()
+        watch.hook().after_create_session(None, coord)
+        assert coord.should_stop()
   assert signal.getsignal(signal.SIGTERM) is before
+  assert watch._cancelled.is_set()  # pylint: disable=protected-access
 
 
 @pytest.fixture(scope='module')
@@ -110,10 +118,11 @@ def medium_dir(fashion_mnist_dir, tmp_path_factory):
 def test_kill_9_at_random_steps_loses_nothing(medium_dir, tmp_path):
   """Three kill -9s at seeded random points of a 300-step run (checkpoints every 10 steps, 2
   kept), each re-run resuming from the newest checkpoint: the last re-run finishes at step 300
-  and writes results.json; anything a kill left damaged is moved aside, not deleted; and the
-  accuracy is within noise of the same run uninterrupted. Noise: uninterrupted runs with seeds
-  3-6 reached 0.737-0.764 (TF 1.15.5), so 0.05 is about three standard deviations of a
-  difference; a resumed run sees the same number of examples in another order."""
+  and writes results.json, and the
+  accuracy is within noise of the same run uninterrupted (a resumed run sees as many examples,
+  in another order). Noise: uninterrupted runs with seeds 3-6 reached 0.737-0.764 on TF 1.15.5,
+  seeds 3-8 0.731-0.784 on TF 2.15.1 (standard deviation ~0.02), so 0.08 is about three
+  standard deviations of the difference of two runs."""
   rng = random.Random(17)
   common = ['--mode=train_and_eval', '--train_steps=300', '--steps_per_eval=300',
             '--save_checkpoints_steps=10']
@@ -124,41 +133,40 @@ def test_kill_9_at_random_steps_loses_nothing(medium_dir, tmp_path):
     newest = os.path.exists(model_dir) and checkpoints.newest_intact_checkpoint(model_dir, False)
     start = int(newest.rsplit('-', 1)[1]) if newest else 0
     resumed_from.append(start)
-    run = BackgroundRun(*args)
-    run.wait_for_step(start + rng.randint(12, 60))  # past the save at start + 10
-    time.sleep(rng.uniform(0, 0.3))  # a little past the log line: maybe inside a save
-    run.proc.kill()
-    assert run.wait() == -signal.SIGKILL
+    with BackgroundRun(*args) as run:
+      run.wait_for_step(start + rng.randint(12, 60))  # past the save at start + 10
+      time.sleep(rng.uniform(0, 0.3))  # a little past the log line: maybe inside a save
+      run.proc.kill()
+      assert run.wait() == -signal.SIGKILL
     if start:
       assert 'Restoring parameters from %s/model.ckpt-%d' % (model_dir, start) in run.stderr
-  final = ok(run_main(*args))
+  ok(run_main(*args))
   results = results_of(model_dir)
   assert results['global_step'] == 300
   assert resumed_from[0] == 0 and resumed_from[1] < resumed_from[2] < 300
-  if 'is damaged' in final.stderr:  # a kill landed inside a checkpoint write
-    assert os.listdir(os.path.join(model_dir, 'damaged'))
   uninterrupted_dir = str(tmp_path / 'uninterrupted')
   ok(run_main(*_args(medium_dir, uninterrupted_dir, *common)))
   uninterrupted = results_of(uninterrupted_dir)
   print('top-1 killed and resumed %.4f, uninterrupted %.4f, resumed from %s' % (
       results['top_1_accuracy'], uninterrupted['top_1_accuracy'], resumed_from))
   assert uninterrupted['top_1_accuracy'] > 0.7  # it learned: the comparison means something
-  assert abs(results['top_1_accuracy'] - uninterrupted['top_1_accuracy']) < 0.05
+  assert abs(results['top_1_accuracy'] - uninterrupted['top_1_accuracy']) < 0.08
 
 
 _EVAL_RACE = textwrap.dedent('''
-    import os
+    import os, re, sys
     from trainer import checkpoints, main
     check = checkpoints.checkpoint_damage
     deleted = []
-    def delete_the_first_after_checking(prefix):
+    def delete_the_first_intact_one_after_checking(prefix):
       problem = check(prefix)
-      if not deleted:  # as keep_checkpoint_max does, between the check and the read
-        deleted.append(prefix)
+      if not deleted and problem is None and int(re.search(r'-(\\d+)$', prefix).group(1)) < 60:
+        deleted.append(prefix)  # as keep_checkpoint_max does, between the check and the read
         for path in checkpoints.checkpoint_files(prefix):
           os.remove(path)
       return problem
-    checkpoints.checkpoint_damage = delete_the_first_after_checking
+    checkpoints.checkpoint_damage = delete_the_first_intact_one_after_checking
+    sys.argv[0] = 'trainer.main'
     main.run()
     ''')
 
@@ -166,34 +174,38 @@ _EVAL_RACE = textwrap.dedent('''
 def test_continuous_eval_beside_training_skips_deleted_checkpoints_and_ends_at_the_last(
     small_dir, tmp_path):
   """An evaluation job (--mode=eval --eval_timeout) waiting beside training with
-  keep_checkpoint_max=1. The first checkpoint it lists is deleted after its check and before its
-  read (the race with keep_checkpoint_max, made certain here): a log line, no crash. Each
-  checkpoint is evaluated at most once, and the job ends with the final step instead of waiting
-  out the timeout."""
+  keep_checkpoint_max=1. The first intact checkpoint it lists before the last is deleted after
+  its check and before its read (the race with keep_checkpoint_max, made certain here): a log
+  line, no crash. Each checkpoint is evaluated at most once, and the job ends with the final
+  step instead of waiting out the timeout."""
   model_dir = str(tmp_path / 'model')
   args = _args(small_dir, model_dir, '--save_checkpoints_steps=10', '--keep_checkpoint_max=1',
                '--train_steps=60')
   os.makedirs(model_dir)
-  evaluation = subprocess.Popen(
-      [sys.executable, '-c', _EVAL_RACE, '--mode=eval', '--eval_timeout=300'] + args, cwd=REPO,
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-  training = BackgroundRun('--mode=train', *args)
-  stdout, stderr = evaluation.communicate(timeout=600)
-  assert training.wait(300) == 0, training.stderr[-3000:]
-  assert evaluation.returncode == 0, stderr[-3000:]
+  with BackgroundRun('--mode=eval', '--eval_timeout=300', *args,
+                     command=[sys.executable, '-c', _EVAL_RACE]) as evaluation:
+    deadline = time.time() + 300
+    while not any('Waiting for new checkpoint' in line for line in evaluation.lines):
+      assert evaluation.proc.poll() is None and time.time() < deadline, evaluation.stderr[-3000:]
+      time.sleep(0.1)
+    with BackgroundRun('--mode=train', *args) as training:
+      assert training.wait(300) == 0, training.stderr[-3000:]
+    assert evaluation.wait(300) == 0, evaluation.stderr[-3000:]
+  stderr = evaluation.stderr
   assert re.search(r'Skipping checkpoint \S+model.ckpt-\d+: it disappeared while being '
                    r'evaluated', stderr), stderr[-3000:]
   evaluated = re.findall(r'Restoring parameters from (\S+)', stderr)
   assert evaluated and len(evaluated) == len(set(evaluated)), evaluated
   assert evaluated[-1].endswith('model.ckpt-60')
-  assert json.loads(stdout)['global_step'] == 60
+  assert re.search(r'Saving dict for global step 60:', stderr), stderr[-3000:]
 
 
 def test_a_storage_outage_outlasting_the_retries_is_a_clear_resumable_error():
   """After TensorFlow's own retries give up (the messages of TF 1.15 and 2.15), the run ends with
   a message and status 75, not a traceback; other errors are left alone."""
   outage = tf.errors.AbortedError(
-      None, None, "All 10 retry attempts failed. The last failure: Unavailable: Error executing "
+      None, None, "Graph execution error:\n\nDetected at node 'save/SaveV2' defined at (most "
+      "recent call last):\n  File train.py, line 1\nAll 10 retry attempts failed. The last failure: Unavailable: Error executing "
       "an HTTP request: libcurl code 52 meaning 'Server returned nothing (no headers, no data)'"
       "\n\t when reading metadata of gs://bkt/run/checkpoint")
   message = run_errors.storage_outage_message(outage)

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
@@ -17,7 +18,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import (REPO, TINY_BY_MODEL, BackgroundRun, ok, predict_in_fresh_process,
-                     read_records, refused, results_of, run_main)
+                     read_records, refused, results_of, run_main, write_subset)
 
 pytestmark = pytest.mark.skipif(
     os.environ.get('GCS_SANDBOX') != '1',
@@ -168,38 +169,46 @@ OUTAGE_SECS = float(os.environ.get('GCS_OUTAGE_SECS', '30'))
 @pytest.mark.parametrize('meets,mode', [('input', '503'), ('checkpoint', 'drop')])
 def test_a_storage_outage_is_ridden_out_and_no_partial_checkpoint_is_listed(
     meets, mode, small_dir, gcs_dir):
-  """model_dir on gs://, and the data too when the outage `meets` the input pipeline (its next
-  epoch's reads), else local so that it meets the next checkpoint save. From step 20 on every GCS
-  request fails for OUTAGE_SECS: answered 503, or the connection closed unanswered
-  (scripts/gcs_tls_front.py), with TensorFlow's production retry settings. The run stalls,
-  rides the outage out and finishes; every checkpoint the state lists is intact."""
-  model_dir = gcs_dir + '/model'
-  data_dir = small_dir
+  """From step 20 on, every GCS request fails for OUTAGE_SECS: answered 503, or the connection
+  closed unanswered (scripts/gcs_tls_front.py), with TensorFlow's production retry settings.
+  It `meets` the input pipeline (data on gs:// in 32 shards, so that files are opened all the
+  time; model_dir local) or the next checkpoint save (model_dir on gs://, data local); the
+  sandbox's list of refused requests shows which. The run stalls, rides the outage out and
+  finishes; every checkpoint the state lists is intact."""
+  from trainer import checkpoints
   if meets == 'input':
-    data_dir = gcs_dir + '/data'
-    for path in tf.io.gfile.glob(small_dir + '/*'):
-      tf.io.gfile.copy(path, data_dir + '/' + os.path.basename(path))
+    data_dir = write_subset(small_dir, gcs_dir + '/data', 640, 300, num_shards=32)
+    model_dir = tempfile.mkdtemp(prefix='outage-model-')
+  else:
+    data_dir, model_dir = small_dir, gcs_dir + '/model'
   args = ['--data_dir=' + data_dir, '--model_dir=' + model_dir, '--model=cnn', '--image_size=28',
           '--train_batch_size=32', '--eval_batch_size=100', '--seed=5', '--mode=train',
           '--log_every_n_secs=0.5', '--save_checkpoints_steps=10', '--train_steps=40']
   # The sandbox shortens the retries so that the other tests fail fast; a real job has these.
   env = {k: v for k, v in os.environ.items() if not k.startswith('GCS_RETRY_CONFIG_')}
-  run = BackgroundRun(*args, env=env)
-  run.wait_for_step(20)  # 640 examples: the input's second epoch starts at step 20
   outage = os.path.join(os.environ['GCS_SANDBOX_DIR'], 'outage')
-  with open(outage, 'w') as f:
-    f.write(mode)
-  started = time.time()
-  during = run.logged_step()
-  while time.time() - started < OUTAGE_SECS and run.proc.poll() is None:
-    time.sleep(0.2)
-  os.remove(outage)
-  after = run.logged_step()
-  assert run.wait(600) == 0, run.stderr[-3000:]
-  print('outage %s meeting the %s for %.0f s: step %d at its start, %d at its end' % (
-      mode, meets, OUTAGE_SECS, during, after))
-  assert after <= 30  # it stalled: the outage met the run (without it, step 40 is 3 s away)
+  refused_log = outage + '-requests.log'
+  if os.path.exists(refused_log):
+    os.remove(refused_log)
+  with BackgroundRun(*args, env=env) as run:
+    run.wait_for_step(20)
+    try:
+      with open(outage, 'w') as f:
+        f.write(mode)
+      started = time.time()
+      during = run.logged_step()
+      while time.time() - started < OUTAGE_SECS and run.proc.poll() is None:
+        time.sleep(0.2)
+    finally:
+      os.remove(outage)
+    after = run.logged_step()
+    assert run.wait(600) == 0, run.stderr[-3000:]
+  with open(refused_log) as f:
+    refused_requests = f.read()
+  print('outage %s meeting the %s for %.0f s: step %d at its start, %d at its end; %d requests '
+        'refused' % (mode, meets, OUTAGE_SECS, during, after, len(refused_requests.split('\n'))))
+  assert ('train-000' if meets == 'input' else 'model.ckpt') in refused_requests
+  assert after <= 30  # it stalled (without the outage, step 40 is seconds away)
   assert results_of(model_dir)['global_step'] == 40
-  from trainer import checkpoints
   listed = tf.train.get_checkpoint_state(model_dir).all_model_checkpoint_paths
   assert listed and all(checkpoints.checkpoint_damage(p) is None for p in listed)

@@ -8,6 +8,7 @@ import time
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from models import warm_start
 from trainer import checkpoints
 from trainer import estimator as estimator_lib
 from trainer import hooks as hooks_lib
@@ -40,8 +41,9 @@ def run(config):
     PipelineError: for anything the user must fix (data, TPU, checkpoints, cluster).
     preemption.Preempted: on SIGTERM, after saving a checkpoint at the step reached.
   """
-  watch = preemption.SigtermWatch(config.model_dir, config.preemption_grace_secs, latest_step)
   task = None if config.mode == 'dry_run' else aiplatform_env.distributed_task()
+  watch = preemption.SigtermWatch(config.model_dir, config.preemption_grace_secs,
+                                  saves_checkpoints=not task or task[0] in ('chief', 'master'))
   if task and task[0] == 'ps':  # holds nothing to save: SIGTERM may end it as it always did
     return _run(config, watch, task)
   with watch.installed():
@@ -65,6 +67,7 @@ def _run(config, watch, task):
     gcs_preflight.check_path_usable(config.export_dir, 'export_dir', config.use_tpu)
   if config.mode != 'eval':  # training owns model_dir: a damaged newest checkpoint moves aside
     checkpoints.newest_intact_checkpoint(config.model_dir)
+    _check_init_checkpoint(config)
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   start = time.time()
   if config.mode == 'eval':
@@ -76,6 +79,18 @@ def _run(config, watch, task):
   return results_lib.finish(estimator, config, results, checkpoint)
 
 
+def _check_init_checkpoint(config):
+  """--init_checkpoint is a checkpoint, and intact, before any graph is built."""
+  if not config.model.init_checkpoint:
+    return
+  with run_errors.explain_warm_start_errors():
+    prefix = warm_start.checkpoint_prefix(config.model.init_checkpoint)
+  problem = checkpoints.checkpoint_damage(prefix)
+  if problem:
+    raise PipelineError('--init_checkpoint %s is damaged: %s. Pass an intact checkpoint.'
+                        % (prefix, problem))
+
+
 def _train(estimator, config, start_step, max_steps, throughput, watch):
   hook = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
   hooks = [hook, watch.hook()]
@@ -84,7 +99,7 @@ def _train(estimator, config, start_step, max_steps, throughput, watch):
                                      *config.profile_steps))
   with run_errors.explain_input_errors(config, 'train'), \
       run_errors.explain_checkpoint_mismatch(config), run_errors.explain_tpu_shape_errors(config), \
-      watch.training():
+      run_errors.explain_warm_start_errors(), watch.training():
     estimator.train(estimator_lib.input_fns(config, estimator, start_step)[0],
                     max_steps=max_steps, hooks=hooks)
   throughput[0] += hook.measured_steps
@@ -173,7 +188,8 @@ def _run_distributed(config, watch, task_type, task_index, cluster):
       config, estimator, latest_step(config.model_dir))
   start = time.time()
   with run_errors.explain_input_errors(config, 'train'), \
-      run_errors.explain_checkpoint_mismatch(config), watch.training():
+      run_errors.explain_checkpoint_mismatch(config), run_errors.explain_warm_start_errors(), \
+      watch.training():
     tf.estimator.train_and_evaluate(  # a 'ps' task serves here until it is stopped
         estimator,
         tf.estimator.TrainSpec(train_input_fn, max_steps=config.train_steps,

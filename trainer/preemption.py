@@ -20,9 +20,9 @@ PREEMPTED or TERMINATED). Neither handles SIGTERM, and this module leaves both, 
 
 import contextlib
 import os
+import re
 import signal
 import threading
-import time
 
 from absl import logging
 import tensorflow.compat.v1 as tf
@@ -32,18 +32,25 @@ from trainer import errors
 DEFAULT_GRACE_SECS = 25
 
 
-class Preempted(Exception):
-  """The run stopped on SIGTERM; `step` is the newest checkpoint's global step (or None)."""
+def saved_step(model_dir):
+  """The step of the newest checkpoint the `checkpoint` state file of model_dir names (its path
+  only: nothing else is read, so a damaged checkpoint or a storage outage cannot fail it), or
+  None when there is none or it cannot be read."""
+  try:
+    state = tf.train.get_checkpoint_state(model_dir)
+    match = re.search(r'-(\d+)$', state.model_checkpoint_path) if state else None
+    return int(match.group(1)) if match else None
+  except Exception:  # pylint: disable=broad-except
+    return None
 
-  def __init__(self, step, model_dir):
-    self.step = step
-    self.model_dir = model_dir
-    if step is None:
-      where = 'no checkpoint was written in %s yet' % model_dir
-    else:
-      where = 'the checkpoint at step %d in %s is saved' % (step, model_dir)
-    super(Preempted, self).__init__(
-        'preempted (SIGTERM): %s; run the same command again to resume.' % where)
+
+class Preempted(BaseException):
+  """The run stopped on SIGTERM. A BaseException, like KeyboardInterrupt, so that no `except
+  Exception` on the way turns it into another error; `trainer.main` catches it by name."""
+
+  def __init__(self, message):
+    super(Preempted, self).__init__('preempted (SIGTERM): %s; run the same command again to '
+                                    'resume.' % message)
 
 
 class SigtermWatch(object):
@@ -54,13 +61,16 @@ class SigtermWatch(object):
   (Python delivers signals there only); elsewhere `installed()` does nothing.
   """
 
-  def __init__(self, model_dir, grace_secs=DEFAULT_GRACE_SECS, latest_step_fn=None):
-    """model_dir: for the message. latest_step_fn: model_dir -> newest checkpoint's step."""
+  def __init__(self, model_dir, grace_secs=DEFAULT_GRACE_SECS, saves_checkpoints=True):
+    """model_dir: for the message. saves_checkpoints: False for a distributed worker that is not
+    the chief (the chief writes the checkpoints)."""
     self._model_dir = model_dir
     self._grace_secs = grace_secs
-    self._latest_step = latest_step_fn or (lambda model_dir: None)
+    self._saves = saves_checkpoints
     self._training = False
-    self._lock = threading.Lock()
+    self._closing = False
+    self._watchdog_started = False
+    self._cancelled = threading.Event()
     self.requested = False
 
   @contextlib.contextmanager
@@ -81,8 +91,17 @@ class SigtermWatch(object):
     try:
       yield self
     finally:
-      signal.set_wakeup_fd(previous_fd)
-      signal.signal(signal.SIGTERM, previous)
+      # A SIGTERM from here on is not this run's: it stays pending while the handler is put
+      # back, then takes the previous handler's action (by default, the end of the process).
+      self._closing = True
+      signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+      try:
+        if previous is not None:  # None: a handler installed from C, which Python cannot restore
+          signal.signal(signal.SIGTERM, previous)
+        signal.set_wakeup_fd(previous_fd)
+      finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+      self._cancelled.set()  # the run is over: its watchdog has nothing left to bound
       os.close(write_fd)  # ends the listener's read
       listener.join()
       os.close(read_fd)
@@ -97,42 +116,46 @@ class SigtermWatch(object):
     finally:
       self._training = False
     if self.requested:
-      raise self.preempted()
+      raise self._preempted_after_training()
 
   def hook(self):
     return PreemptionHook(self)
 
-  def preempted(self):
-    step = self._latest_step(self._model_dir)
-    return Preempted(step if step else None, self._model_dir)
+  def _preempted_after_training(self):
+    if not self._saves:
+      return Preempted('this worker stopped; the chief saves the checkpoints in %s'
+                       % self._model_dir)
+    step = saved_step(self._model_dir)
+    if step is None:
+      return Preempted('no checkpoint is in %s yet' % self._model_dir)
+    return Preempted('the checkpoint at step %d in %s is saved' % (step, self._model_dir))
 
   def _on_sigterm(self, signum, frame):
     del signum, frame
-    self._start_stopping()
+    if self._closing:
+      return
+    self.requested = True
     if not self._training:
-      raise self.preempted()
+      raise Preempted('stopped outside training, with nothing unsaved; the checkpoints in %s '
+                      'are as they were' % self._model_dir)
 
   def _listen(self, read_fd):
     while True:
       signals = os.read(read_fd, 64)
       if not signals:
         return
-      if signal.SIGTERM in signals:
-        self._start_stopping()
-
-  def _start_stopping(self):
-    with self._lock:
-      if self.requested:
-        return
-      self.requested = True
-    logging.warning('SIGTERM received: %s (the run ends within %d s).',
-                    'stopping after the step in flight and saving a checkpoint there'
-                    if self._training else 'stopping; nothing is left to save',
-                    self._grace_secs)
-    threading.Thread(target=self._watchdog, name='preemption-watchdog', daemon=True).start()
+      if signal.SIGTERM in signals and not self._closing and not self._watchdog_started:
+        self._watchdog_started = True
+        self.requested = True
+        logging.warning('SIGTERM received: %s (the run ends within %d s).',
+                        'stopping after the step in flight and saving a checkpoint there'
+                        if self._training else 'stopping; nothing is left to save',
+                        self._grace_secs)
+        threading.Thread(target=self._watchdog, name='preemption-watchdog', daemon=True).start()
 
   def _watchdog(self):
-    time.sleep(self._grace_secs)
+    if self._cancelled.wait(self._grace_secs):
+      return
     logging.error('preempted (SIGTERM): the run did not end within %d s of the signal; exiting '
                   'now without a new checkpoint. The next run resumes from the newest intact '
                   'checkpoint in %s.', self._grace_secs, self._model_dir)
@@ -141,10 +164,16 @@ class SigtermWatch(object):
 
 
 class PreemptionHook(tf.train.SessionRunHook):
-  """Requests the training session's stop after the step in which SIGTERM arrived."""
+  """Requests the training session's stop after the step in which SIGTERM arrived, or before
+  the first step if it arrived while the session was being created."""
 
   def __init__(self, watch):
     self._watch = watch
+
+  def after_create_session(self, session, coord):
+    del session
+    if self._watch.requested:
+      coord.request_stop()
 
   def after_run(self, run_context, run_values):
     del run_values

@@ -30,6 +30,18 @@ def explain_checkpoint_mismatch(config):
 
 
 @contextlib.contextmanager
+def explain_warm_start_errors():
+  """`models.warm_start` refusals (not a checkpoint, another model, a reference ResNet-18/34)
+  become PipelineErrors with their message."""
+  try:
+    yield
+  except ValueError as e:
+    if str(e).startswith('init_checkpoint '):
+      raise PipelineError(str(e))
+    raise
+
+
+@contextlib.contextmanager
 def explain_tpu_shape_errors(config):
   """TPUEstimator's refusals of a batch that does not divide over the slice's cores, or of a
   --num_cores that is not the slice's, become PipelineErrors naming the flag to change."""
@@ -100,9 +112,11 @@ def storage_outage_message(error):
   results.json), where the error would otherwise end the run with a traceback."""
   if not isinstance(error, (tf.errors.UnavailableError, tf.errors.AbortedError)):
     return None
-  first_line = str(error.message).splitlines()[0] if error.message else ''
-  if 'HTTP request' not in first_line and 'retry attempts failed' not in first_line:
+  # TF 2.15 puts 'Graph execution error:' and the op's origin first: look at every line.
+  lines = [line.strip() for line in str(error.message or '').splitlines()]
+  found = [line for line in lines if 'HTTP request' in line or 'retry attempts failed' in line]
+  if not found:
     return None
   return ('the storage did not answer within TensorFlow\'s retries (%s). Checkpoints written '
           'before stay; run the same command again to resume from the newest intact one.'
-          % first_line[:300])
+          % found[0][:300])

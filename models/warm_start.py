@@ -1,0 +1,137 @@
+"""Warm start: initialise a new run's network from another run's checkpoint (`init_checkpoint`).
+
+Every network variable whose checkpoint name and shape match is initialised from the checkpoint;
+the rest (typically the classifier, when the class count differs) keep their initializers. It
+works through the model_fn's `scaffold_fn`, which TPUEstimator calls on the host's CPU graph
+(on a TPU and off it) after the network is built: `tf.train.init_from_checkpoint` there only
+replaces initializers, so a run that resumes from its own model_dir restores its own checkpoint
+over them, and each variable is matched by name *and* shape with a report of what was not.
+(Estimator's `warm_start_from` would also work on TPU, but it fails on a shape mismatch instead
+of leaving the variable, and reports nothing.)
+
+Checkpoints of the Cloud TPU reference ResNet (tensorflow/tpu `models/official/resnet/
+resnet_model.py`, r1.15, whose published ImageNet checkpoints use that layout) name their layers
+by creation order (`conv2d_7/kernel`, `batch_normalization_7/gamma`, `dense/kernel`) without this
+project's `stageN_blockM/` scopes. Their ResNet-50 and deeper create the same layers in the same
+order as `models.resnet`, so the i-th convolution and batch norm map one to one. Their ResNet-18
+and -34 also project the shortcut of stage 1's first block (1x1, 64 to 64 channels), where this
+ResNet adds the input unchanged (He et al. 2016, option B): such a checkpoint is refused, since
+dropping that layer would change what the network computes.
+"""
+
+import re
+
+import tensorflow.compat.v1 as tf
+
+EMA_SUFFIX = '/ExponentialMovingAverage'
+# Below this fraction of the network's variables restored, the checkpoint is not this model.
+MIN_RESTORED_FRACTION = 0.5
+
+_REFERENCE_LAYER = re.compile(r'^(conv2d|batch_normalization)(?:_(\d+))?/')
+
+
+def checkpoint_prefix(path):
+  """The checkpoint prefix of `path`: a prefix itself, or a directory (its newest checkpoint).
+
+  Raises:
+    ValueError: nothing at `path` is a checkpoint.
+  """
+  if tf.io.gfile.isdir(path):
+    prefix = tf.train.latest_checkpoint(path)
+    if not prefix:
+      raise ValueError('init_checkpoint %s is a directory without a checkpoint (no `checkpoint` '
+                       'state file naming one); pass a checkpoint prefix such as '
+                       'DIR/model.ckpt-1000.' % path)
+    return prefix
+  if not tf.io.gfile.exists(path + '.index'):
+    raise ValueError('init_checkpoint %s is not a checkpoint: %s.index does not exist. Pass a '
+                     'checkpoint prefix (DIR/model.ckpt-1000) or a directory.' % (path, path))
+  return path
+
+
+def is_reference_resnet(checkpoint_names):
+  """True for the Cloud TPU reference ResNet's layout (numbered layers at the top level)."""
+  # ResNet-18, the smallest, has 21 convolutions (conv2d ... conv2d_20).
+  return ('conv2d_20/kernel' in checkpoint_names and 'dense/kernel' in checkpoint_names and
+          not any(name.startswith('stage') for name in checkpoint_names))
+
+
+def reference_resnet_names(variables):
+  """{variable: the reference ResNet checkpoint's name for it} for `models.resnet` variables.
+
+  Args:
+    variables: the network's variables in creation order (convolutions and batch norms are
+      numbered in that order in the reference).
+  """
+  names, counts, layer_index = {}, {}, {}
+  for variable in variables:
+    name = variable.op.name
+    layer, leaf = name.rsplit('/', 1)
+    kind = layer.rsplit('/', 1)[-1]
+    kind = re.sub(r'_\d+$', '', kind)
+    if kind == 'dense':
+      names[variable] = 'dense/' + leaf
+      continue
+    if layer not in layer_index:
+      layer_index[layer] = counts.get(kind, 0)
+      counts[kind] = layer_index[layer] + 1
+    index = layer_index[layer]
+    names[variable] = '%s%s/%s' % (kind, '_%d' % index if index else '', leaf)
+  return names
+
+
+def assignment_map(init_checkpoint, variables, model_name, from_moving_average=False):
+  """Which checkpoint tensor initialises which variable.
+
+  Args:
+    init_checkpoint: a checkpoint prefix or directory, local or gs://.
+    variables: the network's variables (weights and batch-norm statistics), in creation order.
+    model_name: the config's model ('resnet' enables the reference ResNet layout).
+    from_moving_average: take each weight's exponential moving average from the checkpoint
+      (`<name>/ExponentialMovingAverage`) instead of the weight.
+
+  Returns:
+    (prefix, {checkpoint tensor name: variable}, [names of the variables left initialised],
+     layout: 'this project' or 'Cloud TPU reference ResNet').
+
+  Raises:
+    ValueError: not a checkpoint; a reference ResNet-18/34 checkpoint; no moving averages with
+      from_moving_average; fewer than MIN_RESTORED_FRACTION of the variables matched.
+  """
+  prefix = checkpoint_prefix(init_checkpoint)
+  shapes = dict(tf.train.list_variables(prefix))
+  layout = 'this project'
+  names = {v: v.op.name for v in variables}
+  if model_name == 'resnet' and is_reference_resnet(shapes):
+    layout = 'Cloud TPU reference ResNet'
+    names = reference_resnet_names(variables)
+    ours = sum(1 for v in variables if v.op.name.endswith('/kernel') and 'dense' not in v.op.name)
+    theirs = sum(1 for n in shapes if _REFERENCE_LAYER.match(n) and n.endswith('/kernel'))
+    if theirs != ours:
+      raise ValueError(
+          'init_checkpoint %s is a Cloud TPU reference ResNet with %d convolutions; this ResNet '
+          'has %d. The reference ResNet-18/34 projects the shortcut of stage 1\'s first block '
+          '(conv2d_1, batch_normalization_1), where this one adds the input unchanged, so its '
+          'checkpoint cannot initialise this network without changing it; ResNet-50 and deeper '
+          'map one to one. Otherwise check --resnet_depth.' % (prefix, theirs, ours))
+  if from_moving_average:
+    if not any(name.endswith(EMA_SUFFIX) for name in shapes):
+      raise ValueError('init_checkpoint %s holds no moving averages of the weights (no '
+                       '*%s tensors); drop --init_from_moving_average.' % (prefix, EMA_SUFFIX))
+    # Batch-norm statistics are averages already and have no EMA of their own.
+    names = {v: n + EMA_SUFFIX if n + EMA_SUFFIX in shapes else n for v, n in names.items()}
+  restore, skipped = {}, []
+  for variable in variables:
+    name = names[variable]
+    if shapes.get(name) == variable.shape.as_list():
+      restore[name] = variable
+    else:
+      skipped.append('%s %s (checkpoint: %s)' % (variable.op.name, variable.shape.as_list(),
+                                                 shapes.get(name, 'absent')))
+  if len(restore) < MIN_RESTORED_FRACTION * len(variables):
+    raise ValueError(
+        'init_checkpoint %s matches only %d of this network\'s %d variables by name and shape '
+        '(%s layout); is it a checkpoint of another --model, --resnet_depth or network size? '
+        'First unmatched: %s' % (prefix, len(restore), len(variables), layout,
+                                 '; '.join(skipped[:3])))
+  return prefix, restore, skipped, layout
