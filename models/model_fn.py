@@ -207,6 +207,6 @@ def model_fn_builder(model_config):
     host_call = None if config.skip_host_call else _host_call(
         config, tf.train.get_global_step(), loss, learning_rate)
     return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss, train_op=train_op,
-                                             host_call=host_call)
+                                             host_call=host_call, scaffold_fn=scaffold_fn)
 
   return model_fn

@@ -161,8 +161,18 @@ def test_fine_tuning_through_the_cli(small_dir, four_classes_dir, tmp_path):
               '--mode=train', *common))
   model_dir = str(tmp_path / 'fine_tuned')
   args = ['--data_dir=' + four_classes_dir, '--model_dir=' + model_dir,
-          '--init_checkpoint=' + pretrained, '--mode=train'] + common
+          '--init_checkpoint=' + pretrained, '--mode=train'] + common + ['--seed=2']
   first = ok(run_main('--train_steps=10', *args))
+  # The weights started from the pre-trained ones: 10 Adam steps at 1e-3 move each by ~0.01,
+  # while another seed's initial weights differ from them by far more.
+  kernel = 'block2/conv2d/kernel'
+  pre = tf.train.load_variable(pretrained, kernel)
+  tuned = tf.train.load_variable(model_dir, kernel)
+  fresh_dir = str(tmp_path / 'fresh')
+  ok(run_main('--data_dir=' + four_classes_dir, '--model_dir=' + fresh_dir, '--mode=train',
+              '--train_steps=1', *common, '--seed=2'))
+  fresh = tf.train.load_variable(fresh_dir, kernel)
+  assert np.abs(tuned - pre).max() < 0.02 < np.abs(fresh - pre).max()
   assert ('Warm start from %s/model.ckpt-20 (this project layout): 20 of 22 network variables '
           'restored' % pretrained) in first.stderr, first.stderr[-3000:]
   assert 'Warm start: 2 variables keep their initializers' in first.stderr
@@ -174,3 +184,30 @@ def test_fine_tuning_through_the_cli(small_dir, four_classes_dir, tmp_path):
                    '--init_checkpoint=' + pretrained, '--train_steps=1', '--model=resnet',
                    '--resnet_depth=18', '--image_size=28', '--train_batch_size=32'),
           'matches only', 'another --model')
+
+
+def test_warm_start_on_a_tpu_slice_goes_through_scaffold_fn(small_dir, tmp_path, monkeypatch):
+  """The TPU training graph of a warm-started ResNet (v3-8 simulated, TPUEstimator with
+  use_tpu=True): init_from_checkpoint runs in the scaffold_fn TPUEstimator calls on the host,
+  with every network variable mapped, and the graph still has no op the TPU cannot run."""
+  from helpers import config_from_args
+  from trainer import driver
+  from trainer.cloud import tpu_dry_run
+  pretrained = str(tmp_path / 'pretrained')
+  common = ['--data_dir=' + small_dir, '--model=resnet', '--resnet_depth=18', '--image_size=16',
+            '--train_batch_size=32', '--eval_batch_size=32', '--train_steps=1']
+  driver.run(config_from_args('--mode=train', '--model_dir=' + pretrained, *common))
+  calls = []
+  original = tf.train.init_from_checkpoint
+
+  def recording(prefix, assignment):
+    calls.append((prefix, len(assignment), tf.get_default_graph().get_name_scope()))
+    return original(prefix, assignment)
+
+  monkeypatch.setattr(tf.train, 'init_from_checkpoint', recording)
+  config = config_from_args('--mode=dry_run', '--tpu_topology=v3-8', '--init_checkpoint=' +
+                            pretrained, '--model_dir=' + str(tmp_path / 'tuned'), *common)
+  report = tpu_dry_run.dry_run(config, 'v3-8')
+  assert report['unsupported_ops'] == []
+  assert calls and all(c[:2] == (pretrained + '/model.ckpt-1', 102) for c in calls)
+  assert all('tpu' not in scope.lower() for _, _, scope in calls)  # on the host, not the TPU
