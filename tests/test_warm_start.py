@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import ok, refused, results_of, run_main, write_subset
+from helpers import ok, refused, results_of, run_main
 from models import resnet
 from models import warm_start
 
