@@ -179,7 +179,7 @@ def _check_combinations(f):
                             'same per-core batch. Use a multiple of %d.'
                             % (name, getattr(f, name), f.num_cores, f.num_cores))
   if f.use_tpu:
-    for name in ('data_dir', 'model_dir', 'export_dir'):
+    for name in ('data_dir', 'model_dir', 'export_dir', 'init_checkpoint'):
       value = model_dir_of(f) if name == 'model_dir' else getattr(f, name)
       if value and not value.startswith('gs://') and f.mode != 'dry_run':
         raise PipelineError('--%s=%s is a local path, which a Cloud TPU cannot read or write: '

@@ -106,7 +106,8 @@ def _warm_start_scaffold_fn(config, network_variables):
   """scaffold_fn that initialises the network from config.init_checkpoint (models.warm_start:
   why through scaffold_fn); logs what was restored and what was not."""
   prefix, restore, skipped, layout = warm_start.assignment_map(
-      config.init_checkpoint, network_variables, config.model, config.init_from_moving_average)
+      config.init_checkpoint, network_variables, config.model, config.num_classes,
+      config.init_from_moving_average)
   tf.logging.info('Warm start from %s (%s layout%s): %d of %d network variables restored; '
                   'unless model_dir holds a checkpoint of its own, which wins.', prefix, layout,
                   ', weight moving averages' if config.init_from_moving_average else '',
@@ -117,6 +118,14 @@ def _warm_start_scaffold_fn(config, network_variables):
 
   def scaffold_fn():
     tf.train.init_from_checkpoint(prefix, restore)
+    # The weights' moving averages (moving_average_decay > 0) were created from the random
+    # initial values: start them from the same checkpoint tensors as their weights.
+    by_name = {warm_start.variable_name(v): v for v in tf.global_variables()}
+    averages = {name: by_name[warm_start.variable_name(v) + warm_start.EMA_SUFFIX]
+                for name, v in restore.items()
+                if warm_start.variable_name(v) + warm_start.EMA_SUFFIX in by_name}
+    if averages:
+      tf.train.init_from_checkpoint(prefix, averages)
     return tf.train.Scaffold()
   return scaffold_fn
 

@@ -1,7 +1,10 @@
 """Warm start: initialise a new run's network from another run's checkpoint (`init_checkpoint`).
 
-Every network variable whose checkpoint name and shape match is initialised from the checkpoint;
-the rest (typically the classifier, when the class count differs) keep their initializers. It
+Every network variable whose checkpoint name and shape match is initialised from the checkpoint
+(and so is its moving average, with moving_average_decay > 0); only the classifier may differ
+(another class count) and keep its initializer: a checkpoint of another depth or size is
+refused. A bilstm's embedding is matched by shape only: it is only meaningful with the same
+vocab.txt as the checkpoint's run. The driver resolves and checks the checkpoint first. It
 works through the model_fn's `scaffold_fn`, which TPUEstimator calls on the host's CPU graph
 (on a TPU and off it) after the network is built: `tf.train.init_from_checkpoint` there only
 replaces initializers, so a run that resumes from its own model_dir restores its own checkpoint
@@ -24,8 +27,6 @@ import re
 import tensorflow.compat.v1 as tf
 
 EMA_SUFFIX = '/ExponentialMovingAverage'
-# Below this fraction of the network's variables restored, the checkpoint is not this model.
-MIN_RESTORED_FRACTION = 0.5
 
 _REFERENCE_LAYER = re.compile(r'^(conv2d|batch_normalization)(?:_(\d+))?/')
 
@@ -65,7 +66,7 @@ def reference_resnet_names(variables):
   """
   names, counts, layer_index = {}, {}, {}
   for variable in variables:
-    name = variable.op.name
+    name = variable_name(variable)
     layer, leaf = name.rsplit('/', 1)
     kind = layer.rsplit('/', 1)[-1]
     kind = re.sub(r'_\d+$', '', kind)
@@ -80,13 +81,30 @@ def reference_resnet_names(variables):
   return names
 
 
-def assignment_map(init_checkpoint, variables, model_name, from_moving_average=False):
+def variable_name(variable):
+  """A variable's name without ':0'. (Not `.op.name`: inside a MirroredStrategy replica that is
+  the replica's own component, e.g. `w/replica_1`.)"""
+  return variable.name.split(':')[0]
+
+
+# Checkpoint tensors that are not weights: the step and Adam's non-slot accumulators. Slots and
+# moving averages are named `<variable>/<slot>` and recognised by their variable's name.
+_NOT_WEIGHTS = frozenset(['global_step', 'beta1_power', 'beta2_power'])
+
+
+def assignment_map(init_checkpoint, variables, model_name, num_classes,
+                   from_moving_average=False):
   """Which checkpoint tensor initialises which variable.
+
+  Every network variable but the classifier (variables whose last dimension is num_classes)
+  must match a checkpoint tensor by name and shape, and the checkpoint must hold no weights the
+  network lacks: a checkpoint of another depth or size is refused, not half used.
 
   Args:
     init_checkpoint: a checkpoint prefix or directory, local or gs://.
     variables: the network's variables (weights and batch-norm statistics), in creation order.
     model_name: the config's model ('resnet' enables the reference ResNet layout).
+    num_classes: the width of this network's logits.
     from_moving_average: take each weight's exponential moving average from the checkpoint
       (`<name>/ExponentialMovingAverage`) instead of the weight.
 
@@ -96,16 +114,18 @@ def assignment_map(init_checkpoint, variables, model_name, from_moving_average=F
 
   Raises:
     ValueError: not a checkpoint; a reference ResNet-18/34 checkpoint; no moving averages with
-      from_moving_average; fewer than MIN_RESTORED_FRACTION of the variables matched.
+      from_moving_average; a variable other than the classifier unmatched; weights the network
+      lacks.
   """
   prefix = checkpoint_prefix(init_checkpoint)
   shapes = dict(tf.train.list_variables(prefix))
   layout = 'this project'
-  names = {v: v.op.name for v in variables}
+  names = {v: variable_name(v) for v in variables}
   if model_name == 'resnet' and is_reference_resnet(shapes):
     layout = 'Cloud TPU reference ResNet'
     names = reference_resnet_names(variables)
-    ours = sum(1 for v in variables if v.op.name.endswith('/kernel') and 'dense' not in v.op.name)
+    ours = sum(1 for v in variables
+               if variable_name(v).endswith('/kernel') and 'dense' not in variable_name(v))
     theirs = sum(1 for n in shapes if _REFERENCE_LAYER.match(n) and n.endswith('/kernel'))
     if theirs != ours:
       raise ValueError(
@@ -114,24 +134,35 @@ def assignment_map(init_checkpoint, variables, model_name, from_moving_average=F
           '(conv2d_1, batch_normalization_1), where this one adds the input unchanged, so its '
           'checkpoint cannot initialise this network without changing it; ResNet-50 and deeper '
           'map one to one. Otherwise check --resnet_depth.' % (prefix, theirs, ours))
+  known = set(names.values())
   if from_moving_average:
     if not any(name.endswith(EMA_SUFFIX) for name in shapes):
       raise ValueError('init_checkpoint %s holds no moving averages of the weights (no '
                        '*%s tensors); drop --init_from_moving_average.' % (prefix, EMA_SUFFIX))
-    # Batch-norm statistics are averages already and have no EMA of their own.
+    # A variable without an average of its own (e.g. batch-norm statistics, when the EMA did
+    # not cover them) takes its value.
     names = {v: n + EMA_SUFFIX if n + EMA_SUFFIX in shapes else n for v, n in names.items()}
-  restore, skipped = {}, []
+  restore, skipped, unmatched = {}, [], []
   for variable in variables:
     name = names[variable]
     if shapes.get(name) == variable.shape.as_list():
       restore[name] = variable
-    else:
-      skipped.append('%s %s (checkpoint: %s)' % (variable.op.name, variable.shape.as_list(),
-                                                 shapes.get(name, 'absent')))
-  if len(restore) < MIN_RESTORED_FRACTION * len(variables):
+      continue
+    skipped.append('%s %s (checkpoint: %s)' % (variable_name(variable),
+                                               variable.shape.as_list(), shapes.get(name, 'absent')))
+    if not variable.shape.as_list() or variable.shape.as_list()[-1] != num_classes:
+      unmatched.append(skipped[-1])
+  if unmatched:
     raise ValueError(
         'init_checkpoint %s matches only %d of this network\'s %d variables by name and shape '
-        '(%s layout); is it a checkpoint of another --model, --resnet_depth or network size? '
-        'First unmatched: %s' % (prefix, len(restore), len(variables), layout,
-                                 '; '.join(skipped[:3])))
+        '(%s layout), and all but the classifier must match: is it a checkpoint of another '
+        '--model, --resnet_depth or network size? First unmatched: %s'
+        % (prefix, len(restore), len(variables), layout, '; '.join(unmatched[:3])))
+  extra = sorted(n for n in shapes if n not in known and n not in _NOT_WEIGHTS and
+                 not any(n.startswith(k + '/') for k in known))
+  if extra:
+    raise ValueError(
+        'init_checkpoint %s holds %d weights this network does not have (first: %s): a checkpoint '
+        'of a deeper or larger network? Check --resnet_depth and the network sizes.'
+        % (prefix, len(extra), ', '.join(extra[:3])))
   return prefix, restore, skipped, layout

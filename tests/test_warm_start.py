@@ -54,7 +54,7 @@ def test_a_reference_resnet50_checkpoint_initialises_every_weight(tmp_path):
   with tf.Graph().as_default():
     variables = _resnet_variables(50, 1001)
     prefix, restore, skipped, layout = warm_start.assignment_map(str(tmp_path), variables,
-                                                                 'resnet')
+                                                                 'resnet', 1001)
     assert prefix == str(tmp_path / 'model.ckpt-1')
     assert layout == 'Cloud TPU reference ResNet' and not skipped
     assert sorted(restore) == sorted(network)  # every reference weight lands, once
@@ -74,7 +74,7 @@ def test_another_class_count_keeps_the_classifier_initialised(tmp_path):
   _reference_checkpoint(50, str(tmp_path / 'model.ckpt'))
   with tf.Graph().as_default():
     variables = _resnet_variables(50, 10)
-    _, restore, skipped, _ = warm_start.assignment_map(str(tmp_path), variables, 'resnet')
+    _, restore, skipped, _ = warm_start.assignment_map(str(tmp_path), variables, 'resnet', 10)
   assert len(restore) == 265
   assert [s.split(' ')[0] for s in skipped] == ['dense/kernel', 'dense/bias']
 
@@ -85,7 +85,7 @@ def test_a_reference_resnet18_checkpoint_is_refused_for_its_extra_projection(tmp
     variables = _resnet_variables(18, 1001)
     with pytest.raises(ValueError, match=r'reference ResNet with 21 convolutions; this ResNet '
                                          r'has 20\. The reference ResNet-18/34 projects'):
-      warm_start.assignment_map(str(tmp_path), variables, 'resnet')
+      warm_start.assignment_map(str(tmp_path), variables, 'resnet', 1001)
 
 
 def test_moving_averages_and_refusals(tmp_path):
@@ -102,7 +102,7 @@ def test_moving_averages_and_refusals(tmp_path):
   with tf.Graph().as_default():
     kernel = tf.get_variable('dense/kernel', [3, 2])
     mean = tf.get_variable('batch_normalization/moving_mean', [2])
-    _, restore, _, _ = warm_start.assignment_map(prefix, [kernel, mean], 'cnn', True)
+    _, restore, _, _ = warm_start.assignment_map(prefix, [kernel, mean], 'cnn', 2, True)
     assert restore == {'dense/kernel/ExponentialMovingAverage': kernel,
                        'batch_normalization/moving_mean': mean}
     tf.train.init_from_checkpoint(prefix, restore)
@@ -113,12 +113,12 @@ def test_moving_averages_and_refusals(tmp_path):
     other = [tf.get_variable('dense/kernel', [3, 2]), tf.get_variable('x', [4]),
              tf.get_variable('y', [5])]
     with pytest.raises(ValueError, match='matches only 1 of this network\'s 3 variables'):
-      warm_start.assignment_map(prefix, other, 'cnn')
+      warm_start.assignment_map(prefix, other, 'cnn', 2)
   _reference_checkpoint(18, str(tmp_path / 'plain' / 'model.ckpt'))
   with tf.Graph().as_default():
     with pytest.raises(ValueError, match='holds no moving averages'):
       warm_start.assignment_map(str(tmp_path / 'plain'), [tf.get_variable('conv2d/kernel', [1])],
-                                'cnn', True)
+                                'cnn', 2, True)
   with pytest.raises(ValueError, match='is not a checkpoint: .*nothing.index does not exist'):
     warm_start.checkpoint_prefix(str(tmp_path / 'nothing'))
   with pytest.raises(ValueError, match='is a directory without a checkpoint'):
@@ -177,9 +177,20 @@ def test_fine_tuning_through_the_cli(small_dir, four_classes_dir, tmp_path):
           'restored' % pretrained) in first.stderr, first.stderr[-3000:]
   assert 'Warm start: 2 variables keep their initializers' in first.stderr
   assert 'logits/kernel [256, 4] (checkpoint: [256, 10])' in first.stderr
+  # A restarted fine-tune resumes its own checkpoint, even when the init checkpoint is gone.
+  os.rename(pretrained, pretrained + '-moved')
   resumed = ok(run_main('--train_steps=15', *args))
+  os.rename(pretrained + '-moved', pretrained)
+  assert 'holds a checkpoint of its own: resuming it' in resumed.stderr
   assert 'Restoring parameters from %s/model.ckpt-10' % model_dir in resumed.stderr
   assert results_of(model_dir)['global_step'] == 15
+  # MirroredStrategy over two CPU replicas: the second replica's variables match too.
+  mirrored_dir = str(tmp_path / 'mirrored')
+  mirrored = ok(run_main('--data_dir=' + four_classes_dir, '--model_dir=' + mirrored_dir,
+                         '--init_checkpoint=' + pretrained, '--mode=train', '--train_steps=2',
+                         '--mirrored_devices=/cpu:0,/cpu:1', *common, '--seed=2'))
+  assert 'Warm start from %s/model.ckpt-20' % pretrained in mirrored.stderr
+  assert np.abs(tf.train.load_variable(mirrored_dir, kernel) - pre).max() < 0.01
   refused(run_main('--data_dir=' + four_classes_dir, '--model_dir=' + str(tmp_path / 'r'),
                    '--init_checkpoint=' + pretrained, '--train_steps=1', '--model=resnet',
                    '--resnet_depth=18', '--image_size=28', '--train_batch_size=32'),
@@ -201,7 +212,12 @@ def test_warm_start_on_a_tpu_slice_goes_through_scaffold_fn(small_dir, tmp_path,
   original = tf.train.init_from_checkpoint
 
   def recording(prefix, assignment):
-    calls.append((prefix, len(assignment), tf.get_default_graph().get_name_scope()))
+    contexts = []
+    context = tf.get_default_graph()._get_control_flow_context()  # pylint: disable=protected-access
+    while context is not None:
+      contexts.append(type(context).__name__)
+      context = context.outer_context
+    calls.append((prefix, len(assignment), contexts))
     return original(prefix, assignment)
 
   monkeypatch.setattr(tf.train, 'init_from_checkpoint', recording)
@@ -210,4 +226,28 @@ def test_warm_start_on_a_tpu_slice_goes_through_scaffold_fn(small_dir, tmp_path,
   report = tpu_dry_run.dry_run(config, 'v3-8')
   assert report['unsupported_ops'] == []
   assert calls and all(c[:2] == (pretrained + '/model.ckpt-1', 102) for c in calls)
-  assert all('tpu' not in scope.lower() for _, _, scope in calls)  # on the host, not the TPU
+  # On the host: outside the TPU computation (and its training loop).
+  assert all('TPUReplicateContext' not in c and 'WhileContext' not in c for _, _, c in calls)
+
+
+def _own_resnet_checkpoint(depth, path):
+  with tf.Graph().as_default():
+    _resnet_variables(depth, 10)
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      tf.train.Saver().save(sess, path)
+  return path
+
+
+def test_a_checkpoint_of_another_depth_is_refused_either_way(tmp_path):
+  """ResNet-18 into a ResNet-34 (its stages' extra blocks unmatched) and ResNet-34 into a
+  ResNet-18 (weights the network lacks): both refused, not half used."""
+  r18 = _own_resnet_checkpoint(18, str(tmp_path / 'r18' / 'model.ckpt'))
+  r34 = _own_resnet_checkpoint(34, str(tmp_path / 'r34' / 'model.ckpt'))
+  with tf.Graph().as_default():
+    with pytest.raises(ValueError, match=r'matches only 102 of this network\'s 182 variables .* '
+                                         r'all but the classifier must match'):
+      warm_start.assignment_map(r18, _resnet_variables(34, 10), 'resnet', 10)
+  with tf.Graph().as_default():
+    with pytest.raises(ValueError, match=r'holds 80 weights this network does not have'):
+      warm_start.assignment_map(r34, _resnet_variables(18, 10), 'resnet', 10)

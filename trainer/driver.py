@@ -2,6 +2,7 @@
 from model_dir, or between-graph training when TF_CONFIG describes a cluster. Either way the run
 ends in `trainer.results` (evaluation, export, results.json)."""
 
+import dataclasses
 import json
 import time
 
@@ -51,6 +52,7 @@ def run(config):
 
 
 def _run(config, watch, task):
+  config = _resolve_init_checkpoint(config)
   if not config.data.fake_data:
     is_training_splits = {'train': [True], 'eval': [False], 'train_and_eval': [True, False],
                           'dry_run': [True, False]}
@@ -67,7 +69,6 @@ def _run(config, watch, task):
     gcs_preflight.check_path_usable(config.export_dir, 'export_dir', config.use_tpu)
   if config.mode != 'eval':  # training owns model_dir: a damaged newest checkpoint moves aside
     checkpoints.newest_intact_checkpoint(config.model_dir)
-    _check_init_checkpoint(config)
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   start = time.time()
   if config.mode == 'eval':
@@ -79,16 +80,37 @@ def _run(config, watch, task):
   return results_lib.finish(estimator, config, results, checkpoint)
 
 
-def _check_init_checkpoint(config):
-  """--init_checkpoint is a checkpoint, and intact, before any graph is built."""
-  if not config.model.init_checkpoint:
-    return
-  with run_errors.explain_warm_start_errors():
-    prefix = warm_start.checkpoint_prefix(config.model.init_checkpoint)
-  problem = checkpoints.checkpoint_damage(prefix)
-  if problem:
-    raise PipelineError('--init_checkpoint %s is damaged: %s. Pass an intact checkpoint.'
-                        % (prefix, problem))
+def _resolve_init_checkpoint(config):
+  """The config with --init_checkpoint resolved once, before any graph is built: '' when
+  model_dir holds a checkpoint of its own (a restarted fine-tune resumes it and does not read the
+  init checkpoint, which may be gone by then), else the checkpoint prefix it names, checked
+  intact (a directory: its newest intact checkpoint).
+
+  Raises:
+    PipelineError: not a checkpoint, or damaged.
+  """
+  path = config.model.init_checkpoint
+  if not path or config.mode == 'eval':
+    return config
+  if tf.train.latest_checkpoint(config.model_dir):
+    logging.info('model_dir %s holds a checkpoint of its own: resuming it; --init_checkpoint %s '
+                 'is not read.', config.model_dir, path)
+    prefix = ''
+  elif tf.io.gfile.isdir(path):
+    prefix = checkpoints.newest_intact_checkpoint(path, move_aside=False)
+    if not prefix:
+      raise PipelineError('--init_checkpoint %s is a directory without checkpoints (no '
+                          '`checkpoint` state file naming one); pass a checkpoint prefix such as '
+                          'DIR/model.ckpt-1000.' % path)
+  else:
+    with run_errors.explain_warm_start_errors():
+      prefix = warm_start.checkpoint_prefix(path)
+    problem = checkpoints.checkpoint_damage(prefix)
+    if problem:
+      raise PipelineError('--init_checkpoint %s is damaged: %s. Pass an intact checkpoint.'
+                          % (prefix, problem))
+  return dataclasses.replace(config, model=dataclasses.replace(config.model,
+                                                               init_checkpoint=prefix))
 
 
 def _train(estimator, config, start_step, max_steps, throughput, watch):

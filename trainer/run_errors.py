@@ -2,6 +2,7 @@
 do. Checkpoints already written stay; the messages say how the run resumes."""
 
 import contextlib
+import re
 
 import tensorflow.compat.v1 as tf
 
@@ -36,8 +37,10 @@ def explain_warm_start_errors():
   try:
     yield
   except ValueError as e:
-    if str(e).startswith('init_checkpoint '):
-      raise PipelineError(str(e))
+    # TF 2.15's autograph (MirroredStrategy) puts 'in user code:' and a traceback first.
+    found = re.search(r'^(?:\w+Error: )?(init_checkpoint .*)$', str(e), re.MULTILINE)
+    if found:
+      raise PipelineError(found.group(1))
     raise
 
 
