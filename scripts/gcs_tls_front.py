@@ -93,6 +93,15 @@ class _Front(http.server.BaseHTTPRequestHandler):
     except OSError:
       return None
 
+  def _send_error(self, status, reason, error):
+    """Answers with GCS's JSON error body {"error": error}."""
+    message = json.dumps({'error': error}).encode()
+    self.send_response_only(status, reason)
+    self.send_header('Content-Type', 'application/json')
+    self.send_header('Content-Length', str(len(message)))
+    self.end_headers()
+    self.wfile.write(message)
+
   def _forward(self):
     body = self._body()
     outage = self._outage()
@@ -100,21 +109,12 @@ class _Front(http.server.BaseHTTPRequestHandler):
       self.close_connection = True
       return
     if outage:
-      message = b'{"error": {"code": 503, "message": "sandbox: outage"}}'
-      self.send_response_only(503, 'Service Unavailable')
-      self.send_header('Content-Type', 'application/json')
-      self.send_header('Content-Length', str(len(message)))
-      self.end_headers()
-      self.wfile.write(message)
+      self._send_error(503, 'Service Unavailable', {'code': 503, 'message': 'sandbox: outage'})
       return
     if self._denied():
-      message = json.dumps({'error': {'code': 403, 'message': 'sandbox: access to this bucket is '
-                                      'denied', 'errors': [{'reason': 'forbidden'}]}}).encode()
-      self.send_response_only(403, 'Forbidden')
-      self.send_header('Content-Type', 'application/json')
-      self.send_header('Content-Length', str(len(message)))
-      self.end_headers()
-      self.wfile.write(message)
+      self._send_error(403, 'Forbidden', {
+          'code': 403, 'message': 'sandbox: access to this bucket is denied',
+          'errors': [{'reason': 'forbidden'}]})
       return
     headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP]
     headers.append(('X-Forwarded-Proto', 'https'))

@@ -106,7 +106,7 @@ def test_sigterm_outside_training_raises_at_once_and_inside_it_stops_the_session
         watch.hook().after_create_session(None, coord)
         assert coord.should_stop()
   assert signal.getsignal(signal.SIGTERM) is before
-  assert watch._cancelled.is_set()  # pylint: disable=protected-access
+  assert watch.ended.is_set()
 
 
 @pytest.fixture(scope='module')

@@ -70,7 +70,7 @@ class SigtermWatch(object):
     self._training = False
     self._closing = False
     self._watchdog_started = False
-    self._cancelled = threading.Event()
+    self.ended = threading.Event()  # set when the run is over: the watchdog stands down
     self.requested = False
 
   @contextlib.contextmanager
@@ -101,7 +101,7 @@ class SigtermWatch(object):
         signal.set_wakeup_fd(previous_fd)
       finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-      self._cancelled.set()  # the run is over: its watchdog has nothing left to bound
+      self.ended.set()
       os.close(write_fd)  # ends the listener's read
       listener.join()
       os.close(read_fd)
@@ -154,7 +154,7 @@ class SigtermWatch(object):
         threading.Thread(target=self._watchdog, name='preemption-watchdog', daemon=True).start()
 
   def _watchdog(self):
-    if self._cancelled.wait(self._grace_secs):
+    if self.ended.wait(self._grace_secs):
       return
     logging.error('preempted (SIGTERM): the run did not end within %d s of the signal; exiting '
                   'now without a new checkpoint. The next run resumes from the newest intact '
