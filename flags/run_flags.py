@@ -132,7 +132,9 @@ def define_schedule_flags():
   """Batch sizes, run length, evaluation and checkpoints."""
   flags.DEFINE_enum('mode', 'train_and_eval', MODES,
                     'train, eval (the latest checkpoint, or each new one with --eval_timeout), '
-                    'train_and_eval (alternate every --steps_per_eval, then a final eval), or '
+                    'train_and_eval (alternate every --steps_per_eval, then a final eval), '
+                    'predict (--predict_input with the latest checkpoint into --predict_output), '
+                    'or '
                     'dry_run (build the TPU train, eval and predict graphs for the simulated slice '
                     'of --tpu_topology, or for the TPU of --use_tpu --tpu=NAME, and check each '
                     'host\'s input; writes model_dir/dry_run.json).')
@@ -145,6 +147,19 @@ def define_schedule_flags():
   flags.DEFINE_integer('save_checkpoints_steps', None,
                        'Steps between checkpoints (default: --steps_per_eval).')
   flags.DEFINE_integer('keep_checkpoint_max', 5, 'Checkpoints kept in model_dir.')
+  flags.DEFINE_string('predict_input', None,
+                      'mode=predict: a glob (local or gs://) of image files '
+                      '(.jpg/.jpeg/.png/.bmp), of TFRecords in the training schema, or for bilstm '
+                      'of .txt (one text per line) or .csv files (a header row with a `text` '
+                      'column). Preprocessed as evaluation preprocesses; the weights come from '
+                      "--model_dir's newest checkpoint, the settings from the flags and "
+                      'dataset.json of --data_dir, as in training.')
+  flags.DEFINE_string('predict_output', None,
+                      'mode=predict: the JSON-lines file to write (local or gs://): one line per '
+                      'input in input order with its name, the predicted class and its name, the '
+                      '--predict_top_k probabilities and, for labelled records, the label.')
+  flags.DEFINE_integer('predict_top_k', 5, 'mode=predict: classes listed per input, most '
+                       'probable first.')
   flags.DEFINE_integer('eval_timeout', 0,
                        'mode=eval: seconds to wait for a new checkpoint (0: evaluate the latest '
                        'checkpoint once).')

@@ -184,7 +184,8 @@ def _check_combinations(f):
       if value and not value.startswith('gs://') and f.mode != 'dry_run':
         raise PipelineError('--%s=%s is a local path, which a Cloud TPU cannot read or write: '
                             'use a gs:// path.' % (name, value))
-  if f.mode != 'eval' and (f.train_steps is None) == (f.train_epochs is None):
+  _check_predict(f)
+  if f.mode not in ('eval', 'predict') and (f.train_steps is None) == (f.train_epochs is None):
     raise PipelineError('give exactly one of --train_steps and --train_epochs.')
   if f.init_from_moving_average and not f.init_checkpoint:
     raise PipelineError('--init_from_moving_average reads the checkpoint of --init_checkpoint; '
@@ -193,6 +194,23 @@ def _check_combinations(f):
                'num_cores', 'preemption_grace_secs'):
     if getattr(f, name) is not None and getattr(f, name) <= 0:
       raise PipelineError('--%s must be positive, got %d.' % (name, getattr(f, name)))
+
+
+def _check_predict(f):
+  if f.mode != 'predict':
+    for name in ('predict_input', 'predict_output'):
+      if getattr(f, name):
+        raise PipelineError('--%s is read by --mode=predict only; add --mode=predict or drop '
+                            '--%s.' % (name, name))
+    return
+  if not f.predict_input or not f.predict_output:
+    raise PipelineError('--mode=predict needs --predict_input (a glob of image files, TFRecords, '
+                        'or .txt/.csv texts) and --predict_output (the JSON-lines file to write).')
+  if f.predict_top_k < 1:
+    raise PipelineError('--predict_top_k must be >= 1, got %d.' % f.predict_top_k)
+  if f.use_tpu and not f.predict_input.startswith('gs://'):
+    raise PipelineError('--predict_input=%s is a local path, which a Cloud TPU host cannot read: '
+                        'use a gs:// path.' % f.predict_input)
 
 
 def mirrored_devices_of(f):
@@ -360,4 +378,6 @@ def config_from_flags(flag_values):
       tpu=f.tpu, tpu_zone=f.tpu_zone, gcp_project=f.gcp_project, num_cores=f.num_cores,
       tpu_connect_timeout=f.tpu_connect_timeout, tpu_topology=f.tpu_topology,
       eval_on_tpu=f.eval_on_tpu, mirrored_devices=mirrored_devices,
-      profile_steps=profile_steps, seed=seed, preemption_grace_secs=f.preemption_grace_secs)
+      profile_steps=profile_steps, seed=seed, preemption_grace_secs=f.preemption_grace_secs,
+      predict_input=f.predict_input, predict_output=f.predict_output,
+      predict_top_k=f.predict_top_k)

@@ -142,9 +142,9 @@ class BackgroundRun(object):
     return self.proc.returncode
 
 
-def results_of(model_dir):
-  """The results.json of a run, from a local or gs:// model_dir."""
-  with tf.io.gfile.GFile(model_dir.rstrip('/') + '/results.json') as f:
+def results_of(model_dir, name='results.json'):
+  """The results.json (or another JSON file `name`) of a run, from a local or gs:// model_dir."""
+  with tf.io.gfile.GFile(model_dir.rstrip('/') + '/' + name) as f:
     return json.load(f)
 
 

@@ -1,6 +1,8 @@
 """`python -m trainer.main` end to end on real Fashion-MNIST, in fresh processes, tiny settings."""
 
+import csv
 import glob
+import json
 import os
 import shutil
 import time
@@ -9,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from trainer.data import dataset_json
 from helpers import (TINY, TINY_BY_MODEL, ok, predict_in_fresh_process, read_records, refused,
                      requires_isolation, results_of, run_main, write_subset)
 
@@ -85,8 +88,27 @@ def test_eval_counts_all_10000_test_images(fashion_mnist_dir, tmp_path):
   assert results_of(model_dir)['num_eval_examples'] == 10000
 
 
+def _predict_lines(model_dir, data_dir, args, predict_input, output):
+  """Runs --mode=predict; returns its JSON lines as dicts."""
+  ok(run_main('--mode=predict', '--data_dir=' + data_dir, '--model_dir=' + model_dir,
+               '--predict_input=' + predict_input, '--predict_output=' + output, *args))
+  with open(output) as f:
+    return [json.loads(line) for line in f]
+
+
+def _check_lines_match(lines, classes, probabilities):
+  """The lines' classes are `classes`, their top-k probabilities those of `probabilities`."""
+  assert [line['class'] for line in lines] == list(classes)
+  for line, row in zip(lines, probabilities):
+    assert len(line['top_k']) == min(5, len(row))
+    for entry in line['top_k']:
+      assert entry['probability'] == pytest.approx(row[entry['class']], abs=1e-5)
+
+
 @pytest.mark.parametrize('model', sorted(TINY_BY_MODEL))
-def test_export_predicts_real_examples_in_a_fresh_process(model, request, tmp_path):
+def test_export_and_predict_mode_classify_real_examples_alike(model, request, tmp_path):
+  """The SavedModel (fresh process) and --mode=predict (records, image files, .txt and .csv
+  texts) give the classes and probabilities of evaluation's weights and preprocessing."""
   args, data_dir = _tiny(model, request)
   model_dir, export_dir = str(tmp_path / 'model'), str(tmp_path / 'export')
   ok(run_main('--train_steps=20', '--data_dir=' + data_dir, '--model_dir=' + model_dir,
@@ -101,6 +123,47 @@ def test_export_predicts_real_examples_in_a_fresh_process(model, request, tmp_pa
   assert (classes == labels).sum() == round(results['top_1_accuracy'] * len(labels))
   if model != 'inception_v3':  # 20-step InceptionV3: eval logits ~1e8, the softmax saturates
     np.testing.assert_allclose(_mean_xent(logits, labels), results['loss'], rtol=1e-3)
+
+  # --mode=predict on the labelled validation records: one line per record in file order.
+  lines = _predict_lines(model_dir, data_dir, args, os.path.join(data_dir, 'validation-*'),
+                         str(tmp_path / 'predictions.jsonl'))
+  _check_lines_match(lines, classes, probabilities)
+  assert [line['label'] for line in lines] == list(labels)
+  summary = results_of(model_dir, 'predict_results.json')
+  assert summary['num_predictions'] == summary['num_labelled'] == len(labels)
+  assert summary['top_1_accuracy'] == pytest.approx(results['top_1_accuracy'], abs=1e-6)
+  examples = [tf.train.Example.FromString(r).features.feature
+              for r in read_records(os.path.join(data_dir, 'validation-*'))]
+  names = dataset_json.read(data_dir)['class_names']
+  assert lines[0]['class_name'] == names[lines[0]['class']]
+  if model == 'bilstm':
+    texts = [e['text/raw'].bytes_list.value[0].decode('utf-8') for e in examples]
+    assert [line['text'] for line in lines] == texts
+    one_line = [' '.join(t.split()) for t in texts]  # a few snippets hold line breaks
+    (tmp_path / 'texts.txt').write_text(''.join(t + '\n' for t in one_line), encoding='utf-8')
+    with open(str(tmp_path / 'texts.csv'), 'w', newline='', encoding='utf-8') as f:
+      writer = csv.writer(f)
+      writer.writerow(['id', 'text'])
+      writer.writerows(enumerate(one_line))
+    for name in ('texts.txt', 'texts.csv'):
+      text_lines = _predict_lines(model_dir, data_dir, args, str(tmp_path / name),
+                                  str(tmp_path / (name + '.jsonl')))
+      assert [line['text'] for line in text_lines] == one_line
+      _check_lines_match(text_lines, classes, probabilities)
+      assert text_lines[0]['input'] == '%s:%d' % (tmp_path / name, 1 if name.endswith('txt') else 2)
+  else:
+    assert [line['input'] for line in lines] == [
+        e['image/filename'].bytes_list.value[0].decode() for e in examples]
+    # The same images as files (PNG and JPEG names: the decoder reads the bytes, not the name).
+    (tmp_path / 'images').mkdir()
+    for i, e in enumerate(examples[:12]):
+      suffix = '.png' if i % 2 else '.JPEG'
+      (tmp_path / 'images' / ('%02d%s' % (i, suffix))).write_bytes(
+          e['image/encoded'].bytes_list.value[0])
+    image_lines = _predict_lines(model_dir, data_dir, args, str(tmp_path / 'images' / '*'),
+                                 str(tmp_path / 'images.jsonl'))
+    _check_lines_match(image_lines, classes[:12], probabilities[:12])
+    assert image_lines[1]['input'] == str(tmp_path / 'images' / '01.png')
 
 
 def _log_softmax(logits):

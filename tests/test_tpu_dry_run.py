@@ -74,7 +74,8 @@ def test_dry_run_builds_the_tpu_graph_and_splits_the_input_between_hosts(model, 
   else:
     assert prediction['unsupported_ops'] == [] and prediction['tpu_ops'] > 50
     assert prediction['infeed']['enqueue_ops'] == prediction['outfeed_dequeues'] == num_cores
-    assert infeed_dtypes[0] in prediction['infeed']['dtypes']
+    # --mode=predict's input: the serving features (images, or token ids and lengths), no mask.
+    assert ('int32' if model == 'bilstm' else infeed_dtypes[0]) in prediction['infeed']['dtypes']
   evaluation = report['evaluation']
   if num_hosts > 1 and tf.__version__.startswith('1.'):
     assert 'evaluates on a TPU of one host only' in evaluation['refused']
@@ -320,6 +321,9 @@ def test_a_resolved_tpu_is_checked_against_its_own_slice_before_any_work():
   else:
     estimator_lib.check_tpu_slice(evaluating, 4, 32)
   estimator_lib.check_tpu_slice(dataclasses.replace(evaluating, eval_on_tpu=False), 4, 32)
+  with pytest.raises(PipelineError, match='predicts on a TPU of one host only'):
+    estimator_lib.check_tpu_slice(dataclasses.replace(config, mode='predict'), 4, 32)
+  estimator_lib.check_tpu_slice(dataclasses.replace(config, mode='predict'), 1, 8)
 
 
 def test_dry_run_on_a_reachable_tpu_takes_its_slice(pod_dir, tmp_path, monkeypatch):

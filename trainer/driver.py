@@ -13,6 +13,7 @@ from models import warm_start
 from trainer import checkpoints
 from trainer import estimator as estimator_lib
 from trainer import hooks as hooks_lib
+from trainer import predict as predict_lib
 from trainer import preemption
 from trainer import results as results_lib
 from trainer import run_errors
@@ -36,7 +37,8 @@ def latest_step(model_dir):
 
 def run(config):
   """Runs config.mode, exports if asked, writes <model_dir>/results.json and returns its dict
-  (a worker or parameter server of a cluster returns its own task record instead).
+  (a worker or parameter server of a cluster returns its own task record instead; a prediction
+  writes <model_dir>/predict_results.json, a dry run <model_dir>/dry_run.json).
 
   Raises:
     PipelineError: for anything the user must fix (data, TPU, checkpoints, cluster).
@@ -53,6 +55,11 @@ def run(config):
 
 def _run(config, watch, task):
   config = _resolve_init_checkpoint(config)
+  if config.mode == 'predict':
+    estimator = estimator_lib.build_estimator(config)
+    summary = predict_lib.predict(estimator, config)
+    results_lib.write_json(config.model_dir, predict_lib.RESULTS_FILE, summary)
+    return summary
   if not config.data.fake_data:
     is_training_splits = {'train': [True], 'eval': [False], 'train_and_eval': [True, False],
                           'dry_run': [True, False]}
@@ -90,7 +97,7 @@ def _resolve_init_checkpoint(config):
     PipelineError: not a checkpoint, or damaged.
   """
   path = config.model.init_checkpoint
-  if not path or config.mode == 'eval':
+  if not path or config.mode in ('eval', 'predict'):
     return config
   if tf.train.latest_checkpoint(config.model_dir):
     logging.info('model_dir %s holds a checkpoint of its own: resuming it; --init_checkpoint %s '

@@ -50,7 +50,8 @@ def build_estimator(config, cluster_task=None, tpu_master=None):
 def check_tpu_slice(config, num_hosts, num_cores):
   """Refuses, before any work, a run the TPU slice of `num_hosts` hosts and `num_cores` cores
   cannot do: batch sizes that do not divide over its cores, a --num_cores that is not its count,
-  or an evaluation TF 1.x cannot run on it (`check_tpu_evaluation`).
+  an evaluation TF 1.x cannot run on it (`check_tpu_evaluation`), or a prediction on several
+  hosts (`check_tpu_prediction`).
 
   Raises:
     PipelineError: what does not fit and what to pass instead.
@@ -66,6 +67,8 @@ def check_tpu_slice(config, num_hosts, num_cores):
                           'needs the same per-core batch. Use a multiple of %d.'
                           % (name, batch, num_cores, num_cores))
   check_tpu_evaluation(config, num_hosts)
+  if config.mode == 'predict':
+    check_tpu_prediction(num_hosts)
 
 
 def check_tpu_evaluation(config, num_hosts):

@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 from models.model_config import ModelConfig
 from trainer.data.data_config import DataConfig
 
-MODES = ('train', 'eval', 'train_and_eval', 'dry_run')
+MODES = ('train', 'eval', 'train_and_eval', 'predict', 'dry_run')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +40,9 @@ class Config:
   profile_steps: Tuple[int, ...] = ()  # (start, end): trace global steps [start, end)
   seed: int = 0  # graph-level seed (initializers, dropout); data.seed is the same --seed
   preemption_grace_secs: int = 25  # SIGTERM to exit, at most (trainer.preemption)
+  predict_input: Optional[str] = None  # mode predict: a glob (trainer.data.predict_input)
+  predict_output: Optional[str] = None  # mode predict: the JSON-lines file
+  predict_top_k: int = 5
 
   @property
   def num_replicas(self):

@@ -38,6 +38,7 @@ from tensorflow.python.tpu import tpu_system_metadata
 from trainer import estimator as estimator_lib
 from trainer.cloud import tpu_resolver
 from trainer.data import input_fn as input_fn_lib
+from trainer.data import predict_input
 from trainer.data import records
 from trainer.errors import PipelineError
 
@@ -279,7 +280,11 @@ def _capture(config, tpu_slice, mode):
       input_fn = _recording(eval_input_fn, calls)
       run = lambda hooks: estimator.evaluate(input_fn, steps=config.eval_steps, hooks=hooks)
     else:
-      input_fn = _recording(eval_input_fn, calls)
+      # --mode=predict's input over the eval split's records (fake data: the eval input).
+      predict_input_fn = eval_input_fn if config.data.fake_data else (
+          input_fn_lib.predict_input_fn_builder(config.data, predict_input.PredictSource(
+              'records', tuple(sorted(tf.io.gfile.glob(config.data.file_pattern(False)))))))
+      input_fn = _recording(predict_input_fn, calls)
       run = lambda hooks: next(estimator.predict(input_fn, hooks=hooks))
     return capture_graph(run), calls
 
@@ -339,7 +344,8 @@ def _evaluation_report(config, tpu_slice):
 
 
 def _prediction_report(config, tpu_slice):
-  """The prediction graph (`TPUEstimator.predict` on the TPU, fed the eval split's records), or
+  """The prediction graph (`TPUEstimator.predict` on the TPU, fed the eval split's records by
+  --mode=predict's input_fn), or
   why the slice cannot predict (`estimator.check_tpu_prediction`). The SavedModel export is built
   for the CPU (export_to_tpu=False) and is not part of it."""
   report = {'on_tpu': True}

@@ -10,6 +10,7 @@ import tensorflow.compat.v1 as tf
 from models import features as features_lib
 from trainer.data import preprocessing
 from trainer.data import records
+from trainer.data import tokenizer
 
 AUTOTUNE = tf.data.experimental.AUTOTUNE
 _SHUFFLE_BUFFER_DECODED = 10000   # decoded small images: ~2.4 KB each at 28x28x3
@@ -190,3 +191,60 @@ def input_fn_builder(data, is_training, global_batch_size=None, start_step=0):
     return with_host_options(dataset.prefetch(AUTOTUNE))
 
   return input_fn
+
+
+def predict_input_fn_builder(data, source):
+  """Returns an input_fn(params) for TPUEstimator.predict over the inputs of `source` (a
+  `trainer.data.predict_input.PredictSource`), in its order, each read once and preprocessed as
+  evaluation preprocesses it (images; token ids and raw texts as `trainer.prepare` and the
+  serving signature tokenize them).
+
+  The dataset yields batches of params['batch_size'] with the serving features of
+  `models.features` (no mask, no labels); the last batch may be smaller: on a TPU,
+  TPUEstimator.predict pads it to the full batch and drops the padding's predictions.
+
+  Raises:
+    ValueError: an unknown source kind.
+  """
+  def input_fn(params):
+    paths = list(source.paths)
+    if source.kind == 'images':
+      dataset = tf.data.Dataset.from_tensor_slices(paths).map(tf.io.read_file)
+    elif source.kind == 'records':
+      dataset = tf.data.TFRecordDataset(paths, buffer_size=8 * 1024 * 1024)
+    elif source.kind == 'lines':
+      dataset = tf.data.TextLineDataset(paths)
+    elif source.kind == 'csv':
+      dataset = tf.data.experimental.CsvDataset(paths, [tf.string], header=True,
+                                                select_cols=[source.text_column])
+    else:
+      raise ValueError('unknown prediction input kind %r' % (source.kind,))
+    if data.modality == 'image':
+      encoded = records.parse_encoded_image if source.kind == 'records' else tf.identity
+      dataset = dataset.map(
+          lambda element: {features_lib.IMAGE: preprocessing.preprocess_encoded(
+              encoded(element), False, data.image_size,
+              eval_crop_fraction=data.eval_crop_fraction)},
+          num_parallel_calls=AUTOTUNE)
+      dataset = dataset.batch(params['batch_size'])
+      if data.image_dtype != 'uint8':
+        dataset = dataset.map(lambda features: _cast_images(features, data.image_dtype))
+    elif source.kind == 'records':
+      dataset = dataset.map(lambda r: _without_mask(records.parse_text_ids(data, r)),
+                            num_parallel_calls=AUTOTUNE)
+      dataset = dataset.batch(params['batch_size'])
+    else:
+      vocabulary = tokenizer.read_vocabulary(data.vocab_path)
+
+      def tokenize(texts):
+        token_ids, length = tokenizer.texts_to_ids(texts, vocabulary, data.max_seq_length)
+        return {features_lib.TOKEN_IDS: token_ids, features_lib.LENGTH: length}
+
+      dataset = dataset.batch(params['batch_size']).map(tokenize)
+    return with_host_options(dataset.prefetch(AUTOTUNE))
+
+  return input_fn
+
+
+def _without_mask(features):
+  return {k: v for k, v in features.items() if k != features_lib.MASK}

@@ -151,6 +151,13 @@ def parse_and_decode_image_record(data, serialized):
   return preprocessing.decode_image(encoded), label
 
 
+def parse_encoded_image(serialized):
+  """The encoded image bytes (string scalar) of one image record; its label is not read (records
+  to predict may have none)."""
+  return tf.io.parse_single_example(
+      serialized, {IMAGE_ENCODED: _IMAGE_FEATURES[IMAGE_ENCODED]})[IMAGE_ENCODED]
+
+
 def parse_text_record(data, serialized):
   """Parses one text record into the text features of `models.features` (one example): the first
   max_seq_length ids padded with tokenizer.PAD_ID, their count and mask 1.
@@ -160,7 +167,20 @@ def parse_text_record(data, serialized):
     at run time with InvalidArgumentError.
   """
   parsed = tf.io.parse_single_example(serialized, _TEXT_FEATURES)
-  ids = tf.cast(tf.sparse.to_dense(parsed[TEXT_TOKEN_IDS]), tf.int32)[:data.max_seq_length]
+  return (text_features(data, parsed[TEXT_TOKEN_IDS]),
+          _checked_label(data, parsed[TEXT_LABEL], TEXT_LABEL))
+
+
+def parse_text_ids(data, serialized):
+  """`parse_text_record`'s features without the label (records to predict may have none)."""
+  parsed = tf.io.parse_single_example(serialized, {TEXT_TOKEN_IDS: _TEXT_FEATURES[TEXT_TOKEN_IDS]})
+  return text_features(data, parsed[TEXT_TOKEN_IDS])
+
+
+def text_features(data, token_ids):
+  """The text features of one example from its stored ids (int64 SparseTensor [n]), checked to
+  lie in [0, vocab_size)."""
+  ids = tf.cast(tf.sparse.to_dense(token_ids), tf.int32)[:data.max_seq_length]
   in_vocabulary = tf.reduce_all(tf.logical_and(ids >= 0, ids < data.vocab_size))
   check = tf.debugging.Assert(in_vocabulary, [
       TEXT_TOKEN_IDS + ' holds ids outside [0, vocab_size), vocab_size =', data.vocab_size,
@@ -168,6 +188,20 @@ def parse_text_record(data, serialized):
   with tf.control_dependencies([check]):
     length = tf.size(ids)
   ids = tf.pad(ids, [[0, data.max_seq_length - length]], constant_values=tokenizer.PAD_ID)
-  features = {features_lib.TOKEN_IDS: tf.reshape(ids, [data.max_seq_length]),
-              features_lib.LENGTH: length, features_lib.MASK: tf.constant(1.0)}
-  return features, _checked_label(data, parsed[TEXT_LABEL], TEXT_LABEL)
+  return {features_lib.TOKEN_IDS: tf.reshape(ids, [data.max_seq_length]),
+          features_lib.LENGTH: length, features_lib.MASK: tf.constant(1.0)}
+
+
+def describe_record(serialized, label_offset=0):
+  """(name, label or None, raw text or None) of one serialized record, read in Python: the name is
+  image/filename (None when absent); the label is the stored class minus label_offset."""
+  feature = tf.train.Example.FromString(serialized).features.feature
+  name = text = label = None
+  if 'image/filename' in feature:
+    name = feature['image/filename'].bytes_list.value[0].decode('utf-8', 'replace')
+  if TEXT_RAW in feature:
+    text = feature[TEXT_RAW].bytes_list.value[0].decode('utf-8', 'replace')
+  for key in (IMAGE_LABEL, TEXT_LABEL):
+    if key in feature and feature[key].int64_list.value:
+      label = int(feature[key].int64_list.value[0]) - label_offset
+  return name, label, text
