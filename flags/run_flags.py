@@ -160,6 +160,14 @@ def define_schedule_flags():
                       '--predict_top_k probabilities and, for labelled records, the label.')
   flags.DEFINE_integer('predict_top_k', 5, 'mode=predict: classes listed per input, most '
                        'probable first.')
+  flags.DEFINE_bool('keep_best', True,
+                    'train_and_eval: copy the checkpoint with the best top_1_accuracy into '
+                    'model_dir/best/ (out of --keep_checkpoint_max\'s reach; a restarted run '
+                    'keeps counting from it), export it to export_dir/best/ too, and record it in '
+                    'results.json next to the last evaluation.')
+  flags.DEFINE_integer('early_stopping_evals', 0,
+                       'train_and_eval: stop training after this many evaluations in a row '
+                       'without a better top_1_accuracy (0: never); the log says why.')
   flags.DEFINE_integer('eval_timeout', 0,
                        'mode=eval: seconds to wait for a new checkpoint (0: evaluate the latest '
                        'checkpoint once).')
@@ -178,6 +186,10 @@ def define_schedule_flags():
                       'deeper. A checkpoint in --model_dir wins: a restarted fine-tune resumes.')
   flags.DEFINE_boolean('init_from_moving_average', False,
                        'With --init_checkpoint: take the weights\' moving averages from it.')
+  flags.DEFINE_boolean('freeze_backbone', False,
+                       'Train only the classifier (the final layer), e.g. a linear probe of an '
+                       '--init_checkpoint; every other weight stays as initialised. Batch-norm '
+                       'statistics still follow the new data.')
   flags.DEFINE_integer('preemption_grace_secs', 25,
                        'On SIGTERM (preemption, job cancel) training stops after the step in '
                        'flight, saves a checkpoint and exits with status 75; if that takes longer '

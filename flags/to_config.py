@@ -185,6 +185,12 @@ def _check_combinations(f):
         raise PipelineError('--%s=%s is a local path, which a Cloud TPU cannot read or write: '
                             'use a gs:// path.' % (name, value))
   _check_predict(f)
+  if f.early_stopping_evals < 0:
+    raise PipelineError('--early_stopping_evals must be >= 0, got %d.' % f.early_stopping_evals)
+  if f.early_stopping_evals and f.mode != 'train_and_eval':
+    raise PipelineError('--early_stopping_evals stops a --mode=train_and_eval run; --mode=%s does '
+                        'not evaluate while training. Drop the flag or use train_and_eval.'
+                        % f.mode)
   if f.mode not in ('eval', 'predict') and (f.train_steps is None) == (f.train_epochs is None):
     raise PipelineError('give exactly one of --train_steps and --train_epochs.')
   if f.init_from_moving_average and not f.init_checkpoint:
@@ -364,7 +370,7 @@ def config_from_flags(flag_values):
         lstm_layers=f.lstm_layers, lstm_pooling=f.lstm_pooling, dropout_rate=f.dropout_rate,
         use_tpu=f.use_tpu, skip_host_call=f.skip_host_call, model_dir=model_dir,
         iterations_per_loop=f.iterations_per_loop, init_checkpoint=f.init_checkpoint or '',
-        init_from_moving_average=f.init_from_moving_average,
+        init_from_moving_average=f.init_from_moving_average, freeze_backbone=f.freeze_backbone,
         **recipe_values(f))
   except ValueError as e:
     raise PipelineError(str(e))
@@ -380,4 +386,5 @@ def config_from_flags(flag_values):
       eval_on_tpu=f.eval_on_tpu, mirrored_devices=mirrored_devices,
       profile_steps=profile_steps, seed=seed, preemption_grace_secs=f.preemption_grace_secs,
       predict_input=f.predict_input, predict_output=f.predict_output,
-      predict_top_k=f.predict_top_k)
+      predict_top_k=f.predict_top_k, keep_best=f.keep_best,
+      early_stopping_evals=f.early_stopping_evals)

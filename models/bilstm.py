@@ -16,6 +16,7 @@ import tensorflow.compat.v1 as tf
 from models import seeded
 
 POOLINGS = ('max', 'mean', 'final')
+CLASSIFIER_SCOPE = 'logits'
 # Padded positions must never win the max-pooling.
 _MASKED = -1e9
 
@@ -85,5 +86,5 @@ def bilstm(token_ids, length, vocab_size, num_classes, is_training, embedding_di
     pooled = _masked_pool(net, length, pooling)
   pooled = seeded.dropout(tf.cast(pooled, compute_dtype), rate=dropout_rate,
                           is_training=is_training)
-  return tf.layers.dense(pooled, num_classes, name='logits',
+  return tf.layers.dense(pooled, num_classes, name=CLASSIFIER_SCOPE,
                          kernel_initializer=seeded.glorot_uniform())

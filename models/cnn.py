@@ -11,6 +11,7 @@ from models import seeded
 # Keras BatchNormalization defaults, as in the demo.
 BATCH_NORM_DECAY = 0.99
 BATCH_NORM_EPSILON = 1e-3
+CLASSIFIER_SCOPE = 'logits'
 
 
 @tf.custom_gradient
@@ -53,5 +54,5 @@ def cnn(images, num_classes, is_training):
   net = tf.layers.dense(net, 256, activation=elu, name='dense',
                         kernel_initializer=seeded.glorot_uniform())
   net = seeded.dropout(net, rate=0.5, is_training=is_training)
-  return tf.layers.dense(net, num_classes, name='logits',
+  return tf.layers.dense(net, num_classes, name=CLASSIFIER_SCOPE,
                          kernel_initializer=seeded.glorot_uniform())

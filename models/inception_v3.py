@@ -21,6 +21,7 @@ BATCH_NORM_DECAY = 0.99
 BATCH_NORM_EPSILON = 1e-3
 DROPOUT_RATE = 0.2  # before the logits (keep probability 0.8 in the reference implementation)
 AUX_SCOPE = 'AuxLogits'
+CLASSIFIER_SCOPE = 'logits'  # the auxiliary head is in AUX_SCOPE
 # The stem and the two stride-2 'VALID' grid reductions leave a 1x1 map at 75x75; smaller inputs
 # would reduce to nothing (Sec. 9 of the paper trains a 79x79 variant).
 MIN_IMAGE_SIZE = 75
@@ -165,6 +166,6 @@ def inception_v3(images, num_classes, is_training):
   net = _mixed_7(net, is_training, 'Mixed_7c')
   net = tf.reduce_mean(net, axis=[1, 2])  # the 8x8 average pool at 299x299, global at any size
   net = seeded.dropout(net, rate=DROPOUT_RATE, is_training=is_training)
-  logits = tf.layers.dense(net, num_classes, name='logits',
+  logits = tf.layers.dense(net, num_classes, name=CLASSIFIER_SCOPE,
                            kernel_initializer=seeded.glorot_uniform())
   return logits, aux_logits

@@ -9,6 +9,7 @@ import dataclasses
 from typing import Tuple
 
 from models import bilstm
+from models import cnn
 from models import inception_v3
 from models import resnet
 
@@ -78,6 +79,8 @@ class ModelConfig:
     init_checkpoint: a checkpoint prefix or directory (local or gs://) whose matching variables
       initialise a new run (`models.warm_start`); '' for none. A checkpoint in model_dir wins.
     init_from_moving_average: initialise from the checkpoint's weight EMAs instead.
+    freeze_backbone: train only the classifier (`classifier_scope`), as a linear probe; the
+      batch-norm statistics of the frozen layers still follow the new data.
 
   Raises:
     ValueError: from the constructor, for an unknown name or a value the network cannot take.
@@ -120,6 +123,14 @@ class ModelConfig:
   iterations_per_loop: int = 100
   init_checkpoint: str = ''
   init_from_moving_average: bool = False
+  freeze_backbone: bool = False
+
+  @property
+  def classifier_scope(self):
+    """The variable scope of the network's classifier (the final layer producing the
+    logits), defined by each network module."""
+    return {'resnet': resnet.CLASSIFIER_SCOPE, 'inception_v3': inception_v3.CLASSIFIER_SCOPE,
+            'cnn': cnn.CLASSIFIER_SCOPE, 'bilstm': bilstm.CLASSIFIER_SCOPE}[self.model]
 
   def __post_init__(self):
     for name, allowed in (('model', MODELS), ('optimizer', OPTIMIZERS),

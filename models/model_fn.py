@@ -130,6 +130,18 @@ def _warm_start_scaffold_fn(config, network_variables):
   return scaffold_fn
 
 
+def _classifier_variables(config, network_variables):
+  """The trainable variables of the classifier (config.classifier_scope): what
+  freeze_backbone trains."""
+  prefix = config.classifier_scope + '/'
+  variables = [v for v in network_variables
+               if warm_start.variable_name(v).startswith(prefix) and v.trainable]
+  if not variables:
+    raise ValueError('freeze_backbone: no trainable variable in the classifier scope %r'
+                     % config.classifier_scope)
+  return variables
+
+
 def model_fn_builder(model_config):
   """Returns a TPUEstimator model_fn for `model_config` (a `models.model_config.ModelConfig`).
 
@@ -208,7 +220,9 @@ def model_fn_builder(model_config):
           mode, loss=loss, eval_metrics=(metric_fn, [labels, logits, mask]),
           scaffold_fn=scaffold_fn)
 
-    train_op, learning_rate = optimization.create_train_op(config, loss, network_variables)
+    train_op, learning_rate = optimization.create_train_op(
+        config, loss, network_variables, _classifier_variables(config, network_variables)
+        if config.freeze_backbone else None)
     if not config.use_tpu:
       # The progress hook reads the loss from here; on TPU the loss lives on the device and
       # TPUEstimator reports it itself at the end of each iterations_per_loop.

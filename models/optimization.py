@@ -68,7 +68,7 @@ def _optimizer(config, learning_rate):
   raise ValueError('unknown optimizer %r' % config.optimizer)
 
 
-def _minimize(config, optimizer, loss, global_step):
+def _minimize(config, optimizer, loss, global_step, var_list=None):
   """The update op. On TPU the gradients are averaged over the cores (CrossShardOptimizer's
   reduction) and over MirroredStrategy replicas (the optimizer's own reduction); with
   gradient_clip_norm > 0 the averaged gradient is clipped to that global norm (Pascanu et al.
@@ -76,8 +76,9 @@ def _minimize(config, optimizer, loss, global_step):
   if not config.gradient_clip_norm:
     if config.use_tpu:
       optimizer = tf.tpu.CrossShardOptimizer(optimizer)
-    return optimizer.minimize(loss, global_step=global_step)
-  grads_and_vars = [(g, v) for g, v in optimizer.compute_gradients(loss) if g is not None]
+    return optimizer.minimize(loss, global_step=global_step, var_list=var_list)
+  grads_and_vars = [(g, v) for g, v in optimizer.compute_gradients(loss, var_list=var_list)
+                    if g is not None]
   variables = [v for _, v in grads_and_vars]
   # Dense gradients: the sparse (IndexedSlices) embedding update needs Unique, which XLA and
   # TPUs cannot compile.
@@ -161,7 +162,7 @@ def ema_scaffold_fn(config, network_variables):
   return scaffold_fn
 
 
-def create_train_op(config, loss, network_variables):
+def create_train_op(config, loss, network_variables, var_list=None):
   """The op of one training step.
 
   Runs the batch-norm statistics updates (UPDATE_OPS), the `config.optimizer` update at
@@ -172,6 +173,7 @@ def create_train_op(config, loss, network_variables):
     config: `models.model_config.ModelConfig`.
     loss: float32 scalar, the per-core (per-replica) mean training loss.
     network_variables: the variables the EMA covers (weights and batch-norm statistics).
+    var_list: the variables to train (e.g. only the classifier); None: every trainable one.
 
   Returns:
     (train_op, learning_rate float32 scalar tensor).
@@ -179,7 +181,7 @@ def create_train_op(config, loss, network_variables):
   global_step = tf.train.get_or_create_global_step()
   learning_rate = learning_rate_schedule(config, global_step)
   with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
-    train_op = _minimize(config, _optimizer(config, learning_rate), loss, global_step)
+    train_op = _minimize(config, _optimizer(config, learning_rate), loss, global_step, var_list)
   if config.moving_average_decay > 0:
     with tf.control_dependencies([train_op]), tf.name_scope('moving_average'):
       train_op = _apply_moving_average(config, global_step, network_variables, train_op)

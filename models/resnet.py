@@ -25,6 +25,8 @@ _BLOCKS = {
     200: ('bottleneck', (3, 24, 36, 3)),
 }
 DEPTHS = tuple(sorted(_BLOCKS))
+# The classifier's variable scope (the Cloud TPU reference ResNet names it the same).
+CLASSIFIER_SCOPE = 'dense'
 
 
 def _batch_norm(inputs, is_training, data_format, relu=True, zero_init=False):
@@ -124,4 +126,5 @@ def resnet_v1_5(images, depth, num_classes, is_training, data_format='channels_l
       channels = filters * expansion
 
   x = tf.reduce_mean(x, axis=[2, 3] if data_format == 'channels_first' else [1, 2])
-  return tf.layers.dense(x, num_classes, kernel_initializer=tf.random_normal_initializer(stddev=.01))
+  return tf.layers.dense(x, num_classes, name=CLASSIFIER_SCOPE,
+                         kernel_initializer=tf.random_normal_initializer(stddev=.01))

@@ -10,6 +10,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from models import warm_start
+from trainer import best_checkpoint
 from trainer import checkpoints
 from trainer import estimator as estimator_lib
 from trainer import hooks as hooks_lib
@@ -141,6 +142,10 @@ def _evaluate(estimator, config, checkpoint_path):
 
 
 def _train_and_eval(estimator, config, throughput, watch):
+  """Trains to config.train_steps in chunks of steps_per_eval (train_and_eval) and evaluates
+  after each; keeps the best checkpoint (config.keep_best) and stops early after
+  config.early_stopping_evals evaluations without a better top_1_accuracy. Returns the last
+  evaluation's results (train: the step reached), with the best one and why training stopped."""
   step = latest_step(config.model_dir)
   if step >= config.train_steps:
     logging.info('model_dir %s already holds a checkpoint at step %d >= train_steps %d: not '
@@ -149,16 +154,43 @@ def _train_and_eval(estimator, config, throughput, watch):
   elif step > 0:
     logging.info('Resuming from the checkpoint at step %d of %d in %s', step, config.train_steps,
                  config.model_dir)
-  chunk = config.train_steps if config.mode == 'train' else config.steps_per_eval
+  evaluating = config.mode == 'train_and_eval'
+  best = best_checkpoint.BestCheckpoint(config.model_dir, keep=config.keep_best and evaluating)
+  chunk = config.steps_per_eval if evaluating else config.train_steps
+  results = None
+  stopped_early = False
   while step < config.train_steps:
+    if evaluating and _should_stop(config, best):
+      stopped_early = True
+      break
     next_stop = min(config.train_steps, (step // chunk + 1) * chunk)
     _train(estimator, config, step, next_stop, throughput, watch)
     step = latest_step(config.model_dir)
-    if config.mode == 'train_and_eval' and step < config.train_steps:
-      _evaluate(estimator, config, tf.train.latest_checkpoint(config.model_dir))
-  if config.mode == 'train':
+    if evaluating:
+      checkpoint = tf.train.latest_checkpoint(config.model_dir)
+      results = _evaluate(estimator, config, checkpoint)
+      best.record(results, checkpoint)
+  if not evaluating:
     return {'global_step': step}
-  return _evaluate(estimator, config, tf.train.latest_checkpoint(config.model_dir))
+  if results is None:  # nothing trained (finished before, or stopped early before): evaluate
+    checkpoint = tf.train.latest_checkpoint(config.model_dir)
+    results = _evaluate(estimator, config, checkpoint)
+    best.record(results, checkpoint)
+  results['stopped_early'] = stopped_early
+  if best.best:
+    results['best'] = best.best
+  return results
+
+
+def _should_stop(config, best):
+  """True when config.early_stopping_evals evaluations in a row did not beat the best (logged)."""
+  if not config.early_stopping_evals or best.evaluations_since_best < config.early_stopping_evals:
+    return False
+  logging.info('Stopping early: no better %s in the last %d evaluations (best %.4f at step %d); '
+               '--early_stopping_evals=%d.', best_checkpoint.METRIC, best.evaluations_since_best,
+               best.best[best_checkpoint.METRIC], best.best['global_step'],
+               config.early_stopping_evals)
+  return True
 
 
 def _eval_only(estimator, config):
@@ -201,9 +233,15 @@ def _run_distributed(config, watch, task_type, task_index, cluster):
   <model_dir>/tasks/<type>-<index>.json; the chief then evaluates the final checkpoint, exports,
   and writes results.json.
 
+  --keep_best does not apply here: the chief evaluates the final checkpoint only.
+
   Raises:
-    PipelineError: --use_tpu, MirroredStrategy or --mode=eval with such a cluster.
+    PipelineError: --use_tpu, MirroredStrategy, --mode=eval or --early_stopping_evals with such
+      a cluster.
   """
+  if config.early_stopping_evals:
+    raise PipelineError('--early_stopping_evals is not supported in a TF_CONFIG cluster (its '
+                        'evaluations run beside training); drop the flag.')
   estimator = estimator_lib.build_estimator(config, (task_type, task_index, cluster))
   if task_type != 'ps':
     gcs_preflight.check_path_usable(config.model_dir, 'model_dir')

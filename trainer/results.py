@@ -54,13 +54,14 @@ def evaluate(estimator, config, checkpoint_path, input_fn):
   return results
 
 
-def export(estimator, config, checkpoint_path):
-  """Writes a SavedModel of `checkpoint_path` under config.export_dir (signature
-  `serving_default`: image_bytes, or text for text models -> classes, probabilities, logits),
-  with the moving-average weights when the model keeps them. Returns the SavedModel's path."""
+def export(estimator, config, checkpoint_path, export_dir=None):
+  """Writes a SavedModel of `checkpoint_path` under `export_dir` (default config.export_dir;
+  signature `serving_default`: image_bytes, or text for text models -> classes, probabilities,
+  logits), with the moving-average weights when the model keeps them. Returns the SavedModel's
+  path."""
   with run_errors.explain_checkpoint_mismatch(config):
     path = estimator.export_saved_model(
-        config.export_dir, serving.serving_input_receiver_fn_builder(config.data),
+        export_dir or config.export_dir, serving.serving_input_receiver_fn_builder(config.data),
         checkpoint_path=checkpoint_path)
   path = path.decode() if isinstance(path, bytes) else path
   logging.info('Exported SavedModel to %s', path)
@@ -68,10 +69,14 @@ def export(estimator, config, checkpoint_path):
 
 
 def finish(estimator, config, results, checkpoint_path):
-  """Exports `checkpoint_path` when config.export_dir is set, then writes `results` (with
-  export_path) to <model_dir>/results.json. Returns the results dict."""
+  """Exports `checkpoint_path` when config.export_dir is set (and the best checkpoint that
+  results['best'] names, if any, under <export_dir>/best), then writes `results` (with
+  export_path, best_export_path) to <model_dir>/results.json. Returns the results dict."""
   if config.export_dir:
     results['export_path'] = export(estimator, config, checkpoint_path)
+    if results.get('best'):
+      results['best_export_path'] = export(estimator, config, results['best']['checkpoint'],
+                                           config.export_dir.rstrip('/') + '/best')
   write_json(config.model_dir, RESULTS_FILE, results)
   return results
 

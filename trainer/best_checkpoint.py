@@ -1,0 +1,92 @@
+"""Keep the best, stop when done: the checkpoint with the best evaluation so far is copied into
+<model_dir>/best/ (out of keep_checkpoint_max's reach, and a `checkpoint` state file so that
+`--init_checkpoint=<model_dir>/best` or `tf.train.latest_checkpoint` find it), with
+<model_dir>/best/best.json recording every evaluation of the run. A resumed run reads it back,
+so the best and the count of evaluations since it survive restarts.
+
+best.json: {"metric": "top_1_accuracy", "best": {<evaluation results>, "checkpoint": prefix},
+            "evaluations": [{"global_step": N, "top_1_accuracy": x}, ...]}
+"""
+
+import json
+import os
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from trainer import checkpoints
+
+BEST_DIR = 'best'
+STATE_FILE = 'best.json'
+METRIC = 'top_1_accuracy'  # higher is better
+
+
+class BestCheckpoint(object):
+  """The best evaluation of a run so far and, with `keep`, a copy of its checkpoint.
+
+  Args:
+    model_dir: the run's model_dir (local or gs://).
+    keep: copy the best checkpoint into <model_dir>/best/; without it only the evaluations are
+      tracked (for early stopping) and nothing is written.
+  """
+
+  def __init__(self, model_dir, keep=True):
+    self.directory = model_dir.rstrip('/') + '/' + BEST_DIR
+    self.keep = keep
+    self.best = None
+    self.evaluations = []
+    state_path = self.directory + '/' + STATE_FILE
+    if keep and tf.io.gfile.exists(state_path):
+      with tf.io.gfile.GFile(state_path) as f:
+        state = json.load(f)
+      self.best, self.evaluations = state['best'], state['evaluations']
+
+  @property
+  def evaluations_since_best(self):
+    """Evaluations after the best one (0 when the last was the best, or none happened)."""
+    if not self.best:
+      return len(self.evaluations)
+    later = [e for e in self.evaluations if e['global_step'] > self.best['global_step']]
+    return len(later)
+
+  def record(self, results, checkpoint):
+    """Records the evaluation `results` (`trainer.results.evaluate`'s dict) of the checkpoint
+    prefix `checkpoint`; with `keep`, copies it into best/ when it beats the best so far
+    (ties keep the earlier one). Returns True when it is the new best."""
+    if any(e['global_step'] == results['global_step'] for e in self.evaluations):
+      return False  # a resumed run evaluating the same checkpoint again
+    self.evaluations.append({'global_step': results['global_step'], METRIC: results[METRIC]})
+    improved = self.best is None or results[METRIC] > self.best[METRIC]
+    previous = self.best
+    if improved:
+      self.best = dict(results, checkpoint=checkpoint)
+      logging.info('Best %s so far: %.4f at step %d', METRIC, results[METRIC],
+                   results['global_step'])
+    if not self.keep:
+      return improved
+    tf.io.gfile.makedirs(self.directory)
+    if improved:
+      self.best['checkpoint'] = self._copy(checkpoint)
+    self._write_state()
+    if improved and previous and previous['checkpoint'] != self.best['checkpoint']:
+      for path in checkpoints.checkpoint_files(previous['checkpoint']):
+        tf.io.gfile.remove(path)
+    return improved
+
+  def _copy(self, checkpoint):
+    """Copies the checkpoint's files into best/ and points best/checkpoint at the copy (the
+    copy first, then the state: an interruption leaves the previous best usable)."""
+    for path in checkpoints.checkpoint_files(checkpoint):
+      tf.io.gfile.copy(path, self.directory + '/' + os.path.basename(path), overwrite=True)
+    # The state file names it relative to best/ (get_checkpoint_state joins it to the
+    # directory), which holds for local, relative and gs:// directories alike.
+    name = os.path.basename(checkpoint)
+    tf.train.update_checkpoint_state(self.directory, name, all_model_checkpoint_paths=[name])
+    return self.directory + '/' + name
+
+  def _write_state(self):
+    path = self.directory + '/' + STATE_FILE
+    with tf.io.gfile.GFile(path + '.tmp', 'w') as f:
+      f.write(json.dumps({'metric': METRIC, 'best': self.best, 'evaluations': self.evaluations},
+                         indent=2, sort_keys=True) + '\n')
+    tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
