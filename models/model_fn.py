@@ -18,6 +18,9 @@ from models import warm_start
 
 # The progress hook reads the training loss from this collection (CPU/GPU only).
 TRAIN_LOSS_COLLECTION = 'train_loss'
+# PNG-encoded input images of a training batch, for TensorBoard (CPU/GPU only; trainer.hooks).
+INPUT_IMAGES_COLLECTION = 'input_images'
+NUM_INPUT_IMAGES = 4
 NETWORK_VARIABLES_COLLECTION = 'network_variables'
 
 
@@ -87,9 +90,11 @@ def metric_fn(labels, logits, mask):
   }
 
 
-def _host_call(config, global_step, loss, learning_rate):
-  """TensorBoard scalars written on the host every step (also when the step runs on a TPU)."""
-  def host_call_fn(gs, loss, lr):
+def _host_call(config, global_step, loss, learning_rate, accuracy):
+  """TensorBoard scalars written on the host every step (also when the step runs on a TPU):
+  loss and learning_rate, and train_top_1_accuracy (the mean over the cores of each core's
+  batch accuracy)."""
+  def host_call_fn(gs, loss, lr, accuracy):
     # One flush per loop, as the Cloud TPU reference does: each flush of a gs:// events file
     # uploads the whole file again.
     writer = tf2.summary.create_file_writer(config.model_dir,
@@ -97,9 +102,26 @@ def _host_call(config, global_step, loss, learning_rate):
     with writer.as_default(), tf2.summary.record_if(True):
       tf2.summary.scalar('loss', loss[0], step=gs[0])
       tf2.summary.scalar('learning_rate', lr[0], step=gs[0])
+      # On a TPU, TPUEstimator concatenates each core's [1] tensor: average them.
+      tf2.summary.scalar('train_top_1_accuracy', tf.reduce_mean(accuracy), step=gs[0])
       return tf.summary.all_v2_summary_ops()
   return host_call_fn, [tf.reshape(global_step, [1]), tf.reshape(loss, [1]),
-                        tf.reshape(learning_rate, [1])]
+                        tf.reshape(learning_rate, [1]), tf.reshape(accuracy, [1])]
+
+
+def _batch_accuracy(labels, logits, mask):
+  """float32 scalar: top-1 accuracy over the real (mask 1) examples of one batch."""
+  correct = tf.cast(tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32), labels), tf.float32)
+  return tf.reduce_sum(correct * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+
+
+def _record_input_images(features):
+  """Adds the first NUM_INPUT_IMAGES uint8 input images, PNG-encoded, to
+  INPUT_IMAGES_COLLECTION (trainer.hooks.InputImagesHook writes them once)."""
+  images = features[features_lib.IMAGE][:NUM_INPUT_IMAGES]
+  encoded = tf.map_fn(tf.image.encode_png, tf.cast(images, tf.uint8), dtype=tf.string,
+                      back_prop=False)
+  tf.add_to_collection(INPUT_IMAGES_COLLECTION, encoded)
 
 
 def _warm_start_scaffold_fn(config, network_variables):
@@ -227,8 +249,11 @@ def model_fn_builder(model_config):
       # The progress hook reads the loss from here; on TPU the loss lives on the device and
       # TPUEstimator reports it itself at the end of each iterations_per_loop.
       tf.add_to_collection(TRAIN_LOSS_COLLECTION, loss)
+    if not config.use_tpu and isinstance(features, dict) and features_lib.IMAGE in features:
+      _record_input_images(features)
     host_call = None if config.skip_host_call else _host_call(
-        config, tf.train.get_global_step(), loss, learning_rate)
+        config, tf.train.get_global_step(), loss, learning_rate,
+        _batch_accuracy(labels, logits, mask))
     return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss, train_op=train_op,
                                              host_call=host_call, scaffold_fn=scaffold_fn)
 

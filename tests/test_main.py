@@ -44,7 +44,11 @@ def test_train_and_eval_resumes_and_a_finished_run_trains_nothing(model, request
   assert results['tensorflow_version'] == tf.__version__
   assert 'eval at step 5' in first.stderr  # the intermediate eval at the --steps_per_eval boundary
   assert 'examples/sec' in first.stderr and 'ETA' in first.stderr
-  assert {'loss', 'learning_rate'} <= _events_tags(model_dir)  # host_call summaries
+  # TensorBoard: the host_call's scalars, the HParams of the run, the first batch's images.
+  tags = _events_tags(model_dir)
+  assert {'loss', 'learning_rate', 'train_top_1_accuracy', '_hparams_/experiment',
+          '_hparams_/session_start_info'} <= tags
+  assert ({'input_images/%d' % i for i in range(4)} <= tags) == (model != 'bilstm')
 
   second = ok(run_main('--train_steps=15', *common))
   assert 'Resuming from the checkpoint at step 10 of 15' in second.stderr

@@ -76,7 +76,10 @@ def _run(config, watch, task):
   if config.export_dir:
     gcs_preflight.check_path_usable(config.export_dir, 'export_dir', config.use_tpu)
   if config.mode != 'eval':  # training owns model_dir: a damaged newest checkpoint moves aside
-    checkpoints.newest_intact_checkpoint(config.model_dir)
+    if not checkpoints.newest_intact_checkpoint(config.model_dir):  # a new run: its settings
+      hooks_lib.write_hparams(config.model_dir, results_lib.hparams(config),
+                              [('loss', '.'), ('train_top_1_accuracy', '.'),
+                               ('top_1_accuracy', 'eval'), ('eval_loss', 'eval')])
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   start = time.time()
   if config.mode == 'eval':
@@ -124,6 +127,8 @@ def _resolve_init_checkpoint(config):
 def _train(estimator, config, start_step, max_steps, throughput, watch):
   hook = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
   hooks = [hook, watch.hook()]
+  if not config.use_tpu and config.data.modality == 'image' and start_step == 0:
+    hooks.append(hooks_lib.InputImagesHook(config.model_dir))
   if config.profile_steps:
     hooks.append(hooks_lib.TraceHook(config.model_dir.rstrip('/') + '/profile',
                                      *config.profile_steps))

@@ -1,4 +1,5 @@
-"""Training progress in the logs: step, loss, learning rate, examples/sec and ETA."""
+"""Training progress in the logs (step, loss, learning rate, examples/sec and ETA) and in
+TensorBoard (the first training batch's input images, the run's hyperparameters)."""
 
 import time
 
@@ -119,6 +120,69 @@ class TraceHook(tf.train.SessionRunHook):
       self.written.append(path)
       logging.info('Wrote the trace of step %d to %s', self._step, path)
     self._step += 1
+
+
+class InputImagesHook(tf.train.SessionRunHook):
+  """Writes a few input images of the first training step of a session to TensorBoard (tag
+  `input_images/N` in output_dir), as the input pipeline fed them (after augmentation, before
+  normalisation): a check that the pipeline feeds what you think. CPU/GPU only: the model_fn
+  records the images there (models.model_fn.INPUT_IMAGES_COLLECTION)."""
+
+  def __init__(self, output_dir):
+    self._output_dir = output_dir
+    self._images = None
+    self.written = 0
+
+  def begin(self):
+    collection = tf.get_collection(model_fn_lib.INPUT_IMAGES_COLLECTION)
+    self._images = collection[0] if collection else None
+    self._global_step = tf.train.get_global_step()
+
+  def before_run(self, run_context):
+    if self._images is None:
+      return None
+    return tf.train.SessionRunArgs({'images': self._images, 'step': self._global_step})
+
+  def after_run(self, run_context, run_values):
+    if self._images is None:
+      return
+    self._images = None  # once per session
+    values = run_values.results
+    summary = tf.Summary()
+    for i, png in enumerate(values['images']):
+      # PNG header: width and height as big-endian uint32 at bytes 16-24.
+      width, height = int.from_bytes(png[16:20], 'big'), int.from_bytes(png[20:24], 'big')
+      summary.value.add(tag='input_images/%d' % i, image=tf.Summary.Image(
+          encoded_image_string=png, height=height, width=width, colorspace=3))
+    # FileWriter needs graph mode (TF 2 runs eagerly outside). Its own file suffix: an events
+    # file name holds only the second and host, and a writer truncates a file of the same name.
+    with tf.Graph().as_default():
+      writer = tf.summary.FileWriter(self._output_dir, filename_suffix='.input_images')
+      writer.add_summary(summary, int(values['step']))
+      writer.close()
+    self.written = len(summary.value)
+
+
+def write_hparams(output_dir, hparams, metrics):
+  """Writes the run's hyperparameters as a TensorBoard HParams summary (the HParams tab compares
+  runs by them) to output_dir.
+
+  Args:
+    output_dir: the run's model_dir (local or gs://).
+    hparams: dict name -> bool, int, float or str.
+    metrics: (tag, group) pairs of the scalars the HParams tab shows per run, e.g.
+      ('top_1_accuracy', 'eval') for model_dir/eval's.
+  """
+  from tensorboard.plugins.hparams import api as hp  # TensorBoard ships with TensorFlow
+  config = hp.hparams_config_pb(
+      hparams=[hp.HParam(name) for name in sorted(hparams)],
+      metrics=[hp.Metric(tag, group=group) for tag, group in metrics])
+  with tf.Graph().as_default():  # as in InputImagesHook
+    writer = tf.summary.FileWriter(output_dir, filename_suffix='.hparams')
+    for summary in (config, hp.hparams_pb(hparams)):
+      # TensorBoard builds its own copy of the Summary proto class: pass TensorFlow's.
+      writer.add_summary(tf.Summary.FromString(summary.SerializeToString()))
+    writer.close()
 
 
 def _format_seconds(seconds):

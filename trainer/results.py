@@ -110,6 +110,29 @@ def run_facts(config, measured_steps, measured_seconds, start):
   }
 
 
+def hparams(config):
+  """The run's hyperparameters for TensorBoard's HParams tab: {name: bool, int, float or str}."""
+  model = config.model
+  values = {
+      'model': model.model, 'train_batch_size': config.train_batch_size,
+      'train_steps': config.train_steps, 'seed': config.seed, 'optimizer': model.optimizer,
+      'base_learning_rate': model.base_learning_rate, 'lr_schedule': model.lr_schedule,
+      'warmup_epochs': model.warmup_epochs, 'weight_decay': model.weight_decay,
+      'label_smoothing': model.label_smoothing, 'moving_average_decay': model.moving_average_decay,
+      'gradient_clip_norm': model.gradient_clip_norm, 'precision': model.precision,
+      'use_tpu': config.use_tpu, 'init_checkpoint': model.init_checkpoint,
+      'freeze_backbone': model.freeze_backbone, 'tensorflow_version': tf.__version__,
+  }
+  if config.data.modality == 'image':
+    values.update(image_size=model.image_size, train_crop=config.data.train_crop)
+  else:
+    values.update(max_seq_length=model.max_seq_length, embedding_dim=model.embedding_dim,
+                  lstm_hidden_units=model.lstm_hidden_units)
+  if model.model == 'resnet':
+    values['resnet_depth'] = model.resnet_depth
+  return values
+
+
 def tensorflow_runtime():
   """The Python and TensorFlow this process runs: python, tensorflow_version, tensorflow_build
   (the installed distribution: intel-tensorflow, tensorflow-cpu, ...) and mkl_enabled (oneDNN)."""
