@@ -162,9 +162,10 @@ def define_schedule_flags():
                        'probable first.')
   flags.DEFINE_bool('keep_best', True,
                     'train_and_eval: copy the checkpoint with the best top_1_accuracy into '
-                    'model_dir/best/ (out of --keep_checkpoint_max\'s reach; a restarted run '
-                    'keeps counting from it), export it to export_dir/best/ too, and record it in '
-                    'results.json next to the last evaluation.')
+                    'model_dir/best/ (out of --keep_checkpoint_max\'s reach), export it to '
+                    'export_dir/best/ too, and record it in results.json next to the last '
+                    'evaluation. model_dir/best/best.json records every evaluation either way, '
+                    'so a restarted run keeps counting (--early_stopping_evals).')
   flags.DEFINE_integer('early_stopping_evals', 0,
                        'train_and_eval: stop training after this many evaluations in a row '
                        'without a better top_1_accuracy (0: never); the log says why.')

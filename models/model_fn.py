@@ -21,6 +21,7 @@ TRAIN_LOSS_COLLECTION = 'train_loss'
 # PNG-encoded input images of a training batch, for TensorBoard (CPU/GPU only; trainer.hooks).
 INPUT_IMAGES_COLLECTION = 'input_images'
 NUM_INPUT_IMAGES = 4
+TRAIN_ACCURACY_TAG = 'train_top_1_accuracy'  # the host_call's TensorBoard scalar
 NETWORK_VARIABLES_COLLECTION = 'network_variables'
 
 
@@ -103,7 +104,7 @@ def _host_call(config, global_step, loss, learning_rate, accuracy):
       tf2.summary.scalar('loss', loss[0], step=gs[0])
       tf2.summary.scalar('learning_rate', lr[0], step=gs[0])
       # On a TPU, TPUEstimator concatenates each core's [1] tensor: average them.
-      tf2.summary.scalar('train_top_1_accuracy', tf.reduce_mean(accuracy), step=gs[0])
+      tf2.summary.scalar(TRAIN_ACCURACY_TAG, tf.reduce_mean(accuracy), step=gs[0])
       return tf.summary.all_v2_summary_ops()
   return host_call_fn, [tf.reshape(global_step, [1]), tf.reshape(loss, [1]),
                         tf.reshape(learning_rate, [1]), tf.reshape(accuracy, [1])]

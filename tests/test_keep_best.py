@@ -5,7 +5,10 @@ import os
 
 import pytest
 
+import tensorflow.compat.v1 as tf
+
 from helpers import config_from_args, ok, results_of, run_main
+from trainer import best_checkpoint
 from trainer.errors import PipelineError
 
 _CNN = ['--model=cnn', '--image_size=28', '--train_batch_size=32', '--eval_batch_size=64',
@@ -44,20 +47,59 @@ def test_the_best_checkpoint_is_kept_out_of_keep_checkpoint_max_and_exported(sma
 
 
 def test_early_stopping_stops_after_n_evaluations_without_improvement_and_stays_stopped(
-    small_dir, tmp_path):
-  """--early_stopping_evals=2 stops two evaluations after the best one (a learning rate of 0:
-  only the batch-norm statistics move, so the best comes early); a re-run trains nothing more."""
+    text_small_dir, tmp_path):
+  """The BiLSTM at a learning rate of 0 (no batch norm: its evaluations never change): the first
+  evaluation stays the best (ties keep it), so --early_stopping_evals=2 stops after the third;
+  a re-run trains nothing more."""
   model_dir = str(tmp_path / 'model')
   args = ['--train_steps=100', '--steps_per_eval=10', '--base_learning_rate=0',
-          '--early_stopping_evals=2', '--data_dir=' + small_dir, '--model_dir=' + model_dir] + _CNN
+          '--early_stopping_evals=2', '--data_dir=' + text_small_dir, '--model_dir=' + model_dir,
+          '--model=bilstm', '--embedding_dim=16', '--lstm_hidden_units=16',
+          '--train_batch_size=32', '--eval_batch_size=64', '--skip_host_call', '--seed=3']
   proc = ok(run_main(*args))
-  assert 'Stopping early: no better top_1_accuracy in the last 2 evaluations' in proc.stderr
+  assert ('Stopping early: no better top_1_accuracy in the last 2 evaluations (best %.4f at '
+          'step 10)' % results_of(model_dir)['best']['top_1_accuracy']) in proc.stderr
   results = results_of(model_dir)
-  step = results['global_step']
-  assert results['stopped_early'] and step == results['best']['global_step'] + 20 < 100
+  assert results['stopped_early'] and results['global_step'] == 30
   proc = ok(run_main(*args))
-  assert 'Stopping early' in proc.stderr and results_of(model_dir)['global_step'] == step
-  assert len(_best_state(model_dir)['evaluations']) == step // 10
+  assert 'Stopping early' in proc.stderr and results_of(model_dir)['global_step'] == 30
+  assert [e['global_step'] for e in _best_state(model_dir)['evaluations']] == [10, 20, 30]
+
+
+def _checkpoint(model_dir, step):
+  """A real checkpoint at `step` of one variable; returns its prefix."""
+  with tf.Graph().as_default():
+    tf.Variable([float(step)], name='w')
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      return tf.train.Saver().save(sess, os.path.join(model_dir, 'model.ckpt'), global_step=step)
+
+
+@pytest.mark.parametrize('keep', [True, False])
+def test_best_checkpoint_bookkeeping(keep, tmp_path):
+  """Fed evaluations: the first maximum wins, only its copy stays in best/ (with keep), the
+  count since the best survives a restart (also without keep), and a re-evaluation of a
+  recorded step is not counted twice."""
+  model_dir = str(tmp_path)
+  best = best_checkpoint.BestCheckpoint(model_dir, keep=keep)
+  for step, accuracy in ((10, 0.5), (20, 0.7), (30, 0.7), (40, 0.6)):
+    improved = best.record({'global_step': step, 'top_1_accuracy': accuracy},
+                           _checkpoint(model_dir, step))
+    assert improved == (step in (10, 20))
+  assert best.best['global_step'] == 20 and best.evaluations_since_best == 2
+  restarted = best_checkpoint.BestCheckpoint(model_dir, keep=keep)
+  assert restarted.evaluations_since_best == 2 and restarted.evaluated(40)
+  assert not restarted.record({'global_step': 40, 'top_1_accuracy': 0.9},
+                              os.path.join(model_dir, 'model.ckpt-40'))
+  best_dir = os.path.join(model_dir, 'best')
+  if keep:
+    assert tf.train.latest_checkpoint(best_dir) == os.path.join(best_dir, 'model.ckpt-20')
+    assert sorted(os.listdir(best_dir)) == ['best.json', 'checkpoint',
+                                            'model.ckpt-20.data-00000-of-00001',
+                                            'model.ckpt-20.index', 'model.ckpt-20.meta']
+    assert tf.train.load_variable(best_dir, 'w')[0] == 20.0
+  else:
+    assert os.listdir(best_dir) == ['best.json']
 
 
 @pytest.mark.parametrize('args, message', [

@@ -342,3 +342,26 @@ def test_nesterov_momentum_is_used_when_asked(nesterov):
     model_fn_lib.model_fn_builder(config)(features, labels, tf.estimator.ModeKeys.TRAIN, {})
     updates = [op for op in graph.get_operations() if 'ApplyMomentum' in op.type]
   assert updates and {op.get_attr('use_nesterov') for op in updates} == {nesterov}
+
+
+@pytest.mark.parametrize('model, image_size', [('resnet', 32), ('inception_v3', 75), ('cnn', 28),
+                                               ('bilstm', 0)])
+def test_freeze_backbone_trains_only_the_classifier(model, image_size):
+  """With freeze_backbone the optimizer gets (and makes slots for) the classifier's variables
+  only: the scope each network names as its classifier holds its logits layer."""
+  recipe = dict(MODEL_DEFAULTS[model], **(_TEXT if model == 'bilstm' else {}))
+  config = ModelConfig(model=model, num_classes=7, image_size=image_size, train_batch_size=2,
+                       skip_host_call=True, freeze_backbone=True, **recipe)
+  with tf.Graph().as_default():
+    features, labels = _inputs(model, 2, image_size, np.random.RandomState(0))
+    spec = model_fn_lib.model_fn_builder(config)(features, labels % 7,
+                                                 tf.estimator.ModeKeys.TRAIN, {})
+    assert spec.train_op is not None
+    trainable = {v.op.name for v in tf.trainable_variables()}
+    # Optimizer slots are named <variable>/<optimizer name>; weight averages (InceptionV3's
+    # recipe keeps them for every weight) are not slots.
+    with_slots = {v.op.name.rsplit('/', 1)[0] for v in tf.global_variables()
+                  if v.op.name not in trainable and v.op.name.rsplit('/', 1)[0] in trainable
+                  and not v.op.name.endswith('ExponentialMovingAverage')}
+  assert with_slots == {config.classifier_scope + '/kernel', config.classifier_scope + '/bias'}
+  assert len(trainable) > 5  # the frozen backbone's weights are there, just not trained

@@ -46,6 +46,8 @@ def test_each_kind_of_input_is_recognised_and_named(small_dir, text_small_dir, t
     ({'a.data': b'not a record file at all'}, 'image', 'is not a TFRecord file'),
     ({'a.csv': b'id,review\n1,good\n'}, 'text', "none named 'text'"),
     ({'a.csv': b'text\n"two\nlines"\n'}, 'text', 'row 2: the text spans several lines'),
+    ({'a.csv': b'id,text\n1,fine\n\n'}, 'text', 'row 3 has 0 fields'),
+    ({'a.csv': b'id,text\n1,\xff\xfe\n'}, 'text', 'cannot be read as a UTF-8 CSV file'),
 ])
 def test_inputs_that_cannot_be_predicted_are_refused_before_any_work(files, modality, message,
                                                                      tmp_path):
@@ -76,9 +78,11 @@ def test_predict_refuses_a_model_dir_without_checkpoint_and_writes_nothing(small
   assert not output.exists()
 
 
-def test_a_failed_prediction_leaves_no_complete_looking_output(small_dir, tmp_path):
-  """A TFRecord whose image bytes are not an image fails the run: the lines written so far stay
-  in a .partial file; the output path is not created."""
+def test_mirrored_prediction_and_a_failed_one_that_leaves_no_complete_looking_output(
+    small_dir, tmp_path):
+  """MirroredStrategy predicts too (its Estimator gets the batch size from the input_fn). A
+  TFRecord whose image bytes are not an image fails the run with a message naming where: the
+  lines written so far stay in a .partial file; the output path is not created."""
   model_dir = str(tmp_path / 'model')
   ok(run_main('--model=cnn', '--train_steps=1', '--mode=train', '--data_dir=' + small_dir,
                '--model_dir=' + model_dir, '--train_batch_size=8', '--skip_host_call'))
@@ -86,13 +90,22 @@ def test_a_failed_prediction_leaves_no_complete_looking_output(small_dir, tmp_pa
   bad = tf.train.Example(features=tf.train.Features(feature={
       'image/encoded': tf.train.Feature(bytes_list=tf.train.BytesList(value=[b'not an image'])),
   })).SerializeToString()
-  with tf.io.TFRecordWriter(str(tmp_path / 'mixed.tfrecord')) as writer:
-    for record in good + [bad]:
-      writer.write(record)
+  for name, records in (('good', good), ('mixed', good + [bad])):
+    with tf.io.TFRecordWriter(str(tmp_path / (name + '.tfrecord'))) as writer:
+      for record in records:
+        writer.write(record)
+  common = ['--mode=predict', '--model=cnn', '--data_dir=' + small_dir, '--model_dir=' + model_dir,
+            '--eval_batch_size=2']
+  ok(run_main('--predict_input=' + str(tmp_path / 'good.tfrecord'),
+              '--mirrored_devices=/cpu:0,/cpu:1',
+              '--predict_output=' + str(tmp_path / 'good.jsonl'), *common))
+  lines = [json.loads(l) for l in (tmp_path / 'good.jsonl').read_text().splitlines()]
+  assert [l['input'] for l in lines] == ['validation/0000%d.png' % i for i in range(3)]
   output = tmp_path / 'p.jsonl'
-  proc = run_main('--mode=predict', '--model=cnn', '--data_dir=' + small_dir,
-                  '--model_dir=' + model_dir, '--predict_output=' + str(output),
-                  '--predict_input=' + str(tmp_path / 'mixed.tfrecord'), '--eval_batch_size=2')
-  assert proc.returncode != 0 and not output.exists()
+  proc = run_main('--predict_input=' + str(tmp_path / 'mixed.tfrecord'),
+                  '--predict_output=' + str(output), *common)
+  refused(proc, 'prediction stopped after 2 inputs: an input from validation/00002.png on',
+          str(output) + '.partial')
+  assert not output.exists()
   partial = (tmp_path / 'p.jsonl.partial').read_text().splitlines()
   assert len(partial) == 2 and json.loads(partial[0])['input'] == 'validation/00000.png'

@@ -74,8 +74,10 @@ def test_dry_run_builds_the_tpu_graph_and_splits_the_input_between_hosts(model, 
   else:
     assert prediction['unsupported_ops'] == [] and prediction['tpu_ops'] > 50
     assert prediction['infeed']['enqueue_ops'] == prediction['outfeed_dequeues'] == num_cores
-    # --mode=predict's input: the serving features (images, or token ids and lengths), no mask.
-    assert ('int32' if model == 'bilstm' else infeed_dtypes[0]) in prediction['infeed']['dtypes']
+    # --mode=predict's input: the serving features (images, or token ids and lengths: no float32
+    # mask), with TPUEstimator's stopping signal (bool) and padding mask (int32).
+    assert prediction['infeed']['dtypes'] == sorted(
+        {'bool', 'int32'} | (set() if model == 'bilstm' else {infeed_dtypes[0]}))
   evaluation = report['evaluation']
   if num_hosts > 1 and tf.__version__.startswith('1.'):
     assert 'evaluates on a TPU of one host only' in evaluation['refused']

@@ -22,12 +22,13 @@ METRIC = 'top_1_accuracy'  # higher is better
 
 
 class BestCheckpoint(object):
-  """The best evaluation of a run so far and, with `keep`, a copy of its checkpoint.
+  """The evaluations of a run and its best one so far (best.json, always kept, so that early
+  stopping counts across restarts) and, with `keep`, a copy of the best checkpoint.
 
   Args:
     model_dir: the run's model_dir (local or gs://).
-    keep: copy the best checkpoint into <model_dir>/best/; without it only the evaluations are
-      tracked (for early stopping) and nothing is written.
+    keep: copy the best checkpoint into <model_dir>/best/; without it best.json records the
+      evaluations only (its `best` names a checkpoint in model_dir that may be gone).
   """
 
   def __init__(self, model_dir, keep=True):
@@ -36,7 +37,7 @@ class BestCheckpoint(object):
     self.best = None
     self.evaluations = []
     state_path = self.directory + '/' + STATE_FILE
-    if keep and tf.io.gfile.exists(state_path):
+    if tf.io.gfile.exists(state_path):
       with tf.io.gfile.GFile(state_path) as f:
         state = json.load(f)
       self.best, self.evaluations = state['best'], state['evaluations']
@@ -49,11 +50,15 @@ class BestCheckpoint(object):
     later = [e for e in self.evaluations if e['global_step'] > self.best['global_step']]
     return len(later)
 
+  def evaluated(self, step):
+    """True when an evaluation at global step `step` is recorded."""
+    return any(e['global_step'] == step for e in self.evaluations)
+
   def record(self, results, checkpoint):
     """Records the evaluation `results` (`trainer.results.evaluate`'s dict) of the checkpoint
     prefix `checkpoint`; with `keep`, copies it into best/ when it beats the best so far
     (ties keep the earlier one). Returns True when it is the new best."""
-    if any(e['global_step'] == results['global_step'] for e in self.evaluations):
+    if self.evaluated(results['global_step']):
       return False  # a resumed run evaluating the same checkpoint again
     self.evaluations.append({'global_step': results['global_step'], METRIC: results[METRIC]})
     improved = self.best is None or results[METRIC] > self.best[METRIC]
@@ -62,13 +67,12 @@ class BestCheckpoint(object):
       self.best = dict(results, checkpoint=checkpoint)
       logging.info('Best %s so far: %.4f at step %d', METRIC, results[METRIC],
                    results['global_step'])
-    if not self.keep:
-      return improved
     tf.io.gfile.makedirs(self.directory)
-    if improved:
+    if improved and self.keep:
       self.best['checkpoint'] = self._copy(checkpoint)
     self._write_state()
-    if improved and previous and previous['checkpoint'] != self.best['checkpoint']:
+    if (improved and self.keep and previous and previous['checkpoint'] != self.best['checkpoint']
+        and previous['checkpoint'].startswith(self.directory + '/')):
       for path in checkpoints.checkpoint_files(previous['checkpoint']):
         tf.io.gfile.remove(path)
     return improved

@@ -9,6 +9,7 @@ import time
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from models import model_fn as model_fn_lib
 from models import warm_start
 from trainer import best_checkpoint
 from trainer import checkpoints
@@ -57,6 +58,9 @@ def run(config):
 def _run(config, watch, task):
   config = _resolve_init_checkpoint(config)
   if config.mode == 'predict':
+    if task:
+      raise PipelineError('--mode=predict runs as one process: unset TF_CONFIG (task %s %d).'
+                          % task[:2])
     estimator = estimator_lib.build_estimator(config)
     summary = predict_lib.predict(estimator, config)
     results_lib.write_json(config.model_dir, predict_lib.RESULTS_FILE, summary)
@@ -78,7 +82,7 @@ def _run(config, watch, task):
   if config.mode != 'eval':  # training owns model_dir: a damaged newest checkpoint moves aside
     if not checkpoints.newest_intact_checkpoint(config.model_dir):  # a new run: its settings
       hooks_lib.write_hparams(config.model_dir, results_lib.hparams(config),
-                              [('loss', '.'), ('train_top_1_accuracy', '.'),
+                              [('loss', '.'), (model_fn_lib.TRAIN_ACCURACY_TAG, '.'),
                                ('top_1_accuracy', 'eval'), ('eval_loss', 'eval')])
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   start = time.time()
@@ -164,6 +168,11 @@ def _train_and_eval(estimator, config, throughput, watch):
   chunk = config.steps_per_eval if evaluating else config.train_steps
   results = None
   stopped_early = False
+  if (evaluating and 0 < step < config.train_steps and step % chunk == 0 and
+      not best.evaluated(step)):
+    # The evaluation of this checkpoint was cut short (preemption): do it before training on.
+    checkpoint = tf.train.latest_checkpoint(config.model_dir)
+    best.record(_evaluate(estimator, config, checkpoint), checkpoint)
   while step < config.train_steps:
     if evaluating and _should_stop(config, best):
       stopped_early = True
@@ -182,7 +191,7 @@ def _train_and_eval(estimator, config, throughput, watch):
     results = _evaluate(estimator, config, checkpoint)
     best.record(results, checkpoint)
   results['stopped_early'] = stopped_early
-  if best.best:
+  if best.best and config.keep_best:
     results['best'] = best.best
   return results
 

@@ -126,6 +126,16 @@ def input_fns(config, estimator, start_step=0):
           lambda params: evaluation(dict(params, batch_size=config.eval_batch_size)))
 
 
+def predict_input_fn(config, estimator, source):
+  """The --mode=predict input_fn for `estimator` over `source` (a
+  `trainer.data.predict_input.PredictSource`): batches of config.eval_batch_size (TPUEstimator
+  sets params['batch_size'] itself; a plain Estimator gets it here)."""
+  input_fn = input_fn_lib.predict_input_fn_builder(config.data, source)
+  if isinstance(estimator, tf.estimator.tpu.TPUEstimator):
+    return input_fn
+  return lambda params: input_fn(dict(params, batch_size=config.eval_batch_size))
+
+
 def _tpu_estimator(config, tpu_master=None):
   """TPUEstimator on `tpu_run_config`: on the TPU, or the local CPU/GPU like a plain Estimator
   (params['batch_size'] is then the global batch)."""

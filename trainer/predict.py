@@ -17,9 +17,9 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from trainer import checkpoints
+from trainer import estimator as estimator_lib
 from trainer import run_errors
 from trainer.data import dataset_json
-from trainer.data import input_fn as input_fn_lib
 from trainer.data import predict_input
 from trainer.errors import PipelineError
 
@@ -80,7 +80,7 @@ def predict(estimator, config):
   top_k = min(config.predict_top_k, config.data.num_classes)
   logging.info('Predicting %d %s file(s) of %s with %s into %s', len(source.paths), source.kind,
                config.predict_input, checkpoint, config.predict_output)
-  input_fn = input_fn_lib.predict_input_fn_builder(config.data, source)
+  input_fn = estimator_lib.predict_input_fn(config, estimator, source)
   inputs = predict_input.describe_inputs(source, config.data.label_offset)
   count = labelled = correct = 0
   if '/' in config.predict_output.rstrip('/'):
@@ -91,21 +91,32 @@ def predict(estimator, config):
   with run_errors.explain_checkpoint_mismatch(config), tf.io.gfile.GFile(partial, 'w') as out:
     predictions = estimator.predict(input_fn, predict_keys=['probabilities'],
                                     checkpoint_path=checkpoint, yield_single_examples=True)
-    for prediction in predictions:
-      described = next(inputs, None)
-      if described is None:
-        raise PipelineError('the input pipeline gave more predictions than %s has inputs (%d); '
-                            'the output is incomplete (%s).'
-                            % (config.predict_input, count, partial))
-      name, label, text = described
-      line = prediction_line(name, prediction['probabilities'], names, top_k, label, text)
-      out.write(json.dumps(line, sort_keys=True, ensure_ascii=False) + '\n')
-      count += 1
-      if label is not None:
-        labelled += 1
-        correct += int(line['class'] == label)
-      if count % 10000 == 0:
-        logging.info('%d predictions written', count)
+    try:
+      for prediction in predictions:
+        described = next(inputs, None)
+        if described is None:
+          raise PipelineError('the input pipeline gave more predictions than %s has inputs (%d); '
+                              'the output is incomplete (%s).'
+                              % (config.predict_input, count, partial))
+        name, label, text = described
+        line = prediction_line(name, prediction['probabilities'], names, top_k, label, text)
+        out.write(json.dumps(line, sort_keys=True, ensure_ascii=False) + '\n')
+        count += 1
+        if label is not None:
+          labelled += 1
+          correct += int(line['class'] == label)
+        if count % 10000 == 0:
+          logging.info('%d predictions written', count)
+    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError,
+            tf.errors.NotFoundError) as e:
+      # An input the pipeline cannot read (not an image, a record or CSV row it cannot parse):
+      # it fails the batch that holds it, at most eval_batch_size inputs after the last line.
+      following = next(inputs, (None,))[0]
+      raise PipelineError(
+          'prediction stopped after %d inputs: an input from %s on (within --eval_batch_size=%d '
+          'inputs) cannot be read: %s. The %d lines written are in %s; fix or remove that input '
+          'and run again.' % (count, following or 'the end of the inputs', config.eval_batch_size,
+                              str(e).split('\n')[0], count, partial))
   if next(inputs, None) is not None:
     raise PipelineError('the input pipeline gave %d predictions but %s has more inputs; the '
                         'output is incomplete (%s).' % (count, config.predict_input, partial))

@@ -9,6 +9,7 @@ import time
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from trainer import best_checkpoint
 from trainer import run_errors
 from trainer.data import serving
 from trainer.errors import PipelineError
@@ -75,8 +76,9 @@ def finish(estimator, config, results, checkpoint_path):
   if config.export_dir:
     results['export_path'] = export(estimator, config, checkpoint_path)
     if results.get('best'):
-      results['best_export_path'] = export(estimator, config, results['best']['checkpoint'],
-                                           config.export_dir.rstrip('/') + '/best')
+      results['best_export_path'] = export(
+          estimator, config, results['best']['checkpoint'],
+          config.export_dir.rstrip('/') + '/' + best_checkpoint.BEST_DIR)
   write_json(config.model_dir, RESULTS_FILE, results)
   return results
 

@@ -215,7 +215,8 @@ def predict_input_fn_builder(data, source):
     elif source.kind == 'lines':
       dataset = tf.data.TextLineDataset(paths)
     elif source.kind == 'csv':
-      dataset = tf.data.experimental.CsvDataset(paths, [tf.string], header=True,
+      # A default value: an empty text cell is an empty text, as Python's csv module reads it.
+      dataset = tf.data.experimental.CsvDataset(paths, [''], header=True,
                                                 select_cols=[source.text_column])
     else:
       raise ValueError('unknown prediction input kind %r' % (source.kind,))
@@ -234,10 +235,10 @@ def predict_input_fn_builder(data, source):
                             num_parallel_calls=AUTOTUNE)
       dataset = dataset.batch(params['batch_size'])
     else:
-      vocabulary = tokenizer.read_vocabulary(data.vocab_path)
+      table = tokenizer.vocabulary_table(tokenizer.read_vocabulary(data.vocab_path))
 
       def tokenize(texts):
-        token_ids, length = tokenizer.texts_to_ids(texts, vocabulary, data.max_seq_length)
+        token_ids, length = tokenizer.texts_to_ids(texts, table, data.max_seq_length)
         return {features_lib.TOKEN_IDS: token_ids, features_lib.LENGTH: length}
 
       dataset = dataset.batch(params['batch_size']).map(tokenize)

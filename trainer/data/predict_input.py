@@ -97,8 +97,12 @@ def _check_is_tfrecord(path):
 
 
 def _csv_rows(path):
-  with tf.io.gfile.GFile(path, 'r') as f:  # text mode: UTF-8 lines
-    yield from csv.reader(f)
+  try:
+    with tf.io.gfile.GFile(path, 'r') as f:  # text mode: UTF-8 lines
+      yield from csv.reader(f)
+  except (UnicodeDecodeError, csv.Error) as e:
+    raise PipelineError('--predict_input file %s cannot be read as a UTF-8 CSV file: %s.'
+                        % (path, e))
 
 
 def _text_column(paths):
@@ -108,7 +112,7 @@ def _text_column(paths):
     header = next(_csv_rows(path), None)
     if header is None:
       raise PipelineError('--predict_input file %s is empty: a CSV file needs a header row.' % path)
-    names = [name.strip().lower() for name in header]
+    names = [name.strip().lstrip('\ufeff').lower() for name in header]  # Excel writes a BOM
     if TEXT_COLUMN in names:
       columns.add(names.index(TEXT_COLUMN))
     elif len(names) == 1:
@@ -142,12 +146,17 @@ def describe_inputs(source, label_offset=0):
     elif source.kind == 'lines':
       with tf.io.gfile.GFile(path, 'rb') as f:
         for number, line in enumerate(f, 1):
-          yield '%s:%d' % (path, number), None, line.decode('utf-8').rstrip('\r\n')
+          yield ('%s:%d' % (path, number), None,
+                 line.decode('utf-8', 'replace').rstrip('\r\n'))
     else:
       rows = _csv_rows(path)
       next(rows)
       for number, row in enumerate(rows, 2):
-        text = row[source.text_column] if source.text_column < len(row) else ''
+        if source.text_column >= len(row):
+          raise PipelineError('--predict_input %s, row %d has %d fields, no text column (%d): '
+                              'give every row every column (no blank lines).'
+                              % (path, number, len(row), source.text_column + 1))
+        text = row[source.text_column]
         if '\n' in text or '\r' in text:
           raise PipelineError('--predict_input %s, row %d: the text spans several lines, which '
                               'the CSV reader of the input pipeline does not support. Put each '

@@ -17,6 +17,7 @@ from trainer.data import tokenizer
 
 IMAGE_ENCODED = 'image/encoded'
 IMAGE_LABEL = 'image/class/label'
+IMAGE_FILENAME = 'image/filename'
 TEXT_TOKEN_IDS = 'text/token_ids'
 TEXT_LABEL = 'text/class/label'
 TEXT_RAW = 'text/raw'
@@ -58,7 +59,7 @@ def image_example(encoded, image_format, height, width, channels, label, class_n
       'image/colorspace': _bytes_feature(b'RGB' if channels == 3 else b'Grayscale'),
       IMAGE_LABEL: _int_feature([label]),
       'image/class/synset': _bytes_feature(class_name.encode()),
-      'image/filename': _bytes_feature(filename.encode()),
+      IMAGE_FILENAME: _bytes_feature(filename.encode()),
   }))
 
 
@@ -197,8 +198,8 @@ def describe_record(serialized, label_offset=0):
   image/filename (None when absent); the label is the stored class minus label_offset."""
   feature = tf.train.Example.FromString(serialized).features.feature
   name = text = label = None
-  if 'image/filename' in feature:
-    name = feature['image/filename'].bytes_list.value[0].decode('utf-8', 'replace')
+  if IMAGE_FILENAME in feature:
+    name = feature[IMAGE_FILENAME].bytes_list.value[0].decode('utf-8', 'replace')
   if TEXT_RAW in feature:
     text = feature[TEXT_RAW].bytes_list.value[0].decode('utf-8', 'replace')
   for key in (IMAGE_LABEL, TEXT_LABEL):

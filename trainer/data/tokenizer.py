@@ -109,23 +109,30 @@ def ids_python(tokens, vocabulary, max_seq_length):
   return [index.get(t, UNK_ID) for t in tokens[:max_seq_length]]
 
 
+def vocabulary_table(vocabulary):
+  """A token -> int64 id lookup table of `vocabulary` (list of str, ids by position; unknown
+  tokens get UNK_ID), for `texts_to_ids`."""
+  return tf.lookup.StaticHashTable(
+      tf.lookup.KeyValueTensorInitializer(
+          tf.constant(vocabulary[2:], tf.string),
+          tf.constant(np.arange(2, len(vocabulary), dtype=np.int64))),
+      default_value=UNK_ID)
+
+
 def texts_to_ids(texts, vocabulary, max_seq_length):
   """In-graph text -> fixed-shape ids, exactly as `trainer.prepare` wrote them for training.
 
   Args:
     texts: string tensor [n], raw UTF-8 text.
-    vocabulary: list of str (ids by position), embedded in the graph as a lookup table.
+    vocabulary: list of str (ids by position), embedded in the graph as a lookup table; or a
+      table `vocabulary_table` built once (inside a tf.data map, build it outside the map).
     max_seq_length: tokens kept per text; longer texts are truncated (first tokens kept).
 
   Returns:
     (token_ids int32 [n, max_seq_length] padded with PAD_ID, length int32 [n]).
   """
   tokens = tokenize(texts)
-  table = tf.lookup.StaticHashTable(
-      tf.lookup.KeyValueTensorInitializer(
-          tf.constant(vocabulary[2:], tf.string),
-          tf.constant(np.arange(2, len(vocabulary), dtype=np.int64))),
-      default_value=UNK_ID)
+  table = vocabulary_table(vocabulary) if isinstance(vocabulary, list) else vocabulary
   ids = tf.ragged.map_flat_values(table.lookup, tokens)
   dense = ids.to_tensor(default_value=PAD_ID)[:, :max_seq_length]
   length = tf.minimum(tf.cast(ids.row_lengths(), tf.int32), max_seq_length)
