@@ -117,12 +117,11 @@ def _batch_accuracy(labels, logits, mask):
 
 
 def _record_input_images(features):
-  """Adds the first NUM_INPUT_IMAGES uint8 input images, PNG-encoded, to
-  INPUT_IMAGES_COLLECTION (trainer.hooks.InputImagesHook writes them once)."""
-  images = features[features_lib.IMAGE][:NUM_INPUT_IMAGES]
-  encoded = tf.map_fn(tf.image.encode_png, tf.cast(images, tf.uint8), dtype=tf.string,
-                      back_prop=False)
-  tf.add_to_collection(INPUT_IMAGES_COLLECTION, encoded)
+  """Adds the first NUM_INPUT_IMAGES input images (uint8 [n, size, size, 3]) to
+  INPUT_IMAGES_COLLECTION (trainer.hooks.InputImagesHook writes them once). Only a slice: the
+  step may be compiled with XLA, which has no string ops (the hook encodes them)."""
+  tf.add_to_collection(INPUT_IMAGES_COLLECTION,
+                       tf.cast(features[features_lib.IMAGE][:NUM_INPUT_IMAGES], tf.uint8))
 
 
 def _warm_start_scaffold_fn(config, network_variables):

@@ -148,12 +148,14 @@ class InputImagesHook(tf.train.SessionRunHook):
       return
     self._images = None  # once per session
     values = run_values.results
+    images = values['images']
+    with tf.Graph().as_default(), tf.Session() as session:  # PNG-encode them off the step
+      pngs = session.run(tf.map_fn(tf.image.encode_png, tf.constant(images), dtype=tf.string))
     summary = tf.Summary()
-    for i, png in enumerate(values['images']):
-      # PNG header: width and height as big-endian uint32 at bytes 16-24.
-      width, height = int.from_bytes(png[16:20], 'big'), int.from_bytes(png[20:24], 'big')
+    for i, png in enumerate(pngs):
       summary.value.add(tag='input_images/%d' % i, image=tf.Summary.Image(
-          encoded_image_string=png, height=height, width=width, colorspace=3))
+          encoded_image_string=png, height=images.shape[1], width=images.shape[2],
+          colorspace=3))
     # FileWriter needs graph mode (TF 2 runs eagerly outside). Its own file suffix: an events
     # file name holds only the second and host, and a writer truncates a file of the same name.
     with tf.Graph().as_default():
