@@ -116,7 +116,7 @@ def medium_dir(fashion_mnist_dir, tmp_path_factory):
 
 
 def test_kill_9_at_random_steps_loses_nothing(medium_dir, tmp_path):
-  """Three kill -9s at seeded random points of a 300-step run (checkpoints every 10 steps, 2
+  """Two kill -9s at seeded random points of a 300-step run (checkpoints every 10 steps, 2
   kept), each re-run resuming from the newest checkpoint: the last re-run finishes at step 300
   and writes results.json, and the
   accuracy is within noise of the same run uninterrupted (a resumed run sees as many examples,
@@ -129,7 +129,7 @@ def test_kill_9_at_random_steps_loses_nothing(medium_dir, tmp_path):
   model_dir = str(tmp_path / 'killed')
   args = _args(medium_dir, model_dir, '--keep_checkpoint_max=2', *common)
   resumed_from = []
-  for _ in range(3):
+  for _ in range(2):
     newest = os.path.exists(model_dir) and checkpoints.newest_intact_checkpoint(model_dir, False)
     start = int(newest.rsplit('-', 1)[1]) if newest else 0
     resumed_from.append(start)
@@ -143,7 +143,7 @@ def test_kill_9_at_random_steps_loses_nothing(medium_dir, tmp_path):
   ok(run_main(*args))
   results = results_of(model_dir)
   assert results['global_step'] == 300
-  assert resumed_from[0] == 0 and resumed_from[1] < resumed_from[2] < 300
+  assert resumed_from[0] == 0 < resumed_from[1] < 300
   uninterrupted_dir = str(tmp_path / 'uninterrupted')
   ok(run_main(*_args(medium_dir, uninterrupted_dir, *common)))
   uninterrupted = results_of(uninterrupted_dir)

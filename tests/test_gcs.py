@@ -90,6 +90,16 @@ def test_prepare_train_eval_resume_export_and_predict_all_on_gcs(model, small_di
   assert len(classes) == len(labels) == results['num_eval_examples']
   np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-4)
   assert (classes == labels).sum() == round(results['top_1_accuracy'] * len(labels))
+  # The best checkpoint was kept on gs:// too, and --mode=predict reads and writes gs://.
+  assert tf.io.gfile.exists(model_dir + '/best/best.json')
+  if model == 'resnet':
+    output = gcs_dir + '/predictions/validation.jsonl'
+    ok(run_main('--mode=predict', '--predict_input=' + data_dir + '/validation-*',
+                 '--predict_output=' + output, *common))
+    with tf.io.gfile.GFile(output) as f:
+      lines = [json.loads(line) for line in f]
+    assert [line['class'] for line in lines] == list(classes)
+    assert [line['label'] for line in lines] == list(labels)
 
 
 # ---- preflight: clear errors within seconds, before TensorFlow touches a bucket ------------------
@@ -163,7 +173,7 @@ def test_model_dir_write_check_leaves_nothing_behind(gcs_dir):
 
 # Seconds of outage: within the retries of both runtimes (a request gives up after ~90 s on
 # TF 1.15.5, ~200 s on TF 2.15.1); README's reliability section has the longer ones measured.
-OUTAGE_SECS = float(os.environ.get('GCS_OUTAGE_SECS', '15'))
+OUTAGE_SECS = float(os.environ.get('GCS_OUTAGE_SECS', '10'))
 
 
 @pytest.mark.parametrize('meets,mode', [('input', '503'), ('checkpoint', 'drop')])

@@ -30,7 +30,9 @@ def _tiny(model, request):
   return list(args), request.getfixturevalue(fixture)
 
 
-@pytest.mark.parametrize('model', sorted(TINY_BY_MODEL))
+# Not InceptionV3 (two minutes per runtime; resuming is the same code for every network, and
+# InceptionV3 trains, evaluates and exports in the tests below).
+@pytest.mark.parametrize('model', ['bilstm', 'cnn', 'resnet'])
 def test_train_and_eval_resumes_and_a_finished_run_trains_nothing(model, request, tmp_path):
   args, data_dir = _tiny(model, request)
   model_dir = str(tmp_path / 'model')
@@ -158,6 +160,8 @@ def test_export_and_predict_mode_classify_real_examples_alike(model, request, tm
   else:
     assert [line['input'] for line in lines] == [
         e['image/filename'].bytes_list.value[0].decode() for e in examples]
+    if model == 'inception_v3':
+      return  # image files: the same code for every image network, and InceptionV3 is slow
     # The same images as files (PNG and JPEG names: the decoder reads the bytes, not the name).
     (tmp_path / 'images').mkdir()
     for i, e in enumerate(examples[:12]):
