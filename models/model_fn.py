@@ -18,7 +18,7 @@ from models import warm_start
 
 # The progress hook reads the training loss from this collection (CPU/GPU only).
 TRAIN_LOSS_COLLECTION = 'train_loss'
-# PNG-encoded input images of a training batch, for TensorBoard (CPU/GPU only; trainer.hooks).
+# uint8 input images of a training batch, for TensorBoard (CPU/GPU only; trainer.hooks).
 INPUT_IMAGES_COLLECTION = 'input_images'
 NUM_INPUT_IMAGES = 4
 TRAIN_ACCURACY_TAG = 'train_top_1_accuracy'  # the host_call's TensorBoard scalar

@@ -171,8 +171,7 @@ def _train_and_eval(estimator, config, throughput, watch):
   if (evaluating and 0 < step < config.train_steps and step % chunk == 0 and
       not best.evaluated(step)):
     # The evaluation of this checkpoint was cut short (preemption): do it before training on.
-    checkpoint = tf.train.latest_checkpoint(config.model_dir)
-    best.record(_evaluate(estimator, config, checkpoint), checkpoint)
+    _evaluate_latest(estimator, config, best)
   while step < config.train_steps:
     if evaluating and _should_stop(config, best):
       stopped_early = True
@@ -181,18 +180,22 @@ def _train_and_eval(estimator, config, throughput, watch):
     _train(estimator, config, step, next_stop, throughput, watch)
     step = latest_step(config.model_dir)
     if evaluating:
-      checkpoint = tf.train.latest_checkpoint(config.model_dir)
-      results = _evaluate(estimator, config, checkpoint)
-      best.record(results, checkpoint)
+      results = _evaluate_latest(estimator, config, best)
   if not evaluating:
     return {'global_step': step}
   if results is None:  # nothing trained (finished before, or stopped early before): evaluate
-    checkpoint = tf.train.latest_checkpoint(config.model_dir)
-    results = _evaluate(estimator, config, checkpoint)
-    best.record(results, checkpoint)
+    results = _evaluate_latest(estimator, config, best)
   results['stopped_early'] = stopped_early
   if best.best and config.keep_best:
     results['best'] = best.best
+  return results
+
+
+def _evaluate_latest(estimator, config, best):
+  """Evaluates model_dir's latest checkpoint and records it in `best`; returns the results."""
+  checkpoint = tf.train.latest_checkpoint(config.model_dir)
+  results = _evaluate(estimator, config, checkpoint)
+  best.record(results, checkpoint)
   return results
 
 

@@ -156,12 +156,7 @@ class InputImagesHook(tf.train.SessionRunHook):
       summary.value.add(tag='input_images/%d' % i, image=tf.Summary.Image(
           encoded_image_string=png, height=images.shape[1], width=images.shape[2],
           colorspace=3))
-    # FileWriter needs graph mode (TF 2 runs eagerly outside). Its own file suffix: an events
-    # file name holds only the second and host, and a writer truncates a file of the same name.
-    with tf.Graph().as_default():
-      writer = tf.summary.FileWriter(self._output_dir, filename_suffix='.input_images')
-      writer.add_summary(summary, int(values['step']))
-      writer.close()
+    _write_events(self._output_dir, '.input_images', [summary], int(values['step']))
     self.written = len(summary.value)
 
 
@@ -179,11 +174,20 @@ def write_hparams(output_dir, hparams, metrics):
   config = hp.hparams_config_pb(
       hparams=[hp.HParam(name) for name in sorted(hparams)],
       metrics=[hp.Metric(tag, group=group) for tag, group in metrics])
-  with tf.Graph().as_default():  # as in InputImagesHook
-    writer = tf.summary.FileWriter(output_dir, filename_suffix='.hparams')
-    for summary in (config, hp.hparams_pb(hparams)):
-      # TensorBoard builds its own copy of the Summary proto class: pass TensorFlow's.
-      writer.add_summary(tf.Summary.FromString(summary.SerializeToString()))
+  # TensorBoard builds its own copy of the Summary proto class: pass TensorFlow's.
+  _write_events(output_dir, '.hparams', [tf.Summary.FromString(s.SerializeToString())
+                                         for s in (config, hp.hparams_pb(hparams))])
+
+
+def _write_events(output_dir, suffix, summaries, step=None):
+  """Writes Summary protos to an events file of their own in output_dir. FileWriter needs graph
+  mode (TF 2 runs eagerly outside it); the suffix keeps the file apart from the Estimator's, as
+  an events file name holds only the second and the host, and a writer truncates a file of the
+  same name."""
+  with tf.Graph().as_default():
+    writer = tf.summary.FileWriter(output_dir, filename_suffix=suffix)
+    for summary in summaries:
+      writer.add_summary(summary, step)
     writer.close()
 
 

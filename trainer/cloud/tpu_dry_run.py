@@ -282,8 +282,8 @@ def _capture(config, tpu_slice, mode):
     else:
       # --mode=predict's input over the eval split's records (fake data: the eval input).
       predict_input_fn = eval_input_fn if config.data.fake_data else (
-          input_fn_lib.predict_input_fn_builder(config.data, predict_input.PredictSource(
-              'records', tuple(sorted(tf.io.gfile.glob(config.data.file_pattern(False)))))))
+          estimator_lib.predict_input_fn(config, estimator, predict_input.resolve(
+              config.data.file_pattern(False), config.data.modality)))
       input_fn = _recording(predict_input_fn, calls)
       run = lambda hooks: next(estimator.predict(input_fn, hooks=hooks))
     return capture_graph(run), calls

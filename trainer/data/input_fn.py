@@ -231,7 +231,7 @@ def predict_input_fn_builder(data, source):
       if data.image_dtype != 'uint8':
         dataset = dataset.map(lambda features: _cast_images(features, data.image_dtype))
     elif source.kind == 'records':
-      dataset = dataset.map(lambda r: _without_mask(records.parse_text_ids(data, r)),
+      dataset = dataset.map(lambda r: records.parse_text_ids(data, r),
                             num_parallel_calls=AUTOTUNE)
       dataset = dataset.batch(params['batch_size'])
     else:
@@ -246,6 +246,3 @@ def predict_input_fn_builder(data, source):
 
   return input_fn
 
-
-def _without_mask(features):
-  return {k: v for k, v in features.items() if k != features_lib.MASK}

@@ -168,19 +168,21 @@ def parse_text_record(data, serialized):
     at run time with InvalidArgumentError.
   """
   parsed = tf.io.parse_single_example(serialized, _TEXT_FEATURES)
-  return (text_features(data, parsed[TEXT_TOKEN_IDS]),
-          _checked_label(data, parsed[TEXT_LABEL], TEXT_LABEL))
+  features = dict(text_features(data, parsed[TEXT_TOKEN_IDS]),
+                  **{features_lib.MASK: tf.constant(1.0)})
+  return features, _checked_label(data, parsed[TEXT_LABEL], TEXT_LABEL)
 
 
 def parse_text_ids(data, serialized):
-  """`parse_text_record`'s features without the label (records to predict may have none)."""
+  """`parse_text_record`'s features without mask and label (records to predict may have no
+  label)."""
   parsed = tf.io.parse_single_example(serialized, {TEXT_TOKEN_IDS: _TEXT_FEATURES[TEXT_TOKEN_IDS]})
   return text_features(data, parsed[TEXT_TOKEN_IDS])
 
 
 def text_features(data, token_ids):
-  """The text features of one example from its stored ids (int64 SparseTensor [n]), checked to
-  lie in [0, vocab_size)."""
+  """The token ids and length of one example (the serving features) from its stored ids (int64
+  SparseTensor [n]), checked to lie in [0, vocab_size)."""
   ids = tf.cast(tf.sparse.to_dense(token_ids), tf.int32)[:data.max_seq_length]
   in_vocabulary = tf.reduce_all(tf.logical_and(ids >= 0, ids < data.vocab_size))
   check = tf.debugging.Assert(in_vocabulary, [
@@ -190,7 +192,7 @@ def text_features(data, token_ids):
     length = tf.size(ids)
   ids = tf.pad(ids, [[0, data.max_seq_length - length]], constant_values=tokenizer.PAD_ID)
   return {features_lib.TOKEN_IDS: tf.reshape(ids, [data.max_seq_length]),
-          features_lib.LENGTH: length, features_lib.MASK: tf.constant(1.0)}
+          features_lib.LENGTH: length}
 
 
 def describe_record(serialized, label_offset=0):
