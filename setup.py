@@ -6,6 +6,7 @@ project's own virtualenvs each bring their own TensorFlow build, and pip must no
   pip install '.[tf1]'          # + tensorflow==1.15.5        (Python 3.7)
   pip install '.[tf1-mkl]'      # + intel-tensorflow==1.15.2  (Python 3.7, x86-64)
   pip install '.[tf2]'          # + tensorflow-cpu 2.15.1 and tensorflow-estimator 2.15.0
+  pip install '.[prepare]'      # + Apache Beam, for `python -m trainer.prepare imagenet|image_folder`
 """
 
 from setuptools import find_packages, setup
@@ -24,6 +25,11 @@ setup(
         'tf1-mkl': ['intel-tensorflow==1.15.2', 'protobuf<3.21', 'google-api-python-client',
                     'oauth2client'],
         'tf2': ['tensorflow-cpu==2.15.1', 'tensorflow-estimator==2.15.0'],
+        # Data preparation on Apache Beam (trainer/prepare/beam_convert.py). Beam 2.48 is the last
+        # release for Python 3.7 and the last whose protobuf range meets TF 1.15's protobuf<3.21.
+        # Add the [gcp] extra of apache-beam to run it on Dataflow (BUILD.md).
+        'prepare': ['apache-beam<=2.48.0; python_version < "3.8"',
+                    'apache-beam>=2.60; python_version >= "3.8"'],
         'test': ['pytest'],
     },
     entry_points={'console_scripts': [

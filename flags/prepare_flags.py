@@ -1,8 +1,10 @@
-"""Flags of `python -m trainer.prepare {fashion_mnist,image_folder,text,rotten_tomatoes,photos}`."""
+"""Flags of `python -m trainer.prepare
+{imagenet,image_folder,fashion_mnist,text,rotten_tomatoes,photos}`."""
 
 from absl import flags
 
 from trainer.prepare import fashion_mnist
+from trainer.prepare import imagenet
 from trainer.prepare import text_dataset
 
 
@@ -12,9 +14,12 @@ def define_prepare_flags():
                       '(local or gs://).')
   flags.DEFINE_string('source_dir', None,
                       'fashion_mnist: directory holding the four IDX .gz files (default: %s). '
-                      'image_folder: the folder-per-class tree.' % fashion_mnist.DEFAULT_SOURCE_DIR)
-  flags.DEFINE_integer('train_shards', 16, 'Number of train-* shards.')
-  flags.DEFINE_integer('validation_shards', 4, 'Number of validation-* shards.')
+                      'image_folder: the folder-per-class tree. imagenet: the extracted ILSVRC-2012 '
+                      'folders (train/, val/).' % fashion_mnist.DEFAULT_SOURCE_DIR)
+  flags.DEFINE_integer('train_shards', 16, 'Number of train-* shards (imagenet: %d unless given).'
+                       % imagenet.DEFAULT_TRAIN_SHARDS)
+  flags.DEFINE_integer('validation_shards', 4, 'Number of validation-* shards (imagenet: %d '
+                       'unless given).' % imagenet.DEFAULT_VALIDATION_SHARDS)
   flags.DEFINE_float('validation_fraction', None,
                      'Fraction held out for validation when the data has no validation split: '
                      'image_folder (by a stable hash of the file name, default 0.1); text and '
@@ -22,7 +27,43 @@ def define_prepare_flags():
   flags.DEFINE_integer('num_images', 2000, 'photos: JPEG crops to cut from the scikit-image '
                        'sample photos.')
   flags.mark_flag_as_required('output_dir')
+  _define_image_flags()
+  _define_beam_flags()
   _define_text_flags()
+
+
+def _define_image_flags():
+  flags.DEFINE_string('validation_labels', None,
+                      'imagenet: for a flat val/ folder, a file of one wnid per line for the '
+                      'images in sorted file-name order (default: SOURCE/%s when present).'
+                      % imagenet.DEFAULT_VALIDATION_LABELS)
+  flags.DEFINE_string('synsets', None, 'imagenet: a file of the class wnids, one per line '
+                      '(default: the train/ folders).')
+  flags.DEFINE_bool('skip_unreadable', False,
+                    'imagenet, image_folder: leave out files that do not decode as images '
+                    '(dataset.json lists them) instead of stopping with an error naming them.')
+  flags.DEFINE_bool('overwrite', False,
+                    'imagenet, image_folder, photos: replace the shards and dataset.json of an '
+                    'earlier conversion in --output_dir instead of refusing.')
+
+
+def _define_beam_flags():
+  """The Apache Beam options of the image converters (trainer/prepare/beam_convert.py)."""
+  flags.DEFINE_enum('runner', 'DirectRunner', ['DirectRunner', 'DataflowRunner'],
+                    'Beam runner: DirectRunner (local processes) or DataflowRunner (Google Cloud '
+                    'Dataflow; needs apache-beam[gcp], --project, --region, --temp_location).')
+  flags.DEFINE_integer('direct_num_workers', 0,
+                       'DirectRunner: worker processes (0: one per core; 1: this process only).')
+  flags.DEFINE_string('project', None, 'DataflowRunner: Google Cloud project.')
+  flags.DEFINE_string('region', None, 'DataflowRunner: region, e.g. us-central1.')
+  flags.DEFINE_string('temp_location', None, 'DataflowRunner: gs:// folder for temporary files.')
+  flags.DEFINE_string('requirements_file', None,
+                      'DataflowRunner: requirements file the workers install.')
+  flags.DEFINE_string('setup_file', None,
+                      "DataflowRunner: this project's setup.py, so the workers get its code.")
+  flags.DEFINE_multi_string('beam_option', [],
+                            "Any other Beam pipeline option, passed as it is, e.g. "
+                            "--beam_option=--max_num_workers=64 (repeatable).")
 
 
 def _define_text_flags():
@@ -45,4 +86,5 @@ def _define_text_flags():
                        'the longest training text rounded up to a multiple of 8 (at most %d).'
                        % text_dataset.MAX_DERIVED_SEQ_LENGTH)
   flags.DEFINE_integer('seed', text_dataset.DEFAULT_SEED,
-                       'Seed of the train/validation shuffle split.')
+                       'text, rotten_tomatoes: seed of the train/validation split. imagenet, '
+                       'image_folder: seed of the training examples\' order across shards.')

@@ -9,9 +9,12 @@ FILENAME = 'dataset.json'
 
 
 def write(output_dir, info):
-  """Writes `info` (a JSON-serialisable dict) to <output_dir>/dataset.json."""
-  with tf.io.gfile.GFile('%s/%s' % (output_dir.rstrip('/'), FILENAME), 'w') as f:
+  """Writes `info` (a JSON-serialisable dict) to <output_dir>/dataset.json, through a temporary
+  file and a rename, so a reader never sees half a file."""
+  path = '%s/%s' % (output_dir.rstrip('/'), FILENAME)
+  with tf.io.gfile.GFile(path + '.tmp', 'w') as f:
     f.write(json.dumps(info, indent=2, sort_keys=True) + '\n')
+  tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
 
 
 def read(data_dir):

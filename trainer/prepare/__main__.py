@@ -1,14 +1,17 @@
 """`python -m trainer.prepare SOURCE --output_dir DIR [flags]`: converts a data set into TFRecord
 shards (`train-*`, `validation-*`) plus dataset.json, which `python -m trainer.main` reads.
 
-  fashion_mnist    Fashion-MNIST's IDX files               (trainer/prepare/fashion_mnist.py)
+  imagenet         the ILSVRC-2012 train/ and val/ folders (trainer/prepare/imagenet.py)
   image_folder     a folder-per-class tree of JPEG/PNG     (trainer/prepare/image_folder.py)
+  fashion_mnist    Fashion-MNIST's IDX files               (trainer/prepare/fashion_mnist.py)
   photos           benchmark JPEGs from scikit-image       (trainer/prepare/photos.py)
   text             your CSV/TSV files                      (trainer/prepare/text_csv.py)
   rotten_tomatoes  the Rotten Tomatoes snippets            (trainer/prepare/rotten_tomatoes.py)
 
-Image records follow the ImageNet schema with 0-based labels (dataset.json says label_offset 0),
-so the trainer reads them exactly like converted ImageNet (`trainer.data.records`).
+imagenet, image_folder and photos run on Apache Beam (trainer/prepare/beam_convert.py; --runner,
+--direct_num_workers, Dataflow options). Image records follow the ImageNet schema; imagenet's
+labels are 1..1000 (label_offset 1), the other converters' 0-based (label_offset 0), and
+dataset.json tells the trainer which (`trainer.data.records`).
 """
 
 import sys
@@ -21,13 +24,24 @@ from flags import prepare_flags
 from trainer.cloud import gcs_preflight
 from trainer.errors import PipelineError
 from trainer.prepare import fashion_mnist
+from trainer.prepare import beam_convert
 from trainer.prepare import image_folder
+from trainer.prepare import imagenet
 from trainer.prepare import photos
 from trainer.prepare import rotten_tomatoes
 from trainer.prepare import text_csv
 
 FLAGS = absl_flags.FLAGS
-SOURCES = ('fashion_mnist', 'image_folder', 'text', 'rotten_tomatoes', 'photos')
+SOURCES = ('imagenet', 'image_folder', 'fashion_mnist', 'text', 'rotten_tomatoes', 'photos')
+
+
+def beam_options():
+  """PipelineOptions from the Beam flags (runner, workers, the Dataflow options)."""
+  extra = ['--%s=%s' % (name, FLAGS[name].value)
+           for name in ('project', 'region', 'temp_location', 'requirements_file', 'setup_file')
+           if FLAGS[name].value]
+  return beam_convert.pipeline_options_for(FLAGS.runner, FLAGS.direct_num_workers,
+                                           extra + FLAGS.beam_option)
 
 
 def _text_options():
@@ -46,13 +60,25 @@ def prepare(source):
   if source == 'fashion_mnist':
     return fashion_mnist.prepare(FLAGS.output_dir, FLAGS.source_dir, FLAGS.train_shards,
                                  FLAGS.validation_shards)
+  if source == 'imagenet':
+    return imagenet.prepare(
+        FLAGS.source_dir, FLAGS.output_dir, beam_options(),
+        validation_labels=FLAGS.validation_labels, synsets=FLAGS.synsets,
+        train_shards=(FLAGS.train_shards if FLAGS['train_shards'].present
+                      else imagenet.DEFAULT_TRAIN_SHARDS),
+        validation_shards=(FLAGS.validation_shards if FLAGS['validation_shards'].present
+                           else imagenet.DEFAULT_VALIDATION_SHARDS),
+        skip_unreadable=FLAGS.skip_unreadable, overwrite=FLAGS.overwrite, shuffle_seed=FLAGS.seed)
   if source == 'image_folder':
     return image_folder.prepare(FLAGS.source_dir, FLAGS.output_dir,
                                 FLAGS.validation_fraction or 0.1, FLAGS.train_shards,
-                                FLAGS.validation_shards)
+                                FLAGS.validation_shards, options=beam_options(),
+                                skip_unreadable=FLAGS.skip_unreadable, overwrite=FLAGS.overwrite,
+                                shuffle_seed=FLAGS.seed)
   if source == 'photos':
     return photos.prepare(FLAGS.output_dir, FLAGS.num_images, FLAGS.train_shards,
-                          FLAGS.validation_shards)
+                          FLAGS.validation_shards, options=beam_options(),
+                          overwrite=FLAGS.overwrite)
   if source == 'text':
     return text_csv.prepare(
         FLAGS.input, FLAGS.output_dir, validation_input=FLAGS.validation_input,

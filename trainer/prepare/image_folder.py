@@ -1,5 +1,6 @@
 """A folder-per-class tree of JPEG/PNG files as records in the ImageNet schema, the encoded bytes
-kept as they are: `python -m trainer.prepare image_folder --source_dir TREE`. The tree is either
+kept as they are, converted on the Beam engine (beam_convert):
+`python -m trainer.prepare image_folder --source_dir TREE`. The tree is either
 TREE/<class>/<file> (validation split by a stable hash of the path) or
 TREE/{train,validation}/<class>/<file>.
 """
@@ -7,13 +8,11 @@ TREE/{train,validation}/<class>/<file>.
 import os
 import zlib
 
-import numpy as np
 import tensorflow.compat.v1 as tf
 
-from trainer.data import dataset_json
-from trainer.data import records
 from trainer.data import shards
 from trainer.errors import PipelineError
+from trainer.prepare import beam_convert
 
 IMAGE_EXTENSIONS = {'.jpg': 'JPEG', '.jpeg': 'JPEG', '.png': 'PNG'}
 
@@ -61,61 +60,44 @@ def _list_image_folder(source_dir, validation_fraction):
 
 
 def prepare(source_dir, output_dir, validation_fraction=0.1, train_shards=16,
-            validation_shards=4):
+            validation_shards=4, options=None, skip_unreadable=False, overwrite=False,
+            shuffle_seed=0):
   """Converts a folder-per-class tree of JPEG/PNG files (either SOURCE/class/x.jpg, split by a
-  stable hash, or SOURCE/{train,validation}/class/x.jpg). Encoded bytes are kept as they are.
-  Returns the dataset.json dict.
+  stable hash, or SOURCE/{train,validation}/class/x.jpg) on the Beam engine
+  (trainer/prepare/beam_convert.py). JPEG and PNG bytes are kept as they are; labels are 0-based
+  (label_offset 0); the training images' mean and stddev go into dataset.json.
+
+  Args:
+    options: Beam PipelineOptions (default: DirectRunner on every core).
+    skip_unreadable, overwrite, shuffle_seed: as in beam_convert.convert.
+
+  Returns:
+    The dataset.json dict.
 
   Raises:
-    PipelineError: no usable tree, or a file that does not decode as an image.
+    PipelineError: no usable tree, an existing conversion in output_dir, or a file that does
+      not decode as an image (named).
   """
   if not source_dir or not tf.io.gfile.isdir(source_dir):
     raise PipelineError('image_folder needs --source_dir pointing at a folder-per-class tree.')
   splits, class_names = _list_image_folder(source_dir, validation_fraction)
-  tf.io.gfile.makedirs(output_dir)
-  sizes, sums, sq_sums, pixels = [], np.zeros(3), np.zeros(3), 0
-  with tf.Graph().as_default():
-    encoded_in = tf.placeholder(tf.string, [])
-    decoded = tf.io.decode_image(encoded_in, channels=3, expand_animations=False)
-    channels = tf.shape(tf.io.decode_image(encoded_in, expand_animations=False))[-1]
-    with tf.Session() as sess:
-      for split, files in splits.items():
-        examples = []
-        for path, label in files:
-          with tf.io.gfile.GFile(path, 'rb') as f:
-            encoded = f.read()
-          try:
-            image, num_channels = sess.run([decoded, channels], {encoded_in: encoded})
-          except tf.errors.InvalidArgumentError as e:
-            raise PipelineError('%s is not a readable JPEG/PNG image (%s); remove or replace it.'
-                                % (path, e.message.splitlines()[0]))
-          height, width = image.shape[:2]
-          sizes.append((height, width))
-          if split == shards.TRAIN_SPLIT:
-            sums += image.sum(axis=(0, 1))
-            sq_sums += (image.astype(np.float64) ** 2).sum(axis=(0, 1))
-            pixels += height * width
-          fmt = IMAGE_EXTENSIONS[os.path.splitext(path)[1].lower()]
-          examples.append(records.image_example(
-              encoded, fmt, height, width, int(num_channels), label, class_names[label],
-              os.path.relpath(path, source_dir)).SerializeToString())
-        shards.write_shards(output_dir, split, examples,
-                            train_shards if split == shards.TRAIN_SPLIT else validation_shards)
-  mean = sums / pixels
-  heights, widths = zip(*sizes)
+  items = {split: [beam_convert.Item(path, label, class_names[label],
+                                     os.path.relpath(path, source_dir))
+                   for path, label in files]
+           for split, files in splits.items()}
   info = {
       'name': os.path.basename(os.path.normpath(source_dir)),
       'num_classes': len(class_names),
       'class_names': class_names,
       'label_offset': 0,
-      'num_train_examples': len(splits[shards.TRAIN_SPLIT]),
-      'num_eval_examples': len(splits[shards.EVAL_SPLIT]),
-      'image_height': int(np.median(heights)), 'image_width': int(np.median(widths)),
       'image_channels': 3,
-      'mean_rgb': mean.tolist(), 'stddev_rgb': np.sqrt(sq_sums / pixels - mean ** 2).tolist(),
       'train_pattern': shards.TRAIN_PATTERN, 'eval_pattern': shards.EVAL_PATTERN,
       'preprocessing': {'train_crop': 'distorted_bbox', 'eval_crop_fraction': 0.875},
       'source': source_dir,
   }
-  dataset_json.write(output_dir, info)
-  return info
+  return beam_convert.convert(
+      items, output_dir, info,
+      {shards.TRAIN_SPLIT: train_shards, shards.EVAL_SPLIT: validation_shards},
+      options or beam_convert.pipeline_options_for(), jpeg_only=False,
+      skip_unreadable=skip_unreadable, with_stats=True, shuffle_seed=shuffle_seed,
+      overwrite=overwrite)

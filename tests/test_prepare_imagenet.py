@@ -1,0 +1,215 @@
+"""`python -m trainer.prepare imagenet` on Apache Beam: an ILSVRC-style tree of real photos (with a
+CMYK JPEG, a PNG named .JPEG and a greyscale JPEG) into the Cloud TPU schema, read back record by
+record, then trained and evaluated on."""
+
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+from helpers import REPO, ok, read_records, results_of, run_main
+from ilsvrc_tree import CMYK_FIXTURE, write_ilsvrc_tree
+from trainer.data import dataset_json
+from trainer.errors import PipelineError
+from trainer.prepare import beam_convert
+from trainer.prepare import image_coder
+from trainer.prepare import imagenet
+
+NUM_IMAGES = 60  # 10 classes: 4 training and 2 validation images each
+IN_PROCESS = beam_convert.pipeline_options_for(direct_num_workers=1)
+
+
+def _features(record):
+  feature = tf.train.Example.FromString(record).features.feature
+  return {k: (v.bytes_list.value or v.int64_list.value)[0] for k, v in feature.items()}
+
+
+def _prepare_cli(*args):
+  return subprocess.run([sys.executable, '-m', 'trainer.prepare', 'imagenet'] + list(args),
+                        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        universal_newlines=True, timeout=600)
+
+
+@pytest.fixture(scope='module')
+def converted(tmp_path_factory):
+  """(source tree, {file: wnid}, {quirk: file}, output dir) converted by the command line with
+  its defaults: DirectRunner, one worker process per core."""
+  root = tmp_path_factory.mktemp('imagenet')
+  source, output = str(root / 'ILSVRC'), str(root / 'out')
+  truth, quirks = write_ilsvrc_tree(source, NUM_IMAGES)
+  ok(_prepare_cli('--source_dir=' + source, '--output_dir=' + output, '--train_shards=4',
+                  '--validation_shards=2'))
+  return source, truth, quirks, output
+
+
+def test_every_image_appears_once_with_its_label(converted):
+  _, truth, _, output = converted
+  info = dataset_json.read(output)
+  wnids = sorted(set(truth.values()))
+  assert info['class_names'] == wnids and info['label_offset'] == 1
+  assert (info['num_train_examples'], info['num_eval_examples']) == (40, 20)
+  assert sorted(os.listdir(output)) == sorted(
+      ['dataset.json'] + ['train-%05d-of-00004' % i for i in range(4)] +
+      ['validation-%05d-of-00002' % i for i in range(2)])
+  seen = collections.Counter()
+  for split in ('train', 'validation'):
+    for path in sorted(tf.io.gfile.glob(os.path.join(output, split + '-*'))):
+      classes = set()
+      for record in read_records(path):
+        f = _features(record)
+        name = f['image/filename'].decode()
+        seen[name] += 1
+        assert f['image/class/synset'].decode() == truth[name]
+        assert f['image/class/label'] == 1 + wnids.index(truth[name])
+        assert (name.startswith('ILSVRC2012_val_')) == (split == 'validation')
+        assert f['image/format'] == b'JPEG' and f['image/colorspace'] == b'RGB'
+        assert f['image/channels'] == 3
+        classes.add(truth[name])
+      if split == 'train':  # shuffled across shards: no shard holds one class only
+        assert len(classes) > 1, path
+  assert seen == collections.Counter(truth.keys())
+
+
+def test_quirks_are_re_encoded_as_rgb_jpegs(converted):
+  source, _, quirks, output = converted
+  assert dataset_json.read(output)['repaired'] == {'cmyk': 1, 'png': 1, 'grayscale': 1}
+  by_name = {_features(r)['image/filename'].decode(): _features(r)
+             for r in read_records(os.path.join(output, 'train-*'))}
+  with tf.Graph().as_default(), tf.Session() as sess:
+    encoded = tf.placeholder(tf.string, [])
+    decode = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+    for quirk, name in quirks.items():
+      record = by_name[name]
+      assert image_coder.jpeg_components(record['image/encoded']) == 3, quirk
+      image = sess.run(decode, {encoded: record['image/encoded']})
+      assert image.shape == (record['image/height'], record['image/width'], 3)
+      with open(os.path.join(source, 'train', 'n00000000', name), 'rb') as f:
+        original = sess.run(decode, {encoded: f.read()})
+      # Quality 100 without chroma subsampling: within ~2 levels of the source's pixels on
+      # average (1.7 measured for the CMYK photo, whose colour conversion adds its own rounding).
+      assert np.abs(image.astype(int) - original).mean() < 2.5, quirk
+  cmyk = by_name[quirks['cmyk']]
+  assert (cmyk['image/height'], cmyk['image/width']) == (133, 200)
+  with open(CMYK_FIXTURE, 'rb') as f:
+    assert image_coder.jpeg_components(f.read()) == 4
+
+
+def test_trainer_trains_and_evaluates_on_the_output(converted, tmp_path):
+  output = converted[3]
+  model_dir = str(tmp_path / 'model')
+  ok(run_main('--model=cnn', '--image_size=32', '--train_batch_size=8', '--eval_batch_size=10',
+              '--train_steps=6', '--steps_per_eval=6', '--skip_host_call',
+              '--data_dir=' + output, '--model_dir=' + model_dir))
+  results = results_of(model_dir)
+  assert results['global_step'] == 6 and results['num_eval_examples'] == 20
+  assert 0.0 <= results['top_1_accuracy'] <= 1.0
+
+
+def test_validation_class_folders_and_a_synsets_file(tmp_path):
+  source = str(tmp_path / 'ILSVRC')
+  truth, _ = write_ilsvrc_tree(source, 40, flat_validation=False, validation_per_class=1)
+  synsets = tmp_path / 'synsets.txt'
+  synsets.write_text(''.join(w + '\n' for w in sorted(set(truth.values())) + ['n99999999']))
+  info = imagenet.prepare(source, str(tmp_path / 'out'), IN_PROCESS, synsets=str(synsets),
+                          train_shards=3, validation_shards=1)
+  assert info['num_classes'] == 11 and info['class_names'][-1] == 'n99999999'
+  assert (info['num_train_examples'], info['num_eval_examples']) == (30, 10)
+  labels = {_features(r)['image/filename'].decode(): _features(r)['image/class/label']
+            for r in read_records(str(tmp_path / 'out' / 'validation-*'))}
+  assert labels == {n: 1 + int(w[1:]) for n, w in truth.items() if n.startswith('ILSVRC')}
+
+
+def test_source_layout_errors_say_what_to_fix(tmp_path):
+  source = str(tmp_path / 'ILSVRC')
+  write_ilsvrc_tree(source, 40, validation_per_class=1)
+  with pytest.raises(PipelineError, match='has no train/ folder'):
+    imagenet.list_images(str(tmp_path))
+  labels = os.path.join(source, 'synset_labels.txt')
+  with open(labels) as f:
+    lines = f.read().splitlines()
+  with open(labels, 'w') as f:
+    f.write('\n'.join(lines[:-1]) + '\n')
+  with pytest.raises(PipelineError, match='has 9 lines but .* holds 10 images'):
+    imagenet.list_images(source)
+  with open(labels, 'w') as f:
+    f.write('\n'.join(lines[:-1] + ['n12345678']) + '\n')
+  with pytest.raises(PipelineError, match='not training classes'):
+    imagenet.list_images(source)
+  os.remove(labels)
+  with pytest.raises(PipelineError, match='pass --validation_labels'):
+    imagenet.list_images(source)
+
+
+def test_unreadable_image_fails_naming_it_or_is_skipped_and_listed(tmp_path):
+  source, output = str(tmp_path / 'ILSVRC'), str(tmp_path / 'out')
+  write_ilsvrc_tree(source, 40, validation_per_class=1)
+  victim = os.path.join(source, 'train', 'n00000004', sorted(os.listdir(
+      os.path.join(source, 'train', 'n00000004')))[0])
+  with open(victim, 'rb') as f:
+    jpeg = f.read()
+  with open(victim, 'wb') as f:  # a truncated download: the header is fine, the data is cut
+    f.write(jpeg[:len(jpeg) // 2])
+  with pytest.raises(PipelineError, match=r'n00000004_\d+.JPEG is not a readable image: JPEG '
+                                          r'data does not decode.*--skip_unreadable'):
+    imagenet.prepare(source, output, IN_PROCESS, train_shards=2, validation_shards=1)
+  assert not os.path.exists(os.path.join(output, 'dataset.json'))
+  assert not [n for n in os.listdir(output) if '.tmp-' in n]  # no half-written shard
+  # Whatever shards were finished are not taken for a complete conversion.
+  with pytest.raises(PipelineError, match='incomplete conversion.*--overwrite'):
+    imagenet.prepare(source, output, IN_PROCESS, train_shards=2, validation_shards=1)
+  info = imagenet.prepare(source, output, IN_PROCESS, train_shards=2, validation_shards=1,
+                          skip_unreadable=True, overwrite=True)
+  assert info['num_skipped'] == 1 and info['skipped_unreadable'][0][0] == victim
+  assert info['num_train_examples'] == 29
+  assert len(read_records(os.path.join(output, 'train-*'))) == 29
+
+
+def test_complete_output_is_refused_and_overwrite_replaces_it(converted, tmp_path):
+  source, output = converted[0], str(tmp_path / 'out')
+  shutil.copytree(converted[3], output)
+  proc = _prepare_cli('--source_dir=' + source, '--output_dir=' + output,
+                      '--direct_num_workers=1')
+  assert proc.returncode == 2 and 'already holds a converted dataset' in proc.stderr
+  info = imagenet.prepare(source, output, IN_PROCESS, train_shards=2, validation_shards=1,
+                          overwrite=True)
+  # The 4 + 2 shards of the earlier conversion are gone, not mixed with the new 2 + 1.
+  assert sorted(n for n in os.listdir(output) if n != 'dataset.json') == [
+      'train-00000-of-00002', 'train-00001-of-00002', 'validation-00000-of-00001']
+  assert info['num_train_examples'] == len(read_records(os.path.join(output, 'train-*'))) == 40
+
+
+def test_dataflow_options_reach_the_pipeline():
+  """The options BUILD.md's Dataflow command passes (not run: no network here)."""
+  from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
+  options = beam_convert.pipeline_options_for(
+      'DataflowRunner', beam_args=['--project=my-project', '--region=us-central1',
+                                   '--temp_location=gs://bucket/tmp', '--setup_file=./setup.py',
+                                   '--requirements_file=req.txt', '--max_num_workers=64'])
+  assert options.view_as(pipeline_options.StandardOptions).runner == 'DataflowRunner'
+  cloud = options.view_as(pipeline_options.GoogleCloudOptions)
+  assert (cloud.project, cloud.region, cloud.temp_location) == (
+      'my-project', 'us-central1', 'gs://bucket/tmp')
+  setup = options.view_as(pipeline_options.SetupOptions)
+  assert (setup.setup_file, setup.requirements_file) == ('./setup.py', 'req.txt')
+  assert options.view_as(pipeline_options.WorkerOptions).max_num_workers == 64
+  direct = beam_convert.pipeline_options_for(direct_num_workers=2).view_as(
+      pipeline_options.DirectOptions)
+  assert (direct.direct_num_workers, direct.direct_running_mode) == (2, 'multi_processing')
+
+
+def test_plan_shards_is_equal_contiguous_and_seeded():
+  items = [beam_convert.Item('f%d' % i, i % 3, 'w', 'f%d' % i) for i in range(10)]
+  plan = beam_convert.plan_shards(items, 'train', 4, shuffle_seed=5)
+  assert [len(s['items']) for s in plan] == [2, 3, 2, 3]
+  assert plan == beam_convert.plan_shards(items, 'train', 4, shuffle_seed=5)
+  assert sorted(i[0] for s in plan for i in s['items']) == sorted(i.source for i in items)
+  unshuffled = beam_convert.plan_shards(items, 'validation', 20)
+  assert len(unshuffled) == 10 and [s['items'][0][0] for s in unshuffled] == [
+      'f%d' % i for i in range(10)]
+  assert json.loads(json.dumps(plan)) == plan  # the plan travels as JSON lines

@@ -1,0 +1,324 @@
+"""The conversion engine of `trainer.prepare` for image files: an Apache Beam pipeline that turns
+planned shards of (file, label) into ImageNet-schema TFRecord shards and dataset.json.
+
+    driver:  list the files -> plan the shards (training order shuffled with a fixed seed, equal
+             contiguous runs) -> write the plan as JSON lines under output_dir/.prepare-plan/
+    Beam:    read the plan -> Reshuffle (spread shards over workers) -> WriteShard (read, decode,
+             repair, write one shard) -> combine the shards' summaries -> write dataset.json
+
+One shard is one unit of work and streams one image at a time, so a worker's memory does not grow
+with the data (Beam's own fixed-shard sinks group every record by shard first, which the local
+runners hold in memory). A shard is written under a temporary name and renamed when complete, and
+dataset.json is written last, after every shard: a failed or repeated run never leaves a shard or
+a dataset that looks complete. The plan travels as files, not inside the job graph, because the
+paths of ImageNet's 1.28 M images exceed what Dataflow accepts in a job request.
+
+Runs on Beam's DirectRunner (local processes) or DataflowRunner; BUILD.md has the Dataflow command.
+"""
+
+import collections
+import json
+import os
+import random
+import uuid
+
+from absl import logging
+import apache_beam as beam
+from apache_beam.options import pipeline_options
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+from trainer.data import dataset_json
+from trainer.data import records
+from trainer.data import shards
+from trainer.errors import PipelineError
+from trainer.prepare import image_coder
+
+PLAN_DIR = '.prepare-plan'
+SHARDS_PER_PLAN_FILE = 64
+
+# One image to convert: where its bytes are, its label as stored, its class name (synset) and the
+# name recorded as image/filename.
+Item = collections.namedtuple('Item', ['source', 'label', 'synset', 'filename'])
+
+
+def plan_shards(items, split, num_shards, shuffle_seed=None):
+  """Deals `items` (a list of Item) into at most `num_shards` contiguous runs of (almost) equal
+  size, shuffled first with random.Random(shuffle_seed) when it is not None (training data:
+  every shard then mixes the classes). Returns a list of shard dicts: split, index, num_shards,
+  items (lists)."""
+  items = list(items)
+  if shuffle_seed is not None:
+    random.Random(shuffle_seed).shuffle(items)
+  num_shards = max(1, min(num_shards, len(items)))
+  bounds = np.linspace(0, len(items), num_shards + 1).astype(int)
+  return [{'split': split, 'index': i, 'num_shards': num_shards,
+           'items': [list(item) for item in items[bounds[i]:bounds[i + 1]]]}
+          for i in range(num_shards)]
+
+
+def existing_output(output_dir):
+  """The shards, dataset.json and plan files an earlier run left in `output_dir` (sorted)."""
+  found = []
+  if not tf.io.gfile.isdir(output_dir):
+    return found
+  for pattern in (shards.TRAIN_PATTERN, shards.EVAL_PATTERN, dataset_json.FILENAME, PLAN_DIR):
+    found += tf.io.gfile.glob('%s/%s' % (output_dir.rstrip('/'), pattern))
+  return sorted(found)
+
+
+def prepare_output_dir(output_dir, overwrite):
+  """Creates `output_dir`; refuses one holding an earlier conversion unless `overwrite`, which
+  then deletes only that conversion's files (shards, dataset.json, plan).
+
+  Raises:
+    PipelineError: output_dir holds shards or dataset.json and overwrite is False.
+  """
+  found = existing_output(output_dir)
+  if found and not overwrite:
+    complete = any(os.path.basename(p) == dataset_json.FILENAME for p in found)
+    raise PipelineError(
+        '%s already holds %s (%d files, e.g. %s). Choose another --output_dir, or pass '
+        '--overwrite to delete them and convert again.'
+        % (output_dir, 'a converted dataset' if complete else
+           'the shards of an incomplete conversion', len(found), os.path.basename(found[0])))
+  for path in found:
+    if tf.io.gfile.isdir(path):
+      tf.io.gfile.rmtree(path)
+    else:
+      tf.io.gfile.remove(path)
+  tf.io.gfile.makedirs(output_dir)
+
+
+def write_plan(output_dir, shard_plans):
+  """Writes the shard dicts as JSON lines, SHARDS_PER_PLAN_FILE per file, under
+  output_dir/PLAN_DIR; returns the files' paths."""
+  plan_dir = '%s/%s' % (output_dir.rstrip('/'), PLAN_DIR)
+  tf.io.gfile.makedirs(plan_dir)
+  paths = []
+  for start in range(0, len(shard_plans), SHARDS_PER_PLAN_FILE):
+    path = '%s/plan-%05d.jsonl' % (plan_dir, len(paths))
+    with tf.io.gfile.GFile(path, 'w') as f:
+      for shard in shard_plans[start:start + SHARDS_PER_PLAN_FILE]:
+        f.write(json.dumps(shard) + '\n')
+    paths.append(path)
+  return paths
+
+
+def read_plan(path):
+  """Yields the shard dicts of one plan file."""
+  with tf.io.gfile.GFile(path) as f:
+    for line in f:
+      yield json.loads(line)
+
+
+def empty_summary():
+  """What WriteShard reports per shard, and the combined report: examples per split, the
+  training images' channel sums (0-255 scale), the image sizes seen, repairs and skipped files."""
+  return {'count': {}, 'sums': [[0.0] * 3, [0.0] * 3], 'pixels': 0, 'heights': {}, 'widths': {},
+          'repaired': {}, 'skipped': []}
+
+
+def merge_summaries(summaries):
+  """Adds up summaries (an iterable of empty_summary() dicts); associative, for CombineGlobally."""
+  total = empty_summary()
+  for s in summaries:
+    for key in ('count', 'heights', 'widths', 'repaired'):
+      for k, v in s[key].items():
+        total[key][k] = total[key].get(k, 0) + v
+    total['sums'] = (np.asarray(total['sums']) + np.asarray(s['sums'])).tolist()
+    total['pixels'] += s['pixels']
+    total['skipped'] += s['skipped']
+  return total
+
+
+class WriteShard(beam.DoFn):
+  """Converts the images of one planned shard and writes them as <split>-NNNNN-of-NNNNN in
+  output_dir, under a temporary name renamed when complete; yields the shard's summary.
+
+  Raises PipelineError naming the file when an image does not decode and skip_unreadable is off.
+  """
+
+  def __init__(self, output_dir, jpeg_only, skip_unreadable, with_stats):
+    super(WriteShard, self).__init__()
+    self._output_dir = output_dir.rstrip('/')
+    self._jpeg_only = jpeg_only
+    self._skip_unreadable = skip_unreadable
+    self._with_stats = with_stats
+    self._coder = None
+
+  def setup(self):
+    self._coder = image_coder.ImageCoder()
+
+  def teardown(self):
+    if self._coder is not None:
+      self._coder.close()
+
+  def process(self, shard):
+    summary = empty_summary()
+    split = shard['split']
+    final = '%s/%s' % (self._output_dir, shards.shard_name(split, shard['index'],
+                                                           shard['num_shards']))
+    temporary = '%s.tmp-%s' % (final, uuid.uuid4().hex)
+    heights, widths = collections.Counter(), collections.Counter()
+    try:
+      with tf.io.TFRecordWriter(temporary) as writer:
+        for item in shard['items']:
+          item = Item(*item)
+          example = self._convert(item, split, summary, heights, widths)
+          if example is not None:
+            writer.write(example)
+      tf.io.gfile.rename(temporary, final, overwrite=True)
+    finally:
+      if tf.io.gfile.exists(temporary):
+        tf.io.gfile.remove(temporary)
+    summary['heights'], summary['widths'] = dict(heights), dict(widths)
+    logging.info('wrote %s (%d examples)', final, summary['count'].get(split, 0))
+    yield summary
+
+  def _convert(self, item, split, summary, heights, widths):
+    """The serialized example of `item`, or None when it is skipped as unreadable."""
+    try:
+      with tf.io.gfile.GFile(item.source, 'rb') as f:
+        encoded = f.read()
+      encoded, image_format, height, width, channels, repair = self._coder.convert(
+          encoded, self._jpeg_only)
+      if self._with_stats and split == shards.TRAIN_SPLIT:
+        summary['sums'] = (np.asarray(summary['sums']) +
+                           self._coder.channel_sums(encoded)).tolist()
+        summary['pixels'] += height * width
+    except (image_coder.UnreadableImage, tf.errors.OpError) as e:
+      reason = getattr(e, 'message', None) or str(e)
+      if not self._skip_unreadable:
+        raise PipelineError('%s is not a readable image: %s. Remove or replace it, or pass '
+                            '--skip_unreadable to leave it out (dataset.json then lists it).'
+                            % (item.source, reason))
+      logging.warning('skipping unreadable %s: %s', item.source, reason)
+      summary['skipped'].append([item.source, reason])
+      return None
+    if repair:
+      logging.info('re-encoded %s as an RGB JPEG (%s)', item.source, repair)
+      summary['repaired'][repair] = summary['repaired'].get(repair, 0) + 1
+    summary['count'][split] = summary['count'].get(split, 0) + 1
+    heights[height] += 1
+    widths[width] += 1
+    return records.image_example(encoded, image_format, height, width, channels, item.label,
+                                 item.synset, item.filename).SerializeToString()
+
+
+def _median(counts):
+  """The median of a {value: count} histogram (None when empty)."""
+  total = sum(counts.values())
+  if not total:
+    return None
+  seen = 0
+  for value in sorted(counts, key=int):
+    seen += counts[value]
+    if 2 * seen >= total:
+      return int(value)
+
+
+def write_dataset_json(summary, output_dir, info):
+  """The pipeline's last step: completes `info` (the dataset.json dict without the figures
+  only the conversion knows) from the combined summary, writes dataset.json and removes the
+  plan. Returns the written dict."""
+  info = dict(info)
+  info['num_train_examples'] = summary['count'].get(shards.TRAIN_SPLIT, 0)
+  info['num_eval_examples'] = summary['count'].get(shards.EVAL_SPLIT, 0)
+  info['image_height'] = _median(summary['heights'])
+  info['image_width'] = _median(summary['widths'])
+  if 'mean_rgb' not in info and summary['pixels']:
+    sums = np.asarray(summary['sums']) / summary['pixels']
+    info['mean_rgb'] = sums[0].tolist()
+    info['stddev_rgb'] = np.sqrt(np.maximum(sums[1] - sums[0] ** 2, 0)).tolist()
+  info['repaired'] = summary['repaired']
+  info['num_skipped'] = len(summary['skipped'])
+  info['skipped_unreadable'] = sorted(summary['skipped'])
+  dataset_json.write(output_dir, info)
+  plan_dir = '%s/%s' % (output_dir.rstrip('/'), PLAN_DIR)
+  if tf.io.gfile.exists(plan_dir):
+    tf.io.gfile.rmtree(plan_dir)
+  return info
+
+
+def pipeline_options_for(runner='DirectRunner', direct_num_workers=0, beam_args=()):
+  """PipelineOptions: DirectRunner with `direct_num_workers` processes (0: one per core;
+  1: in this process), or DataflowRunner and any other Beam option given in `beam_args`
+  (a list of '--name=value' strings, e.g. --project, --region, --temp_location,
+  --requirements_file, --setup_file)."""
+  args = ['--runner=%s' % runner] + list(beam_args)
+  if runner == 'DirectRunner':
+    workers = direct_num_workers or os.cpu_count() or 1
+    args += ['--direct_num_workers=%d' % workers,
+             '--direct_running_mode=%s' % ('multi_processing' if workers > 1 else 'in_memory')]
+  return pipeline_options.PipelineOptions(args)
+
+
+def pipeline_error(error):
+  """The PipelineError inside an exception a Beam runner raised (its text is all a runner keeps
+  of a worker's exception), or None."""
+  text = str(error)
+  marker = 'PipelineError: '
+  if isinstance(error, PipelineError):
+    return error
+  if marker not in text:
+    return None
+  message = text[text.rindex(marker) + len(marker):].strip()
+  # A runner appends its own context ("[while running ...]") after the worker's message.
+  return PipelineError(message.split(' [while running')[0].splitlines()[0])
+
+
+def convert(splits, output_dir, info, num_shards, options, jpeg_only=False,
+            skip_unreadable=False, with_stats=False, shuffle_seed=0, overwrite=False):
+  """Converts image files into TFRecord shards and dataset.json with one Beam pipeline.
+
+  Args:
+    splits: {'train': [Item], 'validation': [Item]} (shards.TRAIN_SPLIT / EVAL_SPLIT).
+    output_dir: local or gs:// directory.
+    info: the dataset.json dict without the counts and image size (class_names, label_offset,
+      ...); mean_rgb/stddev_rgb computed from the training images when absent and with_stats.
+    num_shards: {split: number of shards} (fewer when a split has fewer images).
+    options: PipelineOptions (pipeline_options_for).
+    jpeg_only: re-encode everything that is not a 3-component JPEG (ImageNet's schema).
+    skip_unreadable: leave out files that do not decode (listed in dataset.json) instead of
+      failing.
+    with_stats: compute the training images' per-channel mean and stddev.
+    shuffle_seed: seed of the training examples' order across shards.
+    overwrite: replace an earlier conversion in output_dir instead of refusing.
+
+  Returns:
+    The dataset.json dict written.
+
+  Raises:
+    PipelineError: output_dir holds a conversion (without overwrite), or an unreadable image
+      (without skip_unreadable), named.
+  """
+  prepare_output_dir(output_dir, overwrite)
+  shard_plans = []
+  for split, items in splits.items():
+    shard_plans += plan_shards(items, split, num_shards[split],
+                               shuffle_seed if split == shards.TRAIN_SPLIT else None)
+  plan_paths = write_plan(output_dir, shard_plans)
+  logging.info('converting %s images in %d shards to %s',
+               ' + '.join('%d %s' % (len(v), k) for k, v in splits.items()), len(shard_plans),
+               output_dir)
+  try:
+    with beam.Pipeline(options=options) as p:
+      _ = (p
+           | 'Plan' >> beam.Create(plan_paths)
+           | 'ReadPlan' >> beam.FlatMap(read_plan)
+           | 'Spread' >> beam.Reshuffle()
+           | 'WriteShards' >> beam.ParDo(WriteShard(output_dir, jpeg_only, skip_unreadable,
+                                                    with_stats))
+           | 'Combine' >> beam.CombineGlobally(merge_summaries)
+           | 'WriteDatasetJson' >> beam.Map(write_dataset_json, output_dir, info))
+  except Exception as e:  # pylint: disable=broad-except
+    error = pipeline_error(e)
+    if error is None:
+      raise
+    raise error
+  written = dataset_json.read(output_dir)
+  if written is None:
+    raise PipelineError('the pipeline finished without writing %s/%s; see its log.'
+                        % (output_dir, dataset_json.FILENAME))
+  return written
