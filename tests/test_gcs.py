@@ -222,3 +222,27 @@ def test_a_storage_outage_is_ridden_out_and_no_partial_checkpoint_is_listed(
   assert results_of(model_dir)['global_step'] == 40
   listed = tf.train.get_checkpoint_state(model_dir).all_model_checkpoint_paths
   assert listed and all(checkpoints.checkpoint_damage(p) is None for p in listed)
+
+
+def test_imagenet_from_gcs_to_gcs(gcs_dir, tmp_path):
+  """The ILSVRC tree read from gs:// and converted to gs:// (as on Dataflow, here in-process)."""
+  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+  from ilsvrc_tree import write_ilsvrc_tree  # pylint: disable=g-import-not-at-top
+  from trainer.prepare import beam_convert, imagenet  # pylint: disable=g-import-not-at-top
+  local = str(tmp_path / 'ILSVRC')
+  truth, _ = write_ilsvrc_tree(local, 40, validation_per_class=1)
+  source = gcs_dir + '/ILSVRC'
+  for folder, _, names in os.walk(local):
+    for name in names:
+      path = os.path.join(folder, name)
+      tf.io.gfile.copy(path, source + '/' + os.path.relpath(path, local))
+  output = gcs_dir + '/imagenet'
+  info = imagenet.prepare(source, output, beam_convert.pipeline_options_for(direct_num_workers=1),
+                          train_shards=3, validation_shards=2)
+  assert (info['num_train_examples'], info['num_eval_examples']) == (30, 10)
+  assert sorted(os.path.basename(p) for p in tf.io.gfile.glob(output + '/*')) == [
+      'dataset.json', 'train-00000-of-00003', 'train-00001-of-00003', 'train-00002-of-00003',
+      'validation-00000-of-00002', 'validation-00001-of-00002']  # no plan or temporary left
+  names = [tf.train.Example.FromString(r).features.feature['image/filename'].bytes_list.value[0]
+           for r in read_records(output + '/*-of-*')]
+  assert sorted(n.decode() for n in names) == sorted(truth)

@@ -36,6 +36,9 @@ from trainer.prepare import image_coder
 
 PLAN_DIR = '.prepare-plan'
 SHARDS_PER_PLAN_FILE = 64
+# Images read and checked per session call (ImageCoder.convert_many); about 3.5 MB of ImageNet
+# JPEGs held at a time per worker.
+IMAGES_PER_CALL = 32
 
 # One image to convert: where its bytes are, its label as stored, its class name (synset) and the
 # name recorded as image/filename.
@@ -46,14 +49,15 @@ def plan_shards(items, split, num_shards, shuffle_seed=None):
   """Deals `items` (a list of Item) into at most `num_shards` contiguous runs of (almost) equal
   size, shuffled first with random.Random(shuffle_seed) when it is not None (training data:
   every shard then mixes the classes). Returns a list of shard dicts: split, index, num_shards,
-  items (lists)."""
+  items (Items; lists once the plan has been through JSON)."""
   items = list(items)
   if shuffle_seed is not None:
     random.Random(shuffle_seed).shuffle(items)
   num_shards = max(1, min(num_shards, len(items)))
   bounds = np.linspace(0, len(items), num_shards + 1).astype(int)
+  # Slices share the Item objects: the driver holds each file's bookkeeping once.
   return [{'split': split, 'index': i, 'num_shards': num_shards,
-           'items': [list(item) for item in items[bounds[i]:bounds[i + 1]]]}
+           'items': items[bounds[i]:bounds[i + 1]]}
           for i in range(num_shards)]
 
 
@@ -161,13 +165,18 @@ class WriteShard(beam.DoFn):
                                                            shard['num_shards']))
     temporary = '%s.tmp-%s' % (final, uuid.uuid4().hex)
     heights, widths = collections.Counter(), collections.Counter()
+    items = [Item(*item) for item in shard['items']]
     try:
       with tf.io.TFRecordWriter(temporary) as writer:
-        for item in shard['items']:
-          item = Item(*item)
-          example = self._convert(item, split, summary, heights, widths)
-          if example is not None:
-            writer.write(example)
+        for start in range(0, len(items), IMAGES_PER_CALL):
+          chunk = items[start:start + IMAGES_PER_CALL]
+          for item, converted in zip(chunk, self._coder.convert_many(
+              [self._read(item) for item in chunk], self._jpeg_only)):
+            example = self._example(item, split, converted, summary)
+            if example is not None:
+              writer.write(example)
+              heights[converted[2]] += 1
+              widths[converted[3]] += 1
       tf.io.gfile.rename(temporary, final, overwrite=True)
     finally:
       if tf.io.gfile.exists(temporary):
@@ -176,19 +185,16 @@ class WriteShard(beam.DoFn):
     logging.info('wrote %s (%d examples)', final, summary['count'].get(split, 0))
     yield summary
 
-  def _convert(self, item, split, summary, heights, widths):
-    """The serialized example of `item`, or None when it is skipped as unreadable."""
-    try:
-      with tf.io.gfile.GFile(item.source, 'rb') as f:
-        encoded = f.read()
-      encoded, image_format, height, width, channels, repair = self._coder.convert(
-          encoded, self._jpeg_only)
-      if self._with_stats and split == shards.TRAIN_SPLIT:
-        summary['sums'] = (np.asarray(summary['sums']) +
-                           self._coder.channel_sums(encoded)).tolist()
-        summary['pixels'] += height * width
-    except (image_coder.UnreadableImage, tf.errors.OpError) as e:
-      reason = getattr(e, 'message', None) or str(e)
+  @staticmethod
+  def _read(item):
+    with tf.io.gfile.GFile(item.source, 'rb') as f:
+      return f.read()
+
+  def _example(self, item, split, converted, summary):
+    """The serialized example of `item` from its convert_many() result, or None when it is
+    skipped as unreadable; counts it in `summary`."""
+    if isinstance(converted, image_coder.UnreadableImage):
+      reason = str(converted)
       if not self._skip_unreadable:
         raise PipelineError('%s is not a readable image: %s. Remove or replace it, or pass '
                             '--skip_unreadable to leave it out (dataset.json then lists it).'
@@ -196,12 +202,15 @@ class WriteShard(beam.DoFn):
       logging.warning('skipping unreadable %s: %s', item.source, reason)
       summary['skipped'].append([item.source, reason])
       return None
+    encoded, image_format, height, width, channels, repair = converted
+    if self._with_stats and split == shards.TRAIN_SPLIT:
+      summary['sums'] = (np.asarray(summary['sums']) +
+                         self._coder.channel_sums(encoded)).tolist()
+      summary['pixels'] += height * width
     if repair:
       logging.info('re-encoded %s as an RGB JPEG (%s)', item.source, repair)
       summary['repaired'][repair] = summary['repaired'].get(repair, 0) + 1
     summary['count'][split] = summary['count'].get(split, 0) + 1
-    heights[height] += 1
-    widths[width] += 1
     return records.image_example(encoded, image_format, height, width, channels, item.label,
                                  item.synset, item.filename).SerializeToString()
 
@@ -290,9 +299,15 @@ def convert(splits, output_dir, info, num_shards, options, jpeg_only=False,
     The dataset.json dict written.
 
   Raises:
-    PipelineError: output_dir holds a conversion (without overwrite), or an unreadable image
-      (without skip_unreadable), named.
+    PipelineError: output_dir holds a conversion (without overwrite), an unreadable image
+      (without skip_unreadable), named, or local paths for DataflowRunner.
   """
+  if options.view_as(pipeline_options.StandardOptions).runner == 'DataflowRunner':
+    local = [p for p in [output_dir] + [items[0].source for items in splits.values() if items]
+             if not p.startswith('gs://')]
+    if local:
+      raise PipelineError('DataflowRunner workers cannot read or write this machine\'s files '
+                          '(%s): put --source_dir and --output_dir on gs://.' % local[0])
   prepare_output_dir(output_dir, overwrite)
   shard_plans = []
   for split, items in splits.items():
