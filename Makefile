@@ -131,7 +131,8 @@ bench: $(TRAIN_VENV)/.bench $(PHOTOS_DIR)/dataset.json
 
 $(PHOTOS_DIR)/dataset.json:
 	$(MAKE) --no-print-directory $(PREP_VENV)/.bench
-	$(PREP_VENV)/bin/python -m trainer.prepare photos --output_dir=$(PHOTOS_DIR) --num_images=2000
+	$(PREP_VENV)/bin/python -m trainer.prepare photos --output_dir=$(PHOTOS_DIR) --num_images=2000 \
+	  --overwrite
 
 venvs: .venv/.installed .venv-mkl/.installed .venv-tf2/.installed
 

@@ -4,7 +4,7 @@
 from absl import flags
 
 from trainer.prepare import fashion_mnist
-from trainer.prepare import imagenet
+from trainer.prepare import ilsvrc_layout
 from trainer.prepare import text_dataset
 
 
@@ -17,9 +17,9 @@ def define_prepare_flags():
                       'image_folder: the folder-per-class tree. imagenet: the extracted ILSVRC-2012 '
                       'folders (train/, val/).' % fashion_mnist.DEFAULT_SOURCE_DIR)
   flags.DEFINE_integer('train_shards', 16, 'Number of train-* shards (imagenet: %d unless given).'
-                       % imagenet.DEFAULT_TRAIN_SHARDS)
+                       % ilsvrc_layout.DEFAULT_TRAIN_SHARDS)
   flags.DEFINE_integer('validation_shards', 4, 'Number of validation-* shards (imagenet: %d '
-                       'unless given).' % imagenet.DEFAULT_VALIDATION_SHARDS)
+                       'unless given).' % ilsvrc_layout.DEFAULT_VALIDATION_SHARDS)
   flags.DEFINE_float('validation_fraction', None,
                      'Fraction held out for validation when the data has no validation split: '
                      'image_folder (by a stable hash of the file name, default 0.1); text and '
@@ -36,7 +36,7 @@ def _define_image_flags():
   flags.DEFINE_string('validation_labels', None,
                       'imagenet: for a flat val/ folder, a file of one wnid per line for the '
                       'images in sorted file-name order (default: SOURCE/%s when present).'
-                      % imagenet.DEFAULT_VALIDATION_LABELS)
+                      % ilsvrc_layout.DEFAULT_VALIDATION_LABELS)
   flags.DEFINE_string('synsets', None, 'imagenet: a file of the class wnids, one per line '
                       '(default: the train/ folders).')
   flags.DEFINE_bool('skip_unreadable', False,

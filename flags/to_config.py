@@ -45,8 +45,10 @@ def _from_metadata(flag_values, info):
     derived['max_seq_length'] = info.get('max_seq_length')
     values = {'vocab_size': info.get('vocab_size')}  # the vocab.txt the records were made with
   else:
-    derived['image_size'] = (max(info['image_height'], info['image_width'])
-                             if 'image_height' in info else info.get('image_size'))
+    # dataset.json's image_size (the training size, e.g. 224 for ImageNet) before the median
+    # stored image size (Fashion-MNIST's 28).
+    derived['image_size'] = info.get('image_size') or (
+        max(info['image_height'], info['image_width']) if 'image_height' in info else None)
     values = {}
   missing = []
   for name, from_info in derived.items():

@@ -6,6 +6,7 @@ import collections
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -53,6 +54,7 @@ def test_every_image_appears_once_with_its_label(converted):
   info = dataset_json.read(output)
   wnids = sorted(set(truth.values()))
   assert info['class_names'] == wnids and info['label_offset'] == 1
+  assert info['image_size'] == 224  # what the trainer takes, not the photos' median size
   assert (info['num_train_examples'], info['num_eval_examples']) == (40, 20)
   assert sorted(os.listdir(output)) == sorted(
       ['dataset.json'] + ['train-%05d-of-00004' % i for i in range(4)] +
@@ -139,7 +141,7 @@ def test_source_layout_errors_say_what_to_fix(tmp_path):
     imagenet.list_images(source)
   with open(labels, 'w') as f:
     f.write('\n'.join(lines[:-1] + ['n12345678']) + '\n')
-  with pytest.raises(PipelineError, match='not training classes'):
+  with pytest.raises(PipelineError, match='names wnids that are not classes of train/'):
     imagenet.list_images(source)
   os.remove(labels)
   with pytest.raises(PipelineError, match='pass --validation_labels'):
@@ -160,7 +162,7 @@ def test_unreadable_image_fails_naming_it_or_is_skipped_and_listed(tmp_path):
     imagenet.prepare(source, output, IN_PROCESS, train_shards=2, validation_shards=1)
   assert not os.path.exists(os.path.join(output, 'dataset.json'))
   assert not [n for n in os.listdir(output) if '.tmp-' in n]  # no half-written shard
-  # Whatever shards were finished are not taken for a complete conversion.
+  # What the failed run left (its plan, any finished shards) is not taken for a conversion.
   with pytest.raises(PipelineError, match='incomplete conversion.*--overwrite'):
     imagenet.prepare(source, output, IN_PROCESS, train_shards=2, validation_shards=1)
   info = imagenet.prepare(source, output, IN_PROCESS, train_shards=2, validation_shards=1,
@@ -223,25 +225,95 @@ def test_plan_shards_is_equal_contiguous_and_seeded():
 
 
 def test_batched_check_agrees_with_a_full_decode(converted):
-  """convert_many's 1/8-scale check of kept JPEGs finds what a full decode finds."""
+  """convert_many's 1/8-scale check of kept JPEGs gives what a full decode gives, and finds
+  each damaged file, alone or among good ones."""
   source = converted[0]
   paths = sorted(tf.io.gfile.glob(os.path.join(source, 'train', '*', '*.JPEG')))[:12]
-  images = []
+  good = []
   for path in paths:
     with open(path, 'rb') as f:
-      images.append(f.read())
-  images += [images[4][:len(images[4]) // 2], images[5][:-100], b'\xff\xd8\xff' + b'\0' * 50]
+      good.append(f.read())
+  bad = [good[6][:len(good[6]) // 2], good[7][:-100], b'\xff\xd8\xff' + b'\0' * 50]
   coder = image_coder.ImageCoder()
   try:
-    batched = coder.convert_many(images, jpeg_only=True)
-    for encoded, result in zip(images, batched):
-      try:
-        expected = coder.convert(encoded, jpeg_only=True)
-      except image_coder.UnreadableImage:
-        assert isinstance(result, image_coder.UnreadableImage)
-        continue
-      assert result == expected
+    batched = coder.convert_many(good, jpeg_only=True)  # one batch, all readable: the fast path
+    assert batched == [coder.convert(encoded, jpeg_only=True) for encoded in good]
+    assert [r[5] for r in batched].count(None) == 12 - 3  # the 3 quirks were repaired
+    for damaged in bad:
+      alone = coder.convert_many([damaged], jpeg_only=True)
+      among = coder.convert_many(good[8:] + [damaged], jpeg_only=True)
+      assert isinstance(alone[0], image_coder.UnreadableImage)
+      assert isinstance(among[-1], image_coder.UnreadableImage)
+      assert among[:-1] == batched[8:]
   finally:
     coder.close()
-  assert sum(isinstance(r, image_coder.UnreadableImage) for r in batched) == 3
-  assert [r[5] for r in batched[:12]].count(None) == 12 - 3  # the 3 quirks were repaired
+
+
+def test_jpeg_frame_reads_the_size_of_real_jpeg_variants(converted):
+  """Progressive, with an EXIF-like thumbnail holding its own frame header, with fill and stray
+  bytes before a marker: the header's size and components match what TensorFlow decodes."""
+  with open(sorted(tf.io.gfile.glob(os.path.join(converted[0], 'val', '*.JPEG')))[0], 'rb') as f:
+    baseline = f.read()
+  with tf.Graph().as_default(), tf.Session() as sess:
+    image = tf.io.decode_jpeg(baseline)
+    progressive, thumbnail = sess.run([
+        tf.image.encode_jpeg(image, progressive=True),
+        tf.image.encode_jpeg(tf.image.resize(image, [20, 30], method='nearest'))])
+    app1 = b'Exif\0\0' + thumbnail
+    after_app0 = 4 + struct.unpack('>H', baseline[4:6])[0]  # SOI, then APP0's marker and length
+    variants = {
+        'baseline': baseline,
+        'progressive': progressive,
+        'thumbnail': baseline[:2] + b'\xff\xe1' + struct.pack('>H', len(app1) + 2) + app1 +
+                     baseline[2:],
+        'fill': baseline[:2] + b'\xff\xff' + baseline[2:],
+        'stray': baseline[:after_app0] + b'\x00\x00' + baseline[after_app0:],
+    }
+    encoded = tf.placeholder(tf.string, [])
+    shape = tf.shape(tf.io.decode_jpeg(encoded))
+    for name, data in variants.items():
+      assert image_coder.jpeg_frame(data) == tuple(sess.run(shape, {encoded: data})), name
+  assert image_coder.jpeg_frame(b'\xff\xd8\xff\xe0\x00') is None
+
+
+def test_only_the_converters_files_are_replaced_or_counted(tmp_path):
+  output = tmp_path / 'out'
+  output.mkdir()
+  for name in ('train-notes.txt', 'validation-report.csv', 'train-00000-of-00002.bak'):
+    (output / name).write_text('mine')
+  (output / 'train-logs').mkdir()
+  assert beam_convert.existing_output(str(output)) == []
+  leftovers = ['train-00000-of-00002', '.train-00001-of-00002.tmp-' + 'a' * 32, 'dataset.json']
+  for name in leftovers:
+    (output / name).write_text('')
+  (output / beam_convert.PLAN_DIR).mkdir()
+  with pytest.raises(PipelineError, match='already holds a converted dataset'):
+    beam_convert.prepare_output_dir(str(output), overwrite=False)
+  beam_convert.prepare_output_dir(str(output), overwrite=True)
+  assert sorted(os.listdir(str(output))) == [
+      'train-00000-of-00002.bak', 'train-logs', 'train-notes.txt', 'validation-report.csv']
+
+
+def test_a_killed_workers_temporary_is_removed_and_empty_splits_refused(tmp_path):
+  output = str(tmp_path)
+  leftover = os.path.join(output, '.train-00000-of-00001.tmp-' + 'b' * 32)
+  with open(leftover, 'w') as f:
+    f.write('half a shard')
+  summary = beam_convert.empty_summary()
+  summary['count'] = {'train': 3, 'validation': 1}
+  summary['heights'], summary['widths'] = {10: 4}, {12: 4}
+  info = beam_convert.write_dataset_json(summary, output, {'name': 'x'})
+  assert not os.path.exists(leftover) and info['image_height'] == 10
+  summary['count'] = {'train': 3}
+  summary['skipped'] = [['a.JPEG', 'truncated']]
+  os.remove(os.path.join(output, 'dataset.json'))
+  with pytest.raises(PipelineError, match='no readable image in the validation split'):
+    beam_convert.write_dataset_json(summary, output, {'name': 'x'})
+  assert not os.path.exists(os.path.join(output, 'dataset.json'))
+
+
+def test_the_other_converters_do_not_need_beam():
+  code = ('import sys; import trainer.prepare.__main__, flags.prepare_flags; '
+          'print("apache_beam" in sys.modules)')
+  assert subprocess.run([sys.executable, '-c', code], cwd=REPO, stdout=subprocess.PIPE,
+                        universal_newlines=True, check=True).stdout.strip() == 'False'

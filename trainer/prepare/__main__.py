@@ -24,10 +24,7 @@ from flags import prepare_flags
 from trainer.cloud import gcs_preflight
 from trainer.errors import PipelineError
 from trainer.prepare import fashion_mnist
-from trainer.prepare import beam_convert
-from trainer.prepare import image_folder
-from trainer.prepare import imagenet
-from trainer.prepare import photos
+from trainer.prepare import ilsvrc_layout
 from trainer.prepare import rotten_tomatoes
 from trainer.prepare import text_csv
 
@@ -35,7 +32,27 @@ FLAGS = absl_flags.FLAGS
 SOURCES = ('imagenet', 'image_folder', 'fashion_mnist', 'text', 'rotten_tomatoes', 'photos')
 
 
-def beam_options():
+def _beam_converters():
+  """(beam_convert, image_folder, imagenet, photos), imported here: only these converters need
+  Apache Beam (the `prepare` extra), so the others run without it.
+
+  Raises:
+    PipelineError: Apache Beam is not installed.
+  """
+  try:
+    from trainer.prepare import beam_convert  # pylint: disable=g-import-not-at-top
+    from trainer.prepare import image_folder  # pylint: disable=g-import-not-at-top
+    from trainer.prepare import imagenet  # pylint: disable=g-import-not-at-top
+    from trainer.prepare import photos  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    if 'apache_beam' not in str(e):
+      raise
+    raise PipelineError('imagenet, image_folder and photos run on Apache Beam, which is not '
+                        "installed: pip install '.[prepare]' (BUILD.md, Data).")
+  return beam_convert, image_folder, imagenet, photos
+
+
+def beam_options(beam_convert):
   """PipelineOptions from the Beam flags (runner, workers, the Dataflow options)."""
   extra = ['--%s=%s' % (name, FLAGS[name].value)
            for name in ('project', 'region', 'temp_location', 'requirements_file', 'setup_file')
@@ -57,28 +74,11 @@ def prepare(source):
   Raises:
     PipelineError: what was wrong with the input or the flags.
   """
+  if source in ('imagenet', 'image_folder', 'photos'):
+    return _prepare_on_beam(source)
   if source == 'fashion_mnist':
     return fashion_mnist.prepare(FLAGS.output_dir, FLAGS.source_dir, FLAGS.train_shards,
                                  FLAGS.validation_shards)
-  if source == 'imagenet':
-    return imagenet.prepare(
-        FLAGS.source_dir, FLAGS.output_dir, beam_options(),
-        validation_labels=FLAGS.validation_labels, synsets=FLAGS.synsets,
-        train_shards=(FLAGS.train_shards if FLAGS['train_shards'].present
-                      else imagenet.DEFAULT_TRAIN_SHARDS),
-        validation_shards=(FLAGS.validation_shards if FLAGS['validation_shards'].present
-                           else imagenet.DEFAULT_VALIDATION_SHARDS),
-        skip_unreadable=FLAGS.skip_unreadable, overwrite=FLAGS.overwrite, shuffle_seed=FLAGS.seed)
-  if source == 'image_folder':
-    return image_folder.prepare(FLAGS.source_dir, FLAGS.output_dir,
-                                FLAGS.validation_fraction or 0.1, FLAGS.train_shards,
-                                FLAGS.validation_shards, options=beam_options(),
-                                skip_unreadable=FLAGS.skip_unreadable, overwrite=FLAGS.overwrite,
-                                shuffle_seed=FLAGS.seed)
-  if source == 'photos':
-    return photos.prepare(FLAGS.output_dir, FLAGS.num_images, FLAGS.train_shards,
-                          FLAGS.validation_shards, options=beam_options(),
-                          overwrite=FLAGS.overwrite)
   if source == 'text':
     return text_csv.prepare(
         FLAGS.input, FLAGS.output_dir, validation_input=FLAGS.validation_input,
@@ -89,6 +89,32 @@ def prepare(source):
   return rotten_tomatoes.prepare(
       FLAGS.output_dir, FLAGS.input[0] if FLAGS.input else None,
       validation_fraction=FLAGS.validation_fraction or 0.2, seed=FLAGS.seed, **_text_options())
+
+
+def _prepare_on_beam(source):
+  """prepare() for the converters that run on Apache Beam."""
+  beam_convert, image_folder, imagenet, photos = _beam_converters()
+  options = beam_options(beam_convert)
+  if source == 'imagenet':
+    return imagenet.prepare(
+        FLAGS.source_dir, FLAGS.output_dir, options,
+        validation_labels=FLAGS.validation_labels, synsets=FLAGS.synsets,
+        train_shards=(FLAGS.train_shards if FLAGS['train_shards'].present
+                      else ilsvrc_layout.DEFAULT_TRAIN_SHARDS),
+        validation_shards=(FLAGS.validation_shards if FLAGS['validation_shards'].present
+                           else ilsvrc_layout.DEFAULT_VALIDATION_SHARDS),
+        skip_unreadable=FLAGS.skip_unreadable, overwrite=FLAGS.overwrite, shuffle_seed=FLAGS.seed)
+  if source == 'image_folder':
+    return image_folder.prepare(FLAGS.source_dir, FLAGS.output_dir,
+                                FLAGS.validation_fraction or 0.1, FLAGS.train_shards,
+                                FLAGS.validation_shards, options=options,
+                                skip_unreadable=FLAGS.skip_unreadable, overwrite=FLAGS.overwrite,
+                                shuffle_seed=FLAGS.seed)
+  if FLAGS.runner != 'DirectRunner':
+    raise PipelineError('photos runs on this machine only (it cuts its images into a local '
+                        'temporary folder): leave out --runner.')
+  return photos.prepare(FLAGS.output_dir, FLAGS.num_images, FLAGS.train_shards,
+                        FLAGS.validation_shards, options=options, overwrite=FLAGS.overwrite)
 
 
 def main(argv):

@@ -20,6 +20,7 @@ import collections
 import json
 import os
 import random
+import re
 import uuid
 
 from absl import logging
@@ -39,6 +40,14 @@ SHARDS_PER_PLAN_FILE = 64
 # Images read and checked per session call (ImageCoder.convert_many); about 3.5 MB of ImageNet
 # JPEGs held at a time per worker.
 IMAGES_PER_CALL = 32
+
+# What a conversion writes into output_dir, and all that --overwrite deletes there: the shards,
+# a shard's temporary (hidden, so the trainer's train-* never matches it), dataset.json and its
+# temporary, and the plan folder.
+_OUTPUT_NAME = re.compile(
+    r'^(\.?(%s|%s)-\d{5}-of-\d{5}(\.tmp-[0-9a-f]{32})?|%s(\.tmp)?|%s)$'
+    % (shards.TRAIN_SPLIT, shards.EVAL_SPLIT, re.escape(dataset_json.FILENAME),
+       re.escape(PLAN_DIR)))
 
 # One image to convert: where its bytes are, its label as stored, its class name (synset) and the
 # name recorded as image/filename.
@@ -62,13 +71,12 @@ def plan_shards(items, split, num_shards, shuffle_seed=None):
 
 
 def existing_output(output_dir):
-  """The shards, dataset.json and plan files an earlier run left in `output_dir` (sorted)."""
-  found = []
+  """The shards, temporaries, dataset.json and plan an earlier run left in `output_dir`
+  (sorted paths); other files there are not the converter's and are left alone."""
   if not tf.io.gfile.isdir(output_dir):
-    return found
-  for pattern in (shards.TRAIN_PATTERN, shards.EVAL_PATTERN, dataset_json.FILENAME, PLAN_DIR):
-    found += tf.io.gfile.glob('%s/%s' % (output_dir.rstrip('/'), pattern))
-  return sorted(found)
+    return []
+  return sorted('%s/%s' % (output_dir.rstrip('/'), name.rstrip('/'))
+                for name in tf.io.gfile.listdir(output_dir) if _OUTPUT_NAME.match(name.rstrip('/')))
 
 
 def prepare_output_dir(output_dir, overwrite):
@@ -87,7 +95,7 @@ def prepare_output_dir(output_dir, overwrite):
         % (output_dir, 'a converted dataset' if complete else
            'the shards of an incomplete conversion', len(found), os.path.basename(found[0])))
   for path in found:
-    if tf.io.gfile.isdir(path):
+    if os.path.basename(path) == PLAN_DIR:
       tf.io.gfile.rmtree(path)
     else:
       tf.io.gfile.remove(path)
@@ -163,7 +171,9 @@ class WriteShard(beam.DoFn):
     split = shard['split']
     final = '%s/%s' % (self._output_dir, shards.shard_name(split, shard['index'],
                                                            shard['num_shards']))
-    temporary = '%s.tmp-%s' % (final, uuid.uuid4().hex)
+    # Hidden: a worker killed mid-shard leaves a file no train-* pattern reads (removed when
+    # dataset.json is written).
+    temporary = '%s/.%s.tmp-%s' % (self._output_dir, os.path.basename(final), uuid.uuid4().hex)
     heights, widths = collections.Counter(), collections.Counter()
     items = [Item(*item) for item in shard['items']]
     try:
@@ -231,6 +241,15 @@ def write_dataset_json(summary, output_dir, info):
   """The pipeline's last step: completes `info` (the dataset.json dict without the figures
   only the conversion knows) from the combined summary, writes dataset.json and removes the
   plan. Returns the written dict."""
+  empty = [split for split in (shards.TRAIN_SPLIT, shards.EVAL_SPLIT)
+           if not summary['count'].get(split)]
+  if empty:
+    raise PipelineError('no readable image in the %s split (%d skipped as unreadable); '
+                        'dataset.json was not written.' % (' and '.join(empty),
+                                                           len(summary['skipped'])))
+  for path in existing_output(output_dir):  # temporaries of workers killed mid-shard
+    if '.tmp-' in os.path.basename(path):
+      tf.io.gfile.remove(path)
   info = dict(info)
   info['num_train_examples'] = summary['count'].get(shards.TRAIN_SPLIT, 0)
   info['num_eval_examples'] = summary['count'].get(shards.EVAL_SPLIT, 0)
@@ -257,7 +276,7 @@ def pipeline_options_for(runner='DirectRunner', direct_num_workers=0, beam_args=
   --requirements_file, --setup_file)."""
   args = ['--runner=%s' % runner] + list(beam_args)
   if runner == 'DirectRunner':
-    workers = direct_num_workers or os.cpu_count() or 1
+    workers = direct_num_workers or len(os.sched_getaffinity(0))  # the cores this may use
     args += ['--direct_num_workers=%d' % workers,
              '--direct_running_mode=%s' % ('multi_processing' if workers > 1 else 'in_memory')]
   return pipeline_options.PipelineOptions(args)
@@ -269,10 +288,11 @@ def pipeline_error(error):
   text = str(error)
   marker = 'PipelineError: '
   if isinstance(error, PipelineError):
-    return error
-  if marker not in text:
+    message = text
+  elif marker in text:
+    message = text[text.rindex(marker) + len(marker):].strip()
+  else:
     return None
-  message = text[text.rindex(marker) + len(marker):].strip()
   # A runner appends its own context ("[while running ...]") after the worker's message.
   return PipelineError(message.split(' [while running')[0].splitlines()[0])
 

@@ -2,8 +2,9 @@
 format and its decoded shape, repairing the known ImageNet quirks on the way (CMYK JPEGs, a PNG
 named .JPEG, greyscale JPEGs), as the Cloud TPU converters do.
 
-Every image is decoded in full, so a truncated or corrupt file is found here, at conversion time,
-and not by the trainer's input pipeline days later.
+Every image is decoded (a kept JPEG at 1/8 scale, which still reads all of its data), so a
+truncated or corrupt file is found here, at conversion time, and not by the trainer's input
+pipeline days later.
 """
 
 import struct
@@ -39,8 +40,9 @@ def jpeg_frame(encoded):
   1 greyscale, 3 YCbCr or RGB, 4 CMYK or YCCK); None when no usable frame header is found."""
   i = 2
   while i + 4 <= len(encoded):
-    if encoded[i] != 0xFF:
-      return None
+    if encoded[i] != 0xFF:  # stray bytes between segments: libjpeg skips to the next marker
+      i += 1
+      continue
     marker = encoded[i + 1]
     if marker == 0xFF:  # fill byte
       i += 1
@@ -160,6 +162,8 @@ class ImageCoder(object):
         repair = 'cmyk'
       elif components == 1 and jpeg_only:
         repair = 'grayscale'
+      elif components not in (1, 3) and jpeg_only:  # no readable frame header: make sure
+        repair = 'jpeg_header'
     elif image_format in ('GIF', 'BMP') or jpeg_only:
       repair = image_format.lower()
     try:

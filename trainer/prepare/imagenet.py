@@ -13,20 +13,17 @@ re-encoded; image_coder).
 
 import os
 
+from absl import logging
 import tensorflow.compat.v1 as tf
 
 from models import model_config
 from trainer.data import shards
 from trainer.errors import PipelineError
 from trainer.prepare import beam_convert
-
-TRAIN_DIR = 'train'
-VALIDATION_DIRS = ('val', 'validation')
-DEFAULT_VALIDATION_LABELS = 'synset_labels.txt'
-DEFAULT_TRAIN_SHARDS = 1024
-DEFAULT_VALIDATION_SHARDS = 128
-LABEL_OFFSET = 1
-IMAGE_EXTENSIONS = ('.jpeg', '.jpg')
+from trainer.prepare.ilsvrc_layout import (DEFAULT_TRAIN_SHARDS, DEFAULT_VALIDATION_LABELS,
+                                           DEFAULT_VALIDATION_SHARDS, IMAGE_EXTENSIONS,
+                                           LABEL_OFFSET, TRAIN_DIR, TRAIN_IMAGE_SIZE,
+                                           VALIDATION_DIRS)
 
 
 def _images_in(directory):
@@ -35,8 +32,11 @@ def _images_in(directory):
 
 
 def _subdirs(directory):
+  # GCS lists folders with a trailing '/': no request per entry (a flat val/ has 50,000).
+  on_gcs = directory.startswith('gs://')
   return sorted(n.rstrip('/') for n in tf.io.gfile.listdir(directory)
-                if tf.io.gfile.isdir(os.path.join(directory, n)))
+                if n.endswith('/') or
+                (not on_gcs and tf.io.gfile.isdir(os.path.join(directory, n))))
 
 
 def _read_lines(path, what):
@@ -71,23 +71,37 @@ def list_images(source_dir, validation_labels=None, synsets=None):
   if val_root is None:
     raise PipelineError('%s has no validation folder (%s).'
                         % (source_dir, ' or '.join(d + '/' for d in VALIDATION_DIRS)))
-  train_wnids = _subdirs(train_root)
-  wnids = sorted(_read_lines(synsets, '--synsets') if synsets else train_wnids)
+  train_files = {w: _images_in(os.path.join(train_root, w)) for w in _subdirs(train_root)}
+  empty = sorted(w for w, names in train_files.items() if not names)
+  if empty:  # e.g. .ipynb_checkpoints: a class without images would shift every label
+    logging.warning('ignoring train/ folders without .JPEG/.jpg images: %s', empty[:10])
+  train_wnids = sorted(w for w, names in train_files.items() if names)
+  if synsets:
+    listed = _read_lines(synsets, '--synsets')
+    duplicated = sorted(w for w in set(listed) if listed.count(w) > 1)
+    if duplicated:
+      raise PipelineError('--synsets %s lists %s more than once; list each class once.'
+                          % (synsets, duplicated[:5]))
+    wnids = sorted(listed)
+  else:
+    wnids = train_wnids
   unknown = sorted(set(train_wnids) - set(wnids))
   if unknown:
-    raise PipelineError('train/ folders %s are not in --synsets %s.' % (unknown[:5], synsets))
+    raise PipelineError('train/ folders %s are not in --synsets %s: add them to it, or remove '
+                        'the folders.' % (unknown[:5], synsets))
   label = {wnid: LABEL_OFFSET + i for i, wnid in enumerate(wnids)}
 
   def item(path, wnid):
     return beam_convert.Item(path, label[wnid], wnid, os.path.basename(path))
 
-  train = [item(os.path.join(train_root, w, n), w) for w in train_wnids
-           for n in _images_in(os.path.join(train_root, w))]
+  train = [item(os.path.join(train_root, w, n), w) for w in train_wnids for n in train_files[w]]
   val_wnids = _subdirs(val_root)
   if val_wnids:
     unknown = sorted(set(val_wnids) - set(wnids))
     if unknown:
-      raise PipelineError('validation folders %s are not training classes.' % unknown[:5])
+      raise PipelineError('validation folders %s are not classes of %s: every validation class '
+                          'needs its train/ folder (or a line in --synsets).'
+                          % (unknown[:5], synsets or 'train/'))
     validation = [item(os.path.join(val_root, w, n), w) for w in val_wnids
                   for n in _images_in(os.path.join(val_root, w))]
   else:
@@ -104,8 +118,9 @@ def list_images(source_dir, validation_labels=None, synsets=None):
                           % (labels_path, len(val_labels), val_root, len(names)))
     unknown = sorted(set(val_labels) - set(wnids))
     if unknown:
-      raise PipelineError('%s names wnids that are not training classes: %s'
-                          % (labels_path, unknown[:5]))
+      raise PipelineError('%s names wnids that are not classes of %s: %s. Check that it is the '
+                          'label file of these images.' % (labels_path, synsets or 'train/',
+                                                          unknown[:5]))
     validation = [item(os.path.join(val_root, n), w) for n, w in zip(names, val_labels)]
   if not train or not validation:
     raise PipelineError('%s: found %d training and %d validation images (.JPEG/.jpg).'
@@ -139,6 +154,7 @@ def prepare(source_dir, output_dir, options, validation_labels=None, synsets=Non
       'class_names': wnids,
       'label_offset': LABEL_OFFSET,
       'image_channels': 3,
+      'image_size': TRAIN_IMAGE_SIZE,
       # The published ImageNet statistics every ImageNet model is trained with.
       'mean_rgb': list(model_config.IMAGENET_MEAN_RGB),
       'stddev_rgb': list(model_config.IMAGENET_STDDEV_RGB),
