@@ -18,18 +18,25 @@ def shard_name(split, index, num_shards):
   return '%s-%05d-of-%05d' % (split, index, num_shards)
 
 
+def shard_bounds(num_examples, num_shards):
+  """The [start, end) bounds of at most `num_shards` contiguous runs of (almost) equal size over
+  `num_examples` (at least one run, and no more runs than examples): a list of (start, end)."""
+  num_shards = max(1, min(num_shards, num_examples))
+  bounds = np.linspace(0, num_examples, num_shards + 1).astype(int)
+  return list(zip(bounds[:-1], bounds[1:]))
+
+
 def write_shards(output_dir, split, examples, num_shards):
   """Writes serialized `examples` (a list of bytes) as <split>-0000i-of-0000N in `output_dir`
   (local or gs://), in order, in contiguous runs of (almost) equal size. Fewer shards than
   `num_shards` are written when there are fewer examples."""
-  num_shards = max(1, min(num_shards, len(examples)))
-  bounds = np.linspace(0, len(examples), num_shards + 1).astype(int)
-  for i in range(num_shards):
-    path = '%s/%s' % (output_dir.rstrip('/'), shard_name(split, i, num_shards))
+  runs = shard_bounds(len(examples), num_shards)
+  for i, (start, end) in enumerate(runs):
+    path = '%s/%s' % (output_dir.rstrip('/'), shard_name(split, i, len(runs)))
     with tf.io.TFRecordWriter(path) as writer:
-      for example in examples[bounds[i]:bounds[i + 1]]:
+      for example in examples[start:end]:
         writer.write(example)
-  logging.info('wrote %d %s examples in %d shards to %s', len(examples), split, num_shards,
+  logging.info('wrote %d %s examples in %d shards to %s', len(examples), split, len(runs),
                output_dir)
 
 

@@ -6,8 +6,8 @@ planned shards of (file, label) into ImageNet-schema TFRecord shards and dataset
     Beam:    read the plan -> Reshuffle (spread shards over workers) -> WriteShard (read, decode,
              repair, write one shard) -> combine the shards' summaries -> write dataset.json
 
-One shard is one unit of work and streams one image at a time, so a worker's memory does not grow
-with the data (Beam's own fixed-shard sinks group every record by shard first, which the local
+One shard is one unit of work and streams its images, IMAGES_PER_CALL at a time, so a worker's
+memory does not grow with the data (Beam's own fixed-shard sinks group every record by shard first, which the local
 runners hold in memory). A shard is written under a temporary name and renamed when complete, and
 dataset.json is written last, after every shard: a failed or repeated run never leaves a shard or
 a dataset that looks complete. The plan travels as files, not inside the job graph, because the
@@ -62,12 +62,10 @@ def plan_shards(items, split, num_shards, shuffle_seed=None):
   items = list(items)
   if shuffle_seed is not None:
     random.Random(shuffle_seed).shuffle(items)
-  num_shards = max(1, min(num_shards, len(items)))
-  bounds = np.linspace(0, len(items), num_shards + 1).astype(int)
+  runs = shards.shard_bounds(len(items), num_shards)
   # Slices share the Item objects: the driver holds each file's bookkeeping once.
-  return [{'split': split, 'index': i, 'num_shards': num_shards,
-           'items': items[bounds[i]:bounds[i + 1]]}
-          for i in range(num_shards)]
+  return [{'split': split, 'index': i, 'num_shards': len(runs), 'items': items[start:end]}
+          for i, (start, end) in enumerate(runs)]
 
 
 def existing_output(output_dir):
@@ -75,8 +73,9 @@ def existing_output(output_dir):
   (sorted paths); other files there are not the converter's and are left alone."""
   if not tf.io.gfile.isdir(output_dir):
     return []
-  return sorted('%s/%s' % (output_dir.rstrip('/'), name.rstrip('/'))
-                for name in tf.io.gfile.listdir(output_dir) if _OUTPUT_NAME.match(name.rstrip('/')))
+  names = (name.rstrip('/') for name in tf.io.gfile.listdir(output_dir))
+  return sorted('%s/%s' % (output_dir.rstrip('/'), name) for name in names
+                if _OUTPUT_NAME.match(name))
 
 
 def prepare_output_dir(output_dir, overwrite):

@@ -66,6 +66,22 @@ def jpeg_components(encoded):
   return frame[2] if frame else None
 
 
+def _repair_for(image_format, components, jpeg_only):
+  """What convert() re-encodes an image of this format and JPEG component count as ('cmyk',
+  'grayscale', 'jpeg_header', 'png', 'gif', 'bmp'), or None when its bytes are kept."""
+  if image_format == 'JPEG':
+    if components == 4:
+      return 'cmyk'
+    if components == 1 and jpeg_only:
+      return 'grayscale'
+    if components not in (1, 3) and jpeg_only:  # no readable frame header: make sure
+      return 'jpeg_header'
+    return None
+  if image_format in ('GIF', 'BMP') or jpeg_only:
+    return image_format.lower()
+  return None
+
+
 class ImageCoder(object):
   """Decodes and, where needed, re-encodes images in one TensorFlow session (TF 1.x and 2.x).
 
@@ -108,11 +124,13 @@ class ImageCoder(object):
     """convert() for a list of encoded images; returns a list with, per image, convert()'s tuple
     or the UnreadableImage it raised (one bad image does not stop the others)."""
     results = [None] * len(images)
-    batch = []
+    batch, frames = [], {}
     for i, encoded in enumerate(images):
       frame = jpeg_frame(encoded) if sniff_format(encoded) == 'JPEG' else None
-      if frame and frame[0] and frame[1] and (frame[2] == 3 or (frame[2] == 1 and not jpeg_only)):
+      if (frame and frame[0] and frame[1] and frame[2] in (1, 3) and
+          _repair_for('JPEG', frame[2], jpeg_only) is None):
         batch.append(i)
+        frames[i] = frame
       else:
         results[i] = self._convert_or_error(encoded, jpeg_only)
     if batch:
@@ -121,7 +139,7 @@ class ImageCoder(object):
       except tf.errors.OpError:  # one of them is bad: find which, one at a time
         shapes = None
       for k, i in enumerate(batch):
-        height, width, components = jpeg_frame(images[i])
+        height, width, components = frames[i]
         if shapes is None or list(shapes[k]) != [-(-height // 8), -(-width // 8)]:
           results[i] = self._convert_or_error(images[i], jpeg_only)
         else:
@@ -155,17 +173,8 @@ class ImageCoder(object):
     image_format = sniff_format(encoded)
     if image_format is None:
       raise UnreadableImage('not a JPEG, PNG, GIF or BMP file (first bytes %r)' % encoded[:8])
-    repair = None
-    if image_format == 'JPEG':
-      components = jpeg_components(encoded)
-      if components == 4:
-        repair = 'cmyk'
-      elif components == 1 and jpeg_only:
-        repair = 'grayscale'
-      elif components not in (1, 3) and jpeg_only:  # no readable frame header: make sure
-        repair = 'jpeg_header'
-    elif image_format in ('GIF', 'BMP') or jpeg_only:
-      repair = image_format.lower()
+    repair = _repair_for(image_format,
+                         jpeg_components(encoded) if image_format == 'JPEG' else None, jpeg_only)
     try:
       if repair:
         shape, encoded = self._session.run([self._rgb_shape, self._jpeg],
