@@ -87,6 +87,17 @@ def run_main(*args, env=None, timeout=600):
                         universal_newlines=True, timeout=timeout)
 
 
+def run_prepare(converter, *args, timeout=600):
+  """Runs `python -m trainer.prepare CONVERTER ARGS` in a fresh process; returns CompletedProcess.
+
+  Beam pipelines run in tests only this way: a DirectRunner leaves thread pools (and, with
+  several workers, gRPC servers) in the process that ran it, and a pytest process holding those
+  next to TensorFlow 1.15 died of a segmentation fault in CI."""
+  return subprocess.run([sys.executable, '-m', 'trainer.prepare', converter] + list(args),
+                        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        universal_newlines=True, timeout=timeout)
+
+
 # trainer.hooks.ProgressHook's line: 'step 120/600 loss ...'
 _PROGRESS_LINE = re.compile(r'\] step (\d+)/')
 
@@ -161,6 +172,16 @@ def refused(proc, *fragments):
   for fragment in fragments:
     assert fragment in proc.stderr, proc.stderr[-2000:]
   assert 'Traceback' not in proc.stderr
+
+
+def refused_on_beam(proc, *fragments):
+  """refused() for a converter that ran a Beam pipeline: Beam's worker processes log the
+  failing element's traceback themselves, so the check is on the driver's one 'error:' line."""
+  assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+  errors = [line for line in proc.stderr.splitlines() if line.startswith('error: ')]
+  assert len(errors) == 1, proc.stderr[-2000:]
+  for fragment in fragments:
+    assert fragment in errors[0], errors[0]
 
 
 _PREDICT_SCRIPT = '''

@@ -225,10 +225,9 @@ def test_a_storage_outage_is_ridden_out_and_no_partial_checkpoint_is_listed(
 
 
 def test_imagenet_from_gcs_to_gcs(gcs_dir, tmp_path):
-  """The ILSVRC tree read from gs:// and converted to gs:// (as on Dataflow, here in-process)."""
+  """The ILSVRC tree read from gs:// and converted to gs:// (as on Dataflow), in a child process."""
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
   from ilsvrc_tree import write_ilsvrc_tree  # pylint: disable=g-import-not-at-top
-  from trainer.prepare import beam_convert, imagenet  # pylint: disable=g-import-not-at-top
   local = str(tmp_path / 'ILSVRC')
   truth, _ = write_ilsvrc_tree(local, 40, validation_per_class=1)
   source = gcs_dir + '/ILSVRC'
@@ -237,8 +236,9 @@ def test_imagenet_from_gcs_to_gcs(gcs_dir, tmp_path):
       path = os.path.join(folder, name)
       tf.io.gfile.copy(path, source + '/' + os.path.relpath(path, local))
   output = gcs_dir + '/imagenet'
-  info = imagenet.prepare(source, output, beam_convert.pipeline_options_for(direct_num_workers=1),
-                          train_shards=3, validation_shards=2)
+  ok(_prepare('imagenet', '--source_dir=' + source, '--output_dir=' + output,
+              '--direct_num_workers=1', '--train_shards=3', '--validation_shards=2'))
+  info = json.loads(tf.io.gfile.GFile(output + '/dataset.json').read())
   assert (info['num_train_examples'], info['num_eval_examples']) == (30, 10)
   assert sorted(os.path.basename(p) for p in tf.io.gfile.glob(output + '/*')) == [
       'dataset.json', 'train-00000-of-00003', 'train-00001-of-00003', 'train-00002-of-00003',

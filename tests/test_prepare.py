@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import read_records
+from helpers import ok, read_records, refused_on_beam, run_prepare
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
 from trainer.prepare import fashion_mnist
-from trainer.prepare import image_folder
 
 
 def _parse(record):
@@ -76,8 +75,9 @@ def test_image_folder_converts_a_class_tree(tmp_path):
   images = fashion_mnist.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))[:200]
   labels = fashion_mnist.read_idx(os.path.join(source, 't10k-labels-idx1-ubyte.gz'))[:200]
   _write_tree(tmp_path / 'tree', images, labels)
-  info = image_folder.prepare(str(tmp_path / 'tree'), str(tmp_path / 'out'),
-                                      validation_fraction=0.2)
+  ok(run_prepare('image_folder', '--source_dir=%s' % (tmp_path / 'tree'),
+                 '--output_dir=%s' % (tmp_path / 'out'), '--validation_fraction=0.2'))
+  info = dataset_json.read(str(tmp_path / 'out'))
   assert info['num_classes'] == 10
   assert info['num_train_examples'] + info['num_eval_examples'] == 200
   assert 20 <= info['num_eval_examples'] <= 60
@@ -96,5 +96,6 @@ def test_image_folder_names_an_undecodable_file(tmp_path):
   images = fashion_mnist.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))[:30]
   labels = fashion_mnist.read_idx(os.path.join(source, 't10k-labels-idx1-ubyte.gz'))[:30]
   _write_tree(tmp_path / 'tree', images, labels, corrupt=True)
-  with pytest.raises(PipelineError, match='broken.jpg is not a readable'):
-    image_folder.prepare(str(tmp_path / 'tree'), str(tmp_path / 'out'))
+  refused_on_beam(run_prepare('image_folder', '--source_dir=%s' % (tmp_path / 'tree'),
+                              '--output_dir=%s' % (tmp_path / 'out')),
+                  'broken.jpg is not a readable')

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import REPO, ok, read_records, results_of, run_main
+from helpers import (REPO, ok, read_records, refused_on_beam, results_of, run_main,
+                     run_prepare)
 from ilsvrc_tree import CMYK_FIXTURE, write_ilsvrc_tree
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
@@ -23,7 +24,6 @@ from trainer.prepare import image_coder
 from trainer.prepare import imagenet
 
 NUM_IMAGES = 60  # 10 classes: 4 training and 2 validation images each
-IN_PROCESS = beam_convert.pipeline_options_for(direct_num_workers=1)
 
 
 def _features(record):
@@ -32,9 +32,14 @@ def _features(record):
 
 
 def _prepare_cli(*args):
-  return subprocess.run([sys.executable, '-m', 'trainer.prepare', 'imagenet'] + list(args),
-                        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        universal_newlines=True, timeout=600)
+  return run_prepare('imagenet', *args)
+
+
+def _prepared(source, output, *args):
+  """dataset.json of a successful one-worker conversion of `source` into `output`."""
+  ok(_prepare_cli('--source_dir=' + source, '--output_dir=' + output, '--direct_num_workers=1',
+                  *args))
+  return dataset_json.read(output)
 
 
 @pytest.fixture(scope='module')
@@ -118,8 +123,8 @@ def test_validation_class_folders_and_a_synsets_file(tmp_path):
   truth, _ = write_ilsvrc_tree(source, 40, flat_validation=False, validation_per_class=1)
   synsets = tmp_path / 'synsets.txt'
   synsets.write_text(''.join(w + '\n' for w in sorted(set(truth.values())) + ['n99999999']))
-  info = imagenet.prepare(source, str(tmp_path / 'out'), IN_PROCESS, synsets=str(synsets),
-                          train_shards=3, validation_shards=1)
+  info = _prepared(source, str(tmp_path / 'out'), '--synsets=' + str(synsets),
+                   '--train_shards=3', '--validation_shards=1')
   assert info['num_classes'] == 11 and info['class_names'][-1] == 'n99999999'
   assert (info['num_train_examples'], info['num_eval_examples']) == (30, 10)
   labels = {_features(r)['image/filename'].decode(): _features(r)['image/class/label']
@@ -157,16 +162,15 @@ def test_unreadable_image_fails_naming_it_or_is_skipped_and_listed(tmp_path):
     jpeg = f.read()
   with open(victim, 'wb') as f:  # a truncated download: the header is fine, the data is cut
     f.write(jpeg[:len(jpeg) // 2])
-  with pytest.raises(PipelineError, match=r'n00000004_\d+.JPEG is not a readable image: JPEG '
-                                          r'data does not decode.*--skip_unreadable'):
-    imagenet.prepare(source, output, IN_PROCESS, train_shards=2, validation_shards=1)
+  shards = ('--train_shards=2', '--validation_shards=1')
+  args = ('--source_dir=' + source, '--output_dir=' + output, '--direct_num_workers=1') + shards
+  refused_on_beam(_prepare_cli(*args), os.path.basename(victim) + ' is not a readable image: '
+                  'JPEG data does not decode', '--skip_unreadable')
   assert not os.path.exists(os.path.join(output, 'dataset.json'))
   assert not [n for n in os.listdir(output) if '.tmp-' in n]  # no half-written shard
   # What the failed run left (its plan, any finished shards) is not taken for a conversion.
-  with pytest.raises(PipelineError, match='incomplete conversion.*--overwrite'):
-    imagenet.prepare(source, output, IN_PROCESS, train_shards=2, validation_shards=1)
-  info = imagenet.prepare(source, output, IN_PROCESS, train_shards=2, validation_shards=1,
-                          skip_unreadable=True, overwrite=True)
+  refused_on_beam(_prepare_cli(*args), 'incomplete conversion', '--overwrite')
+  info = _prepared(source, output, '--skip_unreadable', '--overwrite', *shards)
   assert info['num_skipped'] == 1 and info['skipped_unreadable'][0][0] == victim
   assert info['num_train_examples'] == 29
   assert len(read_records(os.path.join(output, 'train-*'))) == 29
@@ -178,8 +182,7 @@ def test_complete_output_is_refused_and_overwrite_replaces_it(converted, tmp_pat
   proc = _prepare_cli('--source_dir=' + source, '--output_dir=' + output,
                       '--direct_num_workers=1')
   assert proc.returncode == 2 and 'already holds a converted dataset' in proc.stderr
-  info = imagenet.prepare(source, output, IN_PROCESS, train_shards=2, validation_shards=1,
-                          overwrite=True)
+  info = _prepared(source, output, '--train_shards=2', '--validation_shards=1', '--overwrite')
   # The 4 + 2 shards of the earlier conversion are gone, not mixed with the new 2 + 1.
   assert sorted(n for n in os.listdir(output) if n != 'dataset.json') == [
       'train-00000-of-00002', 'train-00001-of-00002', 'validation-00000-of-00001']
