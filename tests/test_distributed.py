@@ -49,8 +49,10 @@ def test_chief_worker_and_ps_train_one_model_together(small_dir, tmp_path):
   model_dir = str(tmp_path / 'model')
   args = ['--train_steps=120', '--data_dir=' + small_dir, '--model_dir=' + model_dir,
           '--export_dir=' + str(tmp_path / 'export'), '--skip_host_call'] + TINY
-  processes = {t: _start(t, cluster, args, tmp_path / (t + '.log')) for t in ('ps', 'chief')}
+  processes = {}
   try:
+    for task_type in ('ps', 'chief'):
+      processes[task_type] = _start(task_type, cluster, args, tmp_path / (task_type + '.log'))
     # The worker starts once the chief has initialised the variables and is training: its
     # session then opens at once, after the 5 s Estimator gives a worker, instead of waiting
     # out SessionManager's 30 s recheck. Here it joined 17 s after the chief's first step, and
@@ -77,7 +79,8 @@ def test_chief_worker_and_ps_train_one_model_together(small_dir, tmp_path):
   assert results['global_step'] >= 120 and results['cluster'] == {'chief': 1, 'worker': 1, 'ps': 1}
   # Both workers advanced the one shared global_step.
   print('local steps:', {t: v['local_steps'] for t, v in tasks.items()})
-  assert tasks['chief']['local_steps'] > 0 and tasks['worker']['local_steps'] > 0, tasks
+  assert tasks['chief']['local_steps'] > 0 and tasks['worker']['local_steps'] > 0, (
+      tasks, 'a worker without steps joined after the chief had finished: raise --train_steps')
   assert tasks['chief']['local_steps'] + tasks['worker']['local_steps'] >= 120
   # The checkpoint is an ordinary one: a single process without TF_CONFIG evaluates it.
   evaluated = run_main('--mode=eval', '--data_dir=' + small_dir, '--model_dir=' + model_dir, *TINY)

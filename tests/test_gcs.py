@@ -238,7 +238,8 @@ def test_imagenet_from_gcs_to_gcs(gcs_dir, tmp_path):
   output = gcs_dir + '/imagenet'
   ok(_prepare('imagenet', '--source_dir=' + source, '--output_dir=' + output,
               '--direct_num_workers=1', '--train_shards=3', '--validation_shards=2'))
-  info = json.loads(tf.io.gfile.GFile(output + '/dataset.json').read())
+  with tf.io.gfile.GFile(output + '/dataset.json') as f:
+    info = json.load(f)
   assert (info['num_train_examples'], info['num_eval_examples']) == (30, 10)
   assert sorted(os.path.basename(p) for p in tf.io.gfile.glob(output + '/*')) == [
       'dataset.json', 'train-00000-of-00003', 'train-00001-of-00003', 'train-00002-of-00003',

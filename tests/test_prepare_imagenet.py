@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import (REPO, ok, read_records, refused_on_beam, results_of, run_main,
+from helpers import (REPO, ok, read_records, refused, refused_on_beam, results_of, run_main,
                      run_prepare)
 from ilsvrc_tree import CMYK_FIXTURE, write_ilsvrc_tree
 from trainer.data import dataset_json
@@ -169,7 +169,7 @@ def test_unreadable_image_fails_naming_it_or_is_skipped_and_listed(tmp_path):
   assert not os.path.exists(os.path.join(output, 'dataset.json'))
   assert not [n for n in os.listdir(output) if '.tmp-' in n]  # no half-written shard
   # What the failed run left (its plan, any finished shards) is not taken for a conversion.
-  refused_on_beam(_prepare_cli(*args), 'incomplete conversion', '--overwrite')
+  refused(_prepare_cli(*args), 'incomplete conversion', '--overwrite')  # before any pipeline
   info = _prepared(source, output, '--skip_unreadable', '--overwrite', *shards)
   assert info['num_skipped'] == 1 and info['skipped_unreadable'][0][0] == victim
   assert info['num_train_examples'] == 29
