@@ -90,16 +90,16 @@ def run_main(*args, env=None, timeout=600):
 def run_prepare(converter, *args, timeout=600):
   """Runs `python -m trainer.prepare CONVERTER ARGS` in a fresh process; returns CompletedProcess.
 
-  Beam pipelines run in tests only this way: a DirectRunner leaves thread pools (and, with
-  several workers, gRPC servers) in the process that ran it, and a pytest process holding those
-  next to TensorFlow 1.15 died of a segmentation fault in CI."""
+  Beam pipelines (imagenet, image_folder, photos) run in tests only this way: a DirectRunner leaves
+  thread pools (and, with several workers, gRPC servers) in the process that ran it, and a pytest
+  process holding those next to TensorFlow 1.15 died of a segmentation fault in CI."""
   return subprocess.run([sys.executable, '-m', 'trainer.prepare', converter] + list(args),
                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                         universal_newlines=True, timeout=timeout)
 
 
 # trainer.hooks.ProgressHook's line: 'step 120/600 loss ...'
-_PROGRESS_LINE = re.compile(r'\] step (\d+)/')
+PROGRESS_LINE = re.compile(r'\] step (\d+)/')
 
 
 class BackgroundRun(object):
@@ -134,7 +134,7 @@ class BackgroundRun(object):
     return ''.join(self.lines)
 
   def logged_step(self):
-    steps = [int(m.group(1)) for m in map(_PROGRESS_LINE.search, list(self.lines)) if m]
+    steps = [int(m.group(1)) for m in map(PROGRESS_LINE.search, list(self.lines)) if m]
     return max(steps) if steps else 0
 
   def wait_for_step(self, step, timeout=300):

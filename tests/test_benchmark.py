@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import REPO, ok, refused, run_main
+from helpers import REPO, ok, refused, run_main, run_prepare
 from trainer.benchmark import stats
 from trainer.benchmark import timing
 from trainer.data import dataset_json
@@ -118,9 +118,7 @@ def test_bare_windows_alternate_with_the_estimators_steps_in_one_session(tmp_pat
 
 def test_input_times_the_training_input_fn_on_real_photos(tmp_path):
   photos = str(tmp_path / 'photos')
-  ok(subprocess.run([sys.executable, '-m', 'trainer.prepare', 'photos', '--output_dir=' + photos,
-                     '--num_images=40'], cwd=REPO, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, universal_newlines=True, timeout=600))
+  ok(run_prepare('photos', '--output_dir=' + photos, '--num_images=40'))
   info = dataset_json.read(photos)
   assert info['num_classes'] == 10
   assert info['num_train_examples'] + info['num_eval_examples'] == 40
@@ -177,9 +175,7 @@ def test_input_times_the_reference_beside_the_project(tmp_path):
   stand-in with its interface, in TF 1.x style) on either runtime and records both pipelines'
   rates and their ratio per pair of windows; a folder without it is refused."""
   photos = str(tmp_path / 'photos')
-  ok(subprocess.run([sys.executable, '-m', 'trainer.prepare', 'photos', '--output_dir=' + photos,
-                     '--num_images=40'], cwd=REPO, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, universal_newlines=True, timeout=600))
+  ok(run_prepare('photos', '--output_dir=' + photos, '--num_images=40'))
   checkout = tmp_path / 'tpu'
   resnet = checkout / 'models' / 'official' / 'resnet'
   resnet.mkdir(parents=True)

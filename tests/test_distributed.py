@@ -4,7 +4,6 @@ CUSTOM tier does it."""
 
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import time
 
 import pytest
 
-from helpers import REPO, TINY, results_of, run_main
+from helpers import PROGRESS_LINE, REPO, TINY, results_of, run_main
 
 
 def _free_ports(count):
@@ -36,7 +35,7 @@ def _start(task_type, cluster, args, log_path):
 def _wait_for_training(proc, log_path, timeout=300):
   """Blocks until the task's log shows a training step (trainer.hooks.ProgressHook's line)."""
   deadline = time.time() + timeout
-  while not re.search(r'\] step \d+/', log_path.read_text()):
+  while not PROGRESS_LINE.search(log_path.read_text()):
     assert proc.poll() is None, 'the task ended early:\n' + log_path.read_text()[-3000:]
     assert time.time() < deadline, 'no training step in %d s:\n%s' % (
         timeout, log_path.read_text()[-3000:])

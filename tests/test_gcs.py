@@ -7,7 +7,6 @@ any other bucket does not exist.
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -17,8 +16,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import (REPO, TINY_BY_MODEL, BackgroundRun, ok, predict_in_fresh_process,
-                     read_records, refused, results_of, run_main, write_subset)
+from helpers import (TINY_BY_MODEL, BackgroundRun, ok, predict_in_fresh_process,
+                     read_records, refused, results_of, run_main, run_prepare, write_subset)
 
 pytestmark = pytest.mark.skipif(
     os.environ.get('GCS_SANDBOX') != '1',
@@ -30,12 +29,6 @@ pytestmark = pytest.mark.skipif(
 def gcs_dir():
   """A fresh gs:// prefix in the emulator's bucket."""
   return 'gs://bkt/%s' % uuid.uuid4().hex[:12]
-
-
-def _prepare(*args):
-  return subprocess.run([sys.executable, '-m', 'trainer.prepare'] + list(args), cwd=REPO,
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                        timeout=600)
 
 
 def _image_folder(small_dir, root, per_class=6):
@@ -60,12 +53,12 @@ def test_prepare_train_eval_resume_export_and_predict_all_on_gcs(model, small_di
   data_dir, model_dir = gcs_dir + '/data', gcs_dir + '/model'
   export_dir = gcs_dir + '/export'
   if model == 'bilstm':
-    ok(_prepare('rotten_tomatoes', '--output_dir=' + data_dir, '--train_shards=2',
-                 '--validation_shards=1'))
+    ok(run_prepare('rotten_tomatoes', '--output_dir=' + data_dir, '--train_shards=2',
+                   '--validation_shards=1'))
   else:
     source = _image_folder(small_dir, tmp_path / 'photos')
-    ok(_prepare('image_folder', '--source_dir=' + str(source), '--output_dir=' + data_dir,
-                 '--validation_fraction=0.3', '--train_shards=2', '--validation_shards=1'))
+    ok(run_prepare('image_folder', '--source_dir=' + str(source), '--output_dir=' + data_dir,
+                   '--validation_fraction=0.3', '--train_shards=2', '--validation_shards=1'))
   with tf.io.gfile.GFile(data_dir + '/dataset.json') as f:
     info = json.load(f)
   assert tf.io.gfile.glob(data_dir + '/train-*') and tf.io.gfile.glob(data_dir + '/validation-*')
@@ -119,7 +112,7 @@ def test_missing_bucket_for_model_dir(small_dir):
 
 
 def test_missing_bucket_for_prepare_output():
-  proc = _fast(lambda: _prepare('rotten_tomatoes', '--output_dir=gs://no-such-bucket/data'))
+  proc = _fast(lambda: run_prepare('rotten_tomatoes', '--output_dir=gs://no-such-bucket/data'))
   refused(proc, 'bucket gs://no-such-bucket (from --output_dir) does not exist')
 
 
@@ -236,8 +229,8 @@ def test_imagenet_from_gcs_to_gcs(gcs_dir, tmp_path):
       path = os.path.join(folder, name)
       tf.io.gfile.copy(path, source + '/' + os.path.relpath(path, local))
   output = gcs_dir + '/imagenet'
-  ok(_prepare('imagenet', '--source_dir=' + source, '--output_dir=' + output,
-              '--direct_num_workers=1', '--train_shards=3', '--validation_shards=2'))
+  ok(run_prepare('imagenet', '--source_dir=' + source, '--output_dir=' + output,
+                 '--direct_num_workers=1', '--train_shards=3', '--validation_shards=2'))
   with tf.io.gfile.GFile(output + '/dataset.json') as f:
     info = json.load(f)
   assert (info['num_train_examples'], info['num_eval_examples']) == (30, 10)

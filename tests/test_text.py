@@ -3,15 +3,13 @@ the real snippets, the network's padding invariance and gradient clipping, and t
 raw strings against the estimator's own predictions."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import (REPO, TINY_BY_MODEL, ok, predict_in_fresh_process, read_records, results_of,
-                     run_main, write_subset)
+from helpers import (TINY_BY_MODEL, ok, predict_in_fresh_process, read_records, results_of,
+                     run_main, run_prepare, write_subset)
 from models import bilstm
 from models import features as features_lib
 from models import model_fn as model_fn_lib
@@ -159,20 +157,16 @@ def test_prepare_text_refuses_bad_input_with_what_to_do(tmp_path):
     text_csv.prepare(
         [str(tmp_path / 'train.csv')], str(tmp_path / 'o2'), text_column='review',
         label_column='sentiment', validation_input=str(tmp_path / 'val.csv'))
-  proc = subprocess.run(
-      [sys.executable, '-m', 'trainer.prepare', 'text', '--input=' + str(tmp_path / 'nope.csv'),
-       '--output_dir=' + str(tmp_path / 'o3')], cwd=REPO, stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, universal_newlines=True)
+  proc = run_prepare('text', '--input=' + str(tmp_path / 'nope.csv'),
+                     '--output_dir=' + str(tmp_path / 'o3'))
   assert proc.returncode == 2 and 'nope.csv does not exist' in proc.stderr
 
 
 def test_prepare_text_cli(tmp_path):
   _write_csv(str(tmp_path / 'train.csv'), _ROWS)
-  proc = subprocess.run(
-      [sys.executable, '-m', 'trainer.prepare', 'text', '--input=' + str(tmp_path / 'train.csv'),
-       '--output_dir=' + str(tmp_path / 'out'), '--text_column=review', '--label_column=sentiment',
-       '--vocab_size=5', '--max_seq_length=3'], cwd=REPO, stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, universal_newlines=True)
+  proc = run_prepare('text', '--input=' + str(tmp_path / 'train.csv'),
+                     '--output_dir=' + str(tmp_path / 'out'), '--text_column=review',
+                     '--label_column=sentiment', '--vocab_size=5', '--max_seq_length=3')
   assert proc.returncode == 0, proc.stderr[-2000:]
   info = dataset_json.read(str(tmp_path / 'out'))
   assert info['vocab_size'] == 5 and info['max_seq_length'] == 3

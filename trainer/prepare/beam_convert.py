@@ -7,11 +7,11 @@ planned shards of (file, label) into ImageNet-schema TFRecord shards and dataset
              repair, write one shard) -> combine the shards' summaries -> write dataset.json
 
 One shard is one unit of work and streams its images, IMAGES_PER_CALL at a time, so a worker's
-memory does not grow with the data (Beam's own fixed-shard sinks group every record by shard first, which the local
-runners hold in memory). A shard is written under a temporary name and renamed when complete, and
-dataset.json is written last, after every shard: a failed or repeated run never leaves a shard or
-a dataset that looks complete. The plan travels as files, not inside the job graph, because the
-paths of ImageNet's 1.28 M images exceed what Dataflow accepts in a job request.
+memory does not grow with the data (Beam's own fixed-shard sinks group every record by shard first,
+which the local runners hold in memory). A shard is written under a temporary name and renamed when
+complete, and dataset.json is written last, after every shard: a failed or repeated run never leaves
+a shard or a dataset that looks complete. The plan travels as files, not inside the job graph,
+because the paths of ImageNet's 1.28 M images exceed what Dataflow accepts in a job request.
 
 Runs on Beam's DirectRunner (local processes) or DataflowRunner; BUILD.md has the Dataflow command.
 """
