@@ -1,7 +1,7 @@
 """Fault injection on real runs (a CNN on real Fashion-MNIST, on the TPUEstimator's CPU path):
 SIGTERM during training, kill -9 at seeded random steps, the continuous evaluation's race with
 checkpoint garbage collection. Each asserts the end state: the saved step, the final global_step,
-results.json and the accuracy against an uninterrupted run. (Damaged checkpoint files of each
+results.json and the accuracy (against uninterrupted runs). (Damaged checkpoint files of each
 kind: tests/test_checkpoints.py; a storage outage: tests/test_gcs.py.)"""
 
 import os
@@ -118,16 +118,15 @@ def medium_dir(fashion_mnist_dir, tmp_path_factory):
 def test_kill_9_at_random_steps_loses_nothing(medium_dir, tmp_path):
   """Two kill -9s at seeded random points of a 300-step run (checkpoints every 10 steps, 2
   kept), each re-run resuming from the newest checkpoint: the last re-run finishes at step 300
-  and writes results.json, and the
-  accuracy is within noise of the same run uninterrupted (a resumed run sees as many examples,
-  in another order). Noise: uninterrupted runs with seeds 3-6 reached 0.737-0.764 on TF 1.15.5,
-  seeds 3-8 0.731-0.784 on TF 2.15.1 (standard deviation ~0.02), so 0.08 is about three
-  standard deviations of the difference of two runs."""
+  and writes results.json, and its accuracy is that of an uninterrupted run (a resumed run sees
+  as many examples, in another order). Uninterrupted runs of this command with seeds 3-6 reached
+  0.737-0.764 on TF 1.15.5 and seeds 3-8 0.731-0.784 on TF 2.15.1 (mean ~0.755, standard
+  deviation ~0.02): the bound, 0.68, is 3.5 standard deviations under that mean, so the test
+  needs no uninterrupted run of its own; the restores themselves are checked in the logs."""
   rng = random.Random(17)
-  common = ['--mode=train_and_eval', '--train_steps=300', '--steps_per_eval=300',
-            '--save_checkpoints_steps=10']
   model_dir = str(tmp_path / 'killed')
-  args = _args(medium_dir, model_dir, '--keep_checkpoint_max=2', *common)
+  args = _args(medium_dir, model_dir, '--keep_checkpoint_max=2', '--mode=train_and_eval',
+               '--train_steps=300', '--steps_per_eval=300', '--save_checkpoints_steps=10')
   resumed_from = []
   for _ in range(2):
     newest = os.path.exists(model_dir) and checkpoints.newest_intact_checkpoint(model_dir, False)
@@ -144,13 +143,9 @@ def test_kill_9_at_random_steps_loses_nothing(medium_dir, tmp_path):
   results = results_of(model_dir)
   assert results['global_step'] == 300
   assert resumed_from[0] == 0 < resumed_from[1] < 300
-  uninterrupted_dir = str(tmp_path / 'uninterrupted')
-  ok(run_main(*_args(medium_dir, uninterrupted_dir, *common)))
-  uninterrupted = results_of(uninterrupted_dir)
-  print('top-1 killed and resumed %.4f, uninterrupted %.4f, resumed from %s' % (
-      results['top_1_accuracy'], uninterrupted['top_1_accuracy'], resumed_from))
-  assert uninterrupted['top_1_accuracy'] > 0.7  # it learned: the comparison means something
-  assert abs(results['top_1_accuracy'] - uninterrupted['top_1_accuracy']) < 0.08
+  print('top-1 killed and resumed %.4f, resumed from %s' % (results['top_1_accuracy'],
+                                                            resumed_from))
+  assert results['top_1_accuracy'] > 0.68
 
 
 _EVAL_RACE = textwrap.dedent('''
