@@ -119,10 +119,11 @@ def test_kill_9_at_random_steps_loses_nothing(medium_dir, tmp_path):
   """Two kill -9s at seeded random points of a 300-step run (checkpoints every 10 steps, 2
   kept), each re-run resuming from the newest checkpoint: the last re-run finishes at step 300
   and writes results.json, and its accuracy is within the spread of uninterrupted runs (a
-  resumed run sees as many examples, in another order). Uninterrupted runs of this command with seeds 3-6 reached
-  0.737-0.764 on TF 1.15.5 and seeds 3-8 0.731-0.784 on TF 2.15.1 (mean ~0.755, standard
-  deviation ~0.02): the bound, 0.68, is 3.5 standard deviations under that mean, so the test
-  needs no uninterrupted run of its own; the restores themselves are checked in the logs."""
+  resumed run sees as many examples, in another order). Uninterrupted runs of this command with
+  seeds 3-6 reached 0.737-0.764 on TF 1.15.5 and seeds 3-8 0.731-0.784 on TF 2.15.1 (mean
+  ~0.755, standard deviation ~0.02): the bound, 0.68, is 3.5 standard deviations under that mean,
+  so the test needs no uninterrupted run of its own; the restores themselves are checked in the
+  logs."""
   rng = random.Random(17)
   model_dir = str(tmp_path / 'killed')
   args = _args(medium_dir, model_dir, '--keep_checkpoint_max=2', '--mode=train_and_eval',
