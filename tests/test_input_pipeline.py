@@ -193,7 +193,7 @@ def test_the_input_runs_with_the_host_options(fashion_mnist_dir, is_training):
         {'batch_size': 16}).options()
   threading = getattr(options, 'threading', None) or options.experimental_threading
   assert threading.max_intra_op_parallelism == 1
-  if tf.version.VERSION.startswith('1.'):
+  if tf.__version__.startswith('1.'):
     assert options.experimental_optimization.autotune is False
   else:
     assert options.autotune.enabled is not False  # TF 2.15's autotuning: no such crash

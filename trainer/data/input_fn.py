@@ -73,7 +73,7 @@ def _cast_images(features, dtype):
 # evaluate()): a parallel interleave's element, released later on a worker thread, removes its
 # node from the model (Model::RemoveNode) and faults there. Under load that happened within a
 # minute of reading and closing pipelines (BUILD.md, "Tests and CI").
-_TF1 = tf.version.VERSION.startswith('1.')
+_TF1 = tf.__version__.startswith('1.')
 
 
 def with_host_options(dataset):
