@@ -27,7 +27,7 @@ setup(
         'tf2': ['tensorflow-cpu==2.15.1', 'tensorflow-estimator==2.15.0'],
         # Data preparation on Apache Beam (trainer/prepare/beam_convert.py). Beam 2.48 is the last
         # release for Python 3.7 and the last whose protobuf range meets TF 1.15's protobuf<3.21.
-        # Add the [gcp] extra of apache-beam to run it on Dataflow (BUILD.md).
+        # Add the [gcp] extra of apache-beam to run it on Dataflow (docs/data.md).
         'prepare': ['apache-beam<=2.48.0; python_version < "3.8"',
                     'apache-beam>=2.60; python_version >= "3.8"'],
         'test': ['pytest', 'pytest-xdist'],

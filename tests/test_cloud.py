@@ -40,11 +40,11 @@ def fake_gcloud(tmp_path):
   return record, {'PATH': '%s:%s' % (bin_dir, os.environ['PATH']), 'GCLOUD_RECORD': str(record)}
 
 
-def _build_md_commands(substitutions):
-  """The `trainer.submit` command of BUILD.md's AI Platform section and the gcloud command it
-  documents, each as an argument list (line continuations joined, `substitutions` applied to the
-  text first)."""
-  text = open(os.path.join(REPO, 'BUILD.md'), encoding='utf-8').read()
+def _cloud_guide_commands(substitutions):
+  """The `trainer.submit` command of docs/cloud.md's AI Platform section and the gcloud command
+  it documents, each as an argument list (line continuations joined, `substitutions` applied to
+  the text first)."""
+  text = open(os.path.join(REPO, 'docs', 'cloud.md'), encoding='utf-8').read()
   section = text.split('## AI Platform Training', 1)[1].split('\n## ', 1)[0]
   blocks = re.findall(r'```bash\n(.*?)```', section, re.S)[:2]
   for old, new in substitutions:
@@ -55,18 +55,18 @@ def _build_md_commands(substitutions):
   return submit, gcloud
 
 
-def test_build_md_submit_command_runs_exactly_the_gcloud_command_it_documents(fake_gcloud,
-                                                                               tmp_path):
-  """BUILD.md's example, run as written there (a fixed job name for its `$(date ...)`, the test
-  bucket for BUCKET), hands gcloud exactly the command BUILD.md says it runs."""
+def test_cloud_guide_submit_command_runs_exactly_the_gcloud_command_it_documents(fake_gcloud,
+                                                                                   tmp_path):
+  """docs/cloud.md's example, run as written there (a fixed job name for its `$(date ...)`, the
+  test bucket for BUCKET), hands gcloud exactly the command the guide says it runs."""
   record, env = fake_gcloud
-  submit, gcloud = _build_md_commands([('$(date +%Y%m%d_%H%M%S)', '20261121_120000'),
+  submit, gcloud = _cloud_guide_commands([('$(date +%Y%m%d_%H%M%S)', '20261121_120000'),
                                        ('BUCKET', 'bkt')])
   dist = tmp_path / 'dist'
   proc = _submit('--dist_dir=' + str(dist), *submit[3:], env=env)
   assert proc.returncode == 0, proc.stderr[-3000:]
   (package,) = glob.glob(str(dist / '*.tar.gz'))
-  # BUILD.md shows the default dist/ folder; the test builds into its own.
+  # The guide shows the default dist/ folder; the test builds into its own.
   expected = ['--packages=' + package if a.startswith('--packages=') else a for a in gcloud[1:]]
   assert 'dist/' + os.path.basename(package) in ' '.join(gcloud)
   assert json.loads(record.read_text()) == expected

@@ -165,7 +165,7 @@ def test_model_dir_write_check_leaves_nothing_behind(gcs_dir):
 # ---- a storage outage in the middle of a gs:// training run --------------------------------------
 
 # Seconds of outage: within the retries of both runtimes (a request gives up after ~90 s on
-# TF 1.15.5, ~200 s on TF 2.15.1); README's reliability section has the longer ones measured.
+# TF 1.15.5, ~200 s on TF 2.15.1); BENCHMARKS.md's fault table has the longer ones measured.
 OUTAGE_SECS = float(os.environ.get('GCS_OUTAGE_SECS', '10'))
 
 

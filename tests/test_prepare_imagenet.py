@@ -190,7 +190,7 @@ def test_complete_output_is_refused_and_overwrite_replaces_it(converted, tmp_pat
 
 
 def test_dataflow_options_reach_the_pipeline():
-  """The options BUILD.md's Dataflow command passes (not run: no network here)."""
+  """The options docs/data.md's Dataflow command passes (not run: no network here)."""
   from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
   options = beam_convert.pipeline_options_for(
       'DataflowRunner', beam_args=['--project=my-project', '--region=us-central1',

@@ -111,8 +111,8 @@ def storage_outage_message(error):
   retries (about 90 s per request on TF 1.15, 200 s on TF 2.15), or None for any other error.
 
   During training Estimator's session recovers from such errors by itself (it restores the
-  newest checkpoint and goes on, BUILD.md); this is for what comes after (evaluation, export,
-  results.json), where the error would otherwise end the run with a traceback."""
+  newest checkpoint and goes on, docs/reliability.md); this is for what comes after (evaluation,
+  export, results.json), where the error would otherwise end the run with a traceback."""
   if not isinstance(error, (tf.errors.UnavailableError, tf.errors.AbortedError)):
     return None
   # TF 2.15 puts 'Graph execution error:' and the op's origin first: look at every line.

@@ -48,7 +48,7 @@ def _beam_converters():
     if 'apache_beam' not in str(e):
       raise
     raise PipelineError('imagenet, image_folder and photos run on Apache Beam, which is not '
-                        "installed: pip install '.[prepare]' (BUILD.md, Data).")
+                        "installed: pip install '.[prepare]' (docs/data.md).")
   return beam_convert, image_folder, imagenet, photos
 
 

@@ -13,7 +13,8 @@ complete, and dataset.json is written last, after every shard: a failed or repea
 a shard or a dataset that looks complete. The plan travels as files, not inside the job graph,
 because the paths of ImageNet's 1.28 M images exceed what Dataflow accepts in a job request.
 
-Runs on Beam's DirectRunner (local processes) or DataflowRunner; BUILD.md has the Dataflow command.
+Runs on Beam's DirectRunner (local processes) or DataflowRunner; docs/data.md has the Dataflow
+command.
 """
 
 import collections
