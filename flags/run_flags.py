@@ -18,14 +18,24 @@ from trainer.run_config import MODES
 
 
 def define_run_flags():
-  """Defines every flag of `trainer.main` (once per process)."""
-  define_model_flags()
-  define_optimizer_flags()
-  define_data_flags()
-  define_schedule_flags()
-  tpu_flags.define_tpu_flags()
-  define_gpu_flags()
-  define_output_flags()
+  """Defines every flag of `trainer.main` (once per process).
+
+  Returns:
+    The groups `trainer.main --help` shows: a list of (title, [flag names in definition order]),
+    one per define_* function below, in this order.
+  """
+  groups = []
+  for title, define in (('Model', define_model_flags),
+                        ('Optimizer (unset: the --model recipe)', define_optimizer_flags),
+                        ('Data', define_data_flags),
+                        ('Mode, schedule and checkpoints', define_schedule_flags),
+                        ('Cloud TPU', tpu_flags.define_tpu_flags),
+                        ('GPUs', define_gpu_flags),
+                        ('Output', define_output_flags)):
+    before = set(flags.FLAGS)
+    define()
+    groups.append((title, [name for name in flags.FLAGS if name not in before]))
+  return groups
 
 
 def define_model_flags():
@@ -43,7 +53,7 @@ def define_model_flags():
   flags.DEFINE_integer('embedding_dim', 256, 'bilstm: embedding width.')
   flags.DEFINE_integer('lstm_hidden_units', 1024,
                        'bilstm: LSTM units per direction (1024 as in the 2018 Cloud TPU BiLSTM '
-                       'benchmark; a CPU run wants far fewer, see README).')
+                       'benchmark; a CPU run wants far fewer, see docs/training.md).')
   flags.DEFINE_integer('lstm_layers', 1, 'bilstm: stacked bidirectional LSTM layers.')
   flags.DEFINE_enum('lstm_pooling', 'max', bilstm.POOLINGS,
                     'bilstm: max or mean over the real positions of the top layer, or the final '

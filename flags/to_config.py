@@ -14,6 +14,7 @@ from absl import logging
 
 import tensorflow.compat.v1 as tf
 
+from flags import mode_flags
 from models.model_config import TEXT_MODELS, ModelConfig
 from models.recipes import MODEL_DEFAULTS
 from trainer.cloud import gcs_preflight
@@ -120,13 +121,10 @@ def _dry_run_values(f):
   local paths and a missing run length are fine.
 
   Raises:
-    PipelineError: --tpu_topology without --mode=dry_run, a dry run with neither or both of
-      --tpu_topology and --use_tpu, or a --num_cores that is not the simulated slice's.
+    PipelineError: a dry run with neither or both of --tpu_topology and --use_tpu, or a
+      --num_cores that is not the simulated slice's.
   """
   if f.mode != 'dry_run':
-    if f.tpu_topology:
-      raise PipelineError('--tpu_topology is read by --mode=dry_run only; add --mode=dry_run or '
-                          'drop --tpu_topology.')
     return f
   if f.tpu_topology and f.use_tpu:
     raise PipelineError('--mode=dry_run builds the graphs either for the simulated slice of '
@@ -189,10 +187,6 @@ def _check_combinations(f):
   _check_predict(f)
   if f.early_stopping_evals < 0:
     raise PipelineError('--early_stopping_evals must be >= 0, got %d.' % f.early_stopping_evals)
-  if f.early_stopping_evals and f.mode != 'train_and_eval':
-    raise PipelineError('--early_stopping_evals stops a --mode=train_and_eval run; --mode=%s does '
-                        'not evaluate while training. Drop the flag or use train_and_eval.'
-                        % f.mode)
   if f.mode not in ('eval', 'predict') and (f.train_steps is None) == (f.train_epochs is None):
     raise PipelineError('give exactly one of --train_steps and --train_epochs.')
   if f.init_from_moving_average and not f.init_checkpoint:
@@ -206,10 +200,6 @@ def _check_combinations(f):
 
 def _check_predict(f):
   if f.mode != 'predict':
-    for name in ('predict_input', 'predict_output'):
-      if getattr(f, name):
-        raise PipelineError('--%s is read by --mode=predict only; add --mode=predict or drop '
-                            '--%s.' % (name, name))
     return
   if not f.predict_input or not f.predict_output:
     raise PipelineError('--mode=predict needs --predict_input (a glob of image files, TFRecords, '
@@ -312,7 +302,9 @@ def config_from_flags(flag_values):
   Raises:
     PipelineError: an invalid flag combination or missing dataset metadata, with what to do.
   """
-  f = _dry_run_values(types.SimpleNamespace(**flag_values))
+  f = types.SimpleNamespace(**flag_values)
+  mode_flags.check(f)
+  f = _dry_run_values(f)
   _check_combinations(f)
   seed = seed_of(f)
   model_dir = model_dir_of(f)

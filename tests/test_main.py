@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from flags import help_text
 from trainer.data import dataset_json
 from helpers import (TINY, TINY_BY_MODEL, ok, predict_in_fresh_process, read_records, refused,
                      requires_isolation, results_of, run_main, write_subset)
@@ -352,3 +353,30 @@ def test_unreachable_bucket_fails_fast_with_a_clear_message(tmp_path):
                   '--num_train_examples=10', '--num_eval_examples=10', *TINY[:1])
   refused(proc, 'gs://no-such-bucket')
   assert time.time() - start < 60
+
+
+def test_help_lists_the_pipelines_own_flags_in_groups_with_defaults():
+  """--help (and -h) shows every flag of flags.run_flags under its group's title with its default,
+  none of absl's or TensorFlow's; --helpfull still lists those."""
+  short = run_main('--help')
+  assert short.returncode == 0, short.stderr
+  text = short.stdout
+  titles = ['Model:', 'Optimizer (unset: the --model recipe):', 'Data:',
+            'Mode, schedule and checkpoints:', 'Cloud TPU:', 'GPUs:', 'Output:']
+  assert [text.index(title) for title in titles] == sorted(text.index(title) for title in titles)
+  # Each flag once, inside its group, with its default where it has one.
+  model_group = text[text.index('Model:'):text.index('Optimizer (')]
+  assert "--model: <resnet|inception_v3|cnn|bilstm>: Network to train.\n      (default: 'resnet')" \
+      in model_group
+  tpu_group = text[text.index('Cloud TPU:'):text.index('GPUs:')]
+  assert "--iterations_per_loop: Steps run on the TPU per host round trip.\n      (default: '100')" \
+      in tpu_group
+  assert "--[no]use_tpu: " in tpu_group
+  for name in ('train_batch_size', 'init_checkpoint', 'export_dir', 'num_gpus', 'data_dir'):
+    assert text.count('  --%s: ' % name) == 1, name
+  for foreign in ('logtostderr', '--flagfile', '--verbosity', '--helpxml', 'pdb'):
+    assert foreign not in text, foreign
+  assert all(help_text.wants_help(['main', '--model=cnn', arg]) for arg in ('-h', '-?', '--helpshort'))
+  assert not help_text.wants_help(['main', '--', '--help'])
+  full = run_main('--helpfull')
+  assert '--[no]logtostderr' in full.stdout and '--train_batch_size' in full.stdout

@@ -1,6 +1,6 @@
 """`python -m trainer.main --model_dir=DIR --data_dir=DIR [--use_tpu --tpu=NAME]`: the training
 command. Parses the flags once, turns them into a `trainer.run_config.Config` and runs it with
-`trainer.driver`; see --helpfull.
+`trainer.driver`.
 """
 
 import json
@@ -12,6 +12,7 @@ from absl import flags as absl_flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from flags import help_text
 from flags import run_flags
 from flags import to_config
 from trainer import driver
@@ -54,7 +55,10 @@ def _job_dir_spelling(argv):
 
 def run():
   """The console entry point (`tpu-pipeline-train`)."""
-  run_flags.define_run_flags()
+  groups = run_flags.define_run_flags()
+  if help_text.wants_help(sys.argv):  # ours, grouped; absl's --helpfull keeps everything
+    sys.stdout.write(help_text.render(__doc__, groups))
+    sys.exit(0)
   sys.argv = _job_dir_spelling(sys.argv)
   logging.set_verbosity(logging.INFO)
   # TF 1.15 gives its logger a stderr handler of its own; absl's handler already prints its
