@@ -18,11 +18,11 @@ from flags import mode_flags
 from models.model_config import TEXT_MODELS, ModelConfig
 from models.recipes import MODEL_DEFAULTS
 from trainer.cloud import gcs_preflight
-from trainer.cloud import tpu_dry_run
 from trainer.data import dataset_json
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
 from trainer.run_config import Config
+from trainer.tpu import topologies
 
 MAX_SEED = 2**31
 # ImageNet-shaped defaults for --fake_data without dataset.json.
@@ -131,9 +131,9 @@ def _dry_run_values(f):
                         '--tpu_topology or for the real TPU of --use_tpu --tpu=NAME, not both: '
                         'drop one.')
   if not f.tpu_topology and not f.use_tpu:
-    raise PipelineError('--mode=dry_run needs --tpu_topology, the slice to simulate (one of %s), '
-                        'or --use_tpu --tpu=NAME to take the slice of a reachable TPU.'
-                        % ', '.join(sorted(tpu_dry_run.TOPOLOGIES)))
+    raise PipelineError('--mode=dry_run needs --tpu_topology, the slice to simulate (an '
+                        'accelerator type such as v3-8, v3-32 or v4-32), or --use_tpu --tpu=NAME '
+                        'to take the slice of a reachable TPU.')
   num_cores = f.num_cores
   if f.tpu_topology:
     for name in ('tpu', 'tpu_zone', 'gcp_project'):
@@ -141,7 +141,7 @@ def _dry_run_values(f):
         raise PipelineError('--mode=dry_run --tpu_topology simulates a slice and contacts no '
                             'TPU: drop --%s (or drop --tpu_topology and pass --use_tpu to dry-run '
                             'on that TPU).' % name)
-    _, num_cores = tpu_dry_run.topology_shape(f.tpu_topology)
+    _, num_cores = topologies.slice_shape(f.tpu_topology)
     if f.num_cores and f.num_cores != num_cores:
       raise PipelineError('--num_cores=%d is not the number of cores of a %s (%d): the real job '
                           'would be refused. Pass --num_cores=%d or leave it out.'

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from helpers import requires_isolation, run_main
-from trainer.cloud import tpu_resolver
+from trainer.tpu import resolver as tpu_resolver
 
 
 @pytest.mark.parametrize('flag,environ,expected', [

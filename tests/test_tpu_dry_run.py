@@ -11,7 +11,10 @@ import tensorflow.compat.v1 as tf
 
 from helpers import (config_from_args, ok, predict_in_fresh_process, refused, run_main,
                      write_subset)
-from trainer.cloud import tpu_dry_run
+from trainer import dry_run as dry_run_lib
+from trainer.tpu import simulated_slice
+from trainer.tpu import topologies
+from trainer.tpu import tpu_graph
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import records
 from trainer.errors import PipelineError
@@ -55,8 +58,8 @@ def test_dry_run_builds_the_tpu_graph_and_splits_the_input_between_hosts(model, 
   config = config_from_args(
       '--mode=dry_run', '--tpu_topology=' + topology, '--data_dir=' + data_dir,
       '--model_dir=' + str(tmp_path), '--train_batch_size=64', '--eval_batch_size=64', *args)
-  report = tpu_dry_run.dry_run(config, topology)
-  num_hosts, num_cores = tpu_dry_run.TOPOLOGIES[topology]
+  report = dry_run_lib.dry_run(config, topology)
+  num_hosts, num_cores = topologies.slice_shape(topology)
   assert (report['num_hosts'], report['num_cores']) == (num_hosts, num_cores)
   hosts = report['per_host']
   # TPUEstimator called the input_fn once per host, with that host's params['context'].
@@ -104,7 +107,7 @@ def test_dry_run_of_a_v3_32_job_on_all_of_fashion_mnist(fashion_mnist_dir, tmp_p
               '--model_dir=' + str(model_dir), '--model=resnet', '--resnet_depth=18',
               '--image_size=32', '--train_batch_size=256', '--eval_batch_size=1024',
               '--precision=bfloat16'))
-  report = json.loads((model_dir / tpu_dry_run.REPORT_FILE).read_text())
+  report = json.loads((model_dir / dry_run_lib.REPORT_FILE).read_text())
   assert [len(h['train_files']) for h in report['per_host']] == [4, 4, 4, 4]
   # 256 images of 32x32x3 in bfloat16, plus a float32 mask and an int32 label each.
   assert report['infeed']['bytes_per_step'] == 256 * (32 * 32 * 3 * 2 + 4 + 4)
@@ -119,7 +122,10 @@ def test_dry_run_of_a_v3_32_job_on_all_of_fashion_mnist(fashion_mnist_dir, tmp_p
 
 @pytest.mark.parametrize('args,message', [
     (['--mode=dry_run'], '--mode=dry_run needs --tpu_topology, the slice to simulate'),
-    (['--mode=dry_run', '--tpu_topology=v9-99'], 'is not a slice the dry run knows'),
+    (['--mode=dry_run', '--tpu_topology=v9-99'], 'not a Cloud TPU accelerator type this pipeline'),
+    (['--mode=dry_run', '--tpu_topology=v3-12'], 'v3-12 is not a v3 slice: its size is a multiple of 8'),
+    (['--mode=dry_run', '--tpu_topology=v5litepod-8'],
+     'v5litepod-8: TPUEstimator needs the StreamExecutor TPU runtime and v5e has the PJRT runtime only'),
     (['--tpu_topology=v3-8', '--train_steps=1'], '--tpu_topology is read by --mode=dry_run only'),
     (['--mode=dry_run', '--tpu_topology=v3-8', '--use_tpu'], 'not both'),
     (['--mode=dry_run', '--tpu_topology=v3-8', '--tpu=my-tpu'], 'contacts no TPU: drop --tpu'),
@@ -152,7 +158,7 @@ def test_unsupported_ops_inside_the_tpu_computation_are_found():
       attrs['_tpu_replicate'] = attr_value_pb2.AttrValue(s=b'cluster')
     return node_def_pb2.NodeDef(name=op, op=op, attr=attrs)
 
-  found = tpu_dry_run.unsupported_ops([
+  found = tpu_graph.unsupported_ops([
       node('DecodeJpeg'), node('StringToNumber', out_type=tf.float32),
       node('Cast', DstT=tf.float32, SrcT=tf.float64),
       node('Conv2D', T=tf.float32), node('DecodeJpeg', replicated=False)])
@@ -167,7 +173,7 @@ def test_tpu_runs_log_loss_and_examples_per_second_every_loop(small_dir, tmp_pat
   common = ['--data_dir=' + small_dir, '--model_dir=' + str(tmp_path), '--train_steps=1',
             '--train_batch_size=64', '--eval_batch_size=64', '--iterations_per_loop=25']
   tpu = config_from_args('--mode=dry_run', '--tpu_topology=v3-8', *common)
-  run_config = estimator_lib.tpu_run_config(tpu, tpu_master=tpu_dry_run.SIMULATED_MASTER)
+  run_config = estimator_lib.tpu_run_config(tpu, tpu_master=simulated_slice.SIMULATED_MASTER)
   assert run_config.log_step_count_steps == 25
   cpu = config_from_args(*common)
   assert estimator_lib.tpu_run_config(cpu).log_step_count_steps is None
@@ -186,8 +192,8 @@ def test_a_bfloat16_tpu_job_exports_a_float32_saved_model_that_serves_on_cpu(sma
             '--eval_batch_size=32', '--train_steps=2', '--export_dir=' + str(tmp_path / 'export')]
   driver.run(config_from_args('--mode=train', *common))
   tpu = config_from_args('--mode=dry_run', '--tpu_topology=v3-8', '--precision=bfloat16', *common)
-  with tpu_dry_run.simulated_slice(1, 8):
-    estimator = estimator_lib.build_estimator(tpu, tpu_master=tpu_dry_run.SIMULATED_MASTER)
+  with simulated_slice.simulated_slice(1, 8):
+    estimator = estimator_lib.build_estimator(tpu, tpu_master=simulated_slice.SIMULATED_MASTER)
     path = results.export(estimator, tpu, tf.train.latest_checkpoint(model_dir))
   with tf.Graph().as_default(), tf.Session() as sess:
     graph_def = tf.saved_model.load(sess, ['serve'], path).graph_def
@@ -243,15 +249,15 @@ def test_an_op_a_tpu_cannot_run_is_found_inside_the_real_tpu_computation(tmp_pat
     dataset = tf.data.Dataset.from_tensors((tf.zeros([4]), tf.constant(0))).repeat()
     return dataset.batch(params['batch_size'], drop_remainder=True)
 
-  with tpu_dry_run.simulated_slice(1, 8):
+  with simulated_slice.simulated_slice(1, 8):
     estimator = tf.estimator.tpu.TPUEstimator(
         model_fn=model_fn, use_tpu=True, train_batch_size=16,
         config=tf.estimator.tpu.RunConfig(
-            master=tpu_dry_run.SIMULATED_MASTER, model_dir=str(tmp_path),
+            master=simulated_slice.SIMULATED_MASTER, model_dir=str(tmp_path),
             tpu_config=tf.estimator.tpu.TPUConfig(iterations_per_loop=2, num_shards=8)))
-    graph = tpu_dry_run.capture_graph(
+    graph = tpu_graph.capture_graph(
         lambda hooks: estimator.train(input_fn, max_steps=1, hooks=hooks))
-  found = tpu_dry_run.unsupported_ops(tpu_dry_run.tpu_computation_nodes(graph))
+  found = tpu_graph.unsupported_ops(tpu_graph.tpu_computation_nodes(graph))
   assert 'AsString (no XLA kernel)' in found and 'StringToNumber (no XLA kernel)' in found
 
 
@@ -273,7 +279,7 @@ def test_num_cores_comes_from_the_slice_unless_given(small_dir, tmp_path, num_co
                             '--train_batch_size=64', '--eval_batch_size=64')
   config = dataclasses.replace(config, num_cores=num_cores, model=dataclasses.replace(
       config.model, train_batch_size=train_batch_size))
-  with tpu_dry_run.simulated_slice(4, 32):
+  with simulated_slice.simulated_slice(4, 32):
     if message:
       with pytest.raises(PipelineError, match=message):
         with run_errors.explain_tpu_shape_errors(config):
@@ -287,9 +293,9 @@ def test_num_cores_comes_from_the_slice_unless_given(small_dir, tmp_path, num_co
 
 
 def _capture_train_graph(estimator_lib, config):
-  estimator = estimator_lib.build_estimator(config, tpu_master=tpu_dry_run.SIMULATED_MASTER)
+  estimator = estimator_lib.build_estimator(config, tpu_master=simulated_slice.SIMULATED_MASTER)
   input_fn = estimator_lib.input_fns(config, estimator)[0]
-  return tpu_dry_run.capture_graph(
+  return tpu_graph.capture_graph(
       lambda hooks: estimator.train(input_fn, max_steps=1, hooks=hooks))
 
 
@@ -299,16 +305,16 @@ def test_a_resolved_tpu_is_checked_against_its_own_slice_before_any_work():
   an evaluation TF 1.x cannot run on 4 hosts, before training starts."""
   import dataclasses  # pylint: disable=g-import-not-at-top
   from trainer import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
-  from trainer.cloud import tpu_resolver  # pylint: disable=g-import-not-at-top
+  from trainer.tpu import resolver as tpu_resolver  # pylint: disable=g-import-not-at-top
 
   class Resolver(object):
     def master(self):
-      return tpu_dry_run.SIMULATED_MASTER
+      return simulated_slice.SIMULATED_MASTER
 
     def cluster_spec(self):
       return None
 
-  with tpu_dry_run.simulated_slice(4, 32):
+  with simulated_slice.simulated_slice(4, 32):
     assert tpu_resolver.slice_shape(Resolver(), timeout=30) == (4, 32)
   config = config_from_args('--fake_data', '--model_dir=/tmp/unused', '--train_steps=1',
                             '--num_classes=10', '--image_size=16', '--train_batch_size=256',
@@ -335,11 +341,11 @@ def test_a_resolved_tpu_is_checked_against_its_own_slice_before_any_work():
 def test_dry_run_on_a_reachable_tpu_takes_its_slice(pod_dir, tmp_path, monkeypatch):
   """`--mode=dry_run --use_tpu --tpu=NAME` resolves the TPU and builds the graphs for the slice
   the TPU reports (here a stand-in answering as a v3-32 would: no TPU is reachable here)."""
-  from trainer.cloud import tpu_resolver  # pylint: disable=g-import-not-at-top
+  from trainer.tpu import resolver as tpu_resolver  # pylint: disable=g-import-not-at-top
 
   class Resolver(object):
     def master(self):
-      return tpu_dry_run.SIMULATED_MASTER
+      return simulated_slice.SIMULATED_MASTER
 
     def cluster_spec(self):
       return None
@@ -351,18 +357,18 @@ def test_dry_run_on_a_reachable_tpu_takes_its_slice(pod_dir, tmp_path, monkeypat
                             '--model_dir=' + str(tmp_path), '--model=cnn', '--image_size=28',
                             '--train_batch_size=64', '--eval_batch_size=64', '--eval_on_tpu=false')
   assert config.num_cores is None  # taken from the TPU
-  with tpu_dry_run.simulated_slice(4, 32):  # what the TPU answers
-    report = tpu_dry_run.dry_run(config)
+  with simulated_slice.simulated_slice(4, 32):  # what the TPU answers
+    report = dry_run_lib.dry_run(config)
   assert set(resolved) == {'my-tpu'}
-  assert (report['simulated'], report['topology']) == (False, tpu_dry_run.SIMULATED_MASTER)
+  assert (report['simulated'], report['topology']) == (False, simulated_slice.SIMULATED_MASTER)
   assert (report['num_hosts'], report['num_cores'], report['per_core_batch_size']) == (4, 32, 2)
   assert [len(h['train_files']) for h in report['per_host']] == [2, 2, 2, 2]
   assert report['infeed']['enqueue_ops'] == 32 and report['unsupported_ops'] == []
   assert report['evaluation']['eval_examples_read'] == 300  # on the CPU: --eval_on_tpu=false
   assert 'one host only' in report['prediction']['refused']
-  with tpu_dry_run.simulated_slice(4, 32), pytest.raises(
+  with simulated_slice.simulated_slice(4, 32), pytest.raises(
       PipelineError, match='--eval_batch_size=48 is not divisible by the 32 cores'):
-    tpu_dry_run.dry_run(config_from_args(
+    dry_run_lib.dry_run(config_from_args(
         '--mode=dry_run', '--use_tpu', '--tpu=my-tpu', '--data_dir=' + pod_dir,
         '--model_dir=' + str(tmp_path), '--model=cnn', '--image_size=28',
         '--train_batch_size=64', '--eval_batch_size=48'))
@@ -378,8 +384,8 @@ def test_the_prediction_refusal_is_tpu_estimators_own(small_dir, tmp_path):
   with pytest.raises(PipelineError, match='one host only'):
     estimator_lib.check_tpu_prediction(4)
   estimator_lib.check_tpu_prediction(1)
-  with tpu_dry_run.simulated_slice(4, 32):
-    estimator = estimator_lib.build_estimator(config, tpu_master=tpu_dry_run.SIMULATED_MASTER)
+  with simulated_slice.simulated_slice(4, 32):
+    estimator = estimator_lib.build_estimator(config, tpu_master=simulated_slice.SIMULATED_MASTER)
     input_fn = estimator_lib.input_fns(config, estimator)[1]
     with pytest.raises(ValueError, match='TPUEstimator.predict is only supported'):
-      tpu_dry_run.capture_graph(lambda hooks: next(estimator.predict(input_fn, hooks=hooks)))
+      tpu_graph.capture_graph(lambda hooks: next(estimator.predict(input_fn, hooks=hooks)))

@@ -212,7 +212,7 @@ def test_warm_start_on_a_tpu_slice_goes_through_scaffold_fn(small_dir, tmp_path,
   with every network variable mapped, and the graph still has no op the TPU cannot run."""
   from helpers import config_from_args
   from trainer import driver
-  from trainer.cloud import tpu_dry_run
+  from trainer import dry_run as dry_run_lib
   pretrained = str(tmp_path / 'pretrained')
   common = ['--data_dir=' + small_dir, '--model=resnet', '--resnet_depth=18', '--image_size=16',
             '--train_batch_size=32', '--eval_batch_size=32', '--train_steps=1']
@@ -232,7 +232,7 @@ def test_warm_start_on_a_tpu_slice_goes_through_scaffold_fn(small_dir, tmp_path,
   monkeypatch.setattr(tf.train, 'init_from_checkpoint', recording)
   config = config_from_args('--mode=dry_run', '--tpu_topology=v3-8', '--init_checkpoint=' +
                             pretrained, '--model_dir=' + str(tmp_path / 'tuned'), *common)
-  report = tpu_dry_run.dry_run(config, 'v3-8')
+  report = dry_run_lib.dry_run(config, 'v3-8')
   assert report['unsupported_ops'] == []
   assert calls and all(c[:2] == (pretrained + '/model.ckpt-1', 102) for c in calls)
   # On the host: outside the TPU computation (and its training loop).

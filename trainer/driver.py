@@ -13,6 +13,7 @@ from models import model_fn as model_fn_lib
 from models import warm_start
 from trainer import best_checkpoint
 from trainer import checkpoints
+from trainer import dry_run as dry_run_lib
 from trainer import estimator as estimator_lib
 from trainer import hooks as hooks_lib
 from trainer import predict as predict_lib
@@ -21,7 +22,6 @@ from trainer import results as results_lib
 from trainer import run_errors
 from trainer.cloud import aiplatform_env
 from trainer.cloud import gcs_preflight
-from trainer.cloud import tpu_dry_run
 from trainer.data import shards
 from trainer.errors import PipelineError
 
@@ -70,8 +70,8 @@ def _run(config, watch, task):
                           'dry_run': [True, False]}
     shards.check_shards_exist(config.data, is_training_splits[config.mode])
   if config.mode == 'dry_run':
-    report = tpu_dry_run.dry_run(config, config.tpu_topology)
-    results_lib.write_json(config.model_dir, tpu_dry_run.REPORT_FILE, report)
+    report = dry_run_lib.dry_run(config, config.tpu_topology)
+    results_lib.write_json(config.model_dir, dry_run_lib.REPORT_FILE, report)
     return report
   if task:
     return _run_distributed(config, watch, *task)

@@ -10,7 +10,7 @@ here and only here; every kind runs the same TPUEstimator model_fn.
 import tensorflow.compat.v1 as tf
 
 from models import model_fn as model_fn_lib
-from trainer.cloud import tpu_resolver
+from trainer.tpu import resolver as tpu_resolver
 from trainer.data import input_fn as input_fn_lib
 from trainer.errors import PipelineError
 
@@ -22,7 +22,7 @@ def build_estimator(config, cluster_task=None, tpu_master=None):
     config: the run config.
     cluster_task: (task_type, task_index, cluster dict) of this process when TF_CONFIG describes
       a cluster (`trainer.cloud.aiplatform_env.distributed_task`), else None.
-    tpu_master: with use_tpu, the master of a simulated slice (`trainer.cloud.tpu_dry_run`)
+    tpu_master: with use_tpu, the master of a simulated slice (`trainer.tpu.simulated_slice`)
       instead of resolving config.tpu.
 
   Raises:
