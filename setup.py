@@ -7,6 +7,7 @@ project's own virtualenvs each bring their own TensorFlow build, and pip must no
   pip install '.[tf1-mkl]'      # + intel-tensorflow==1.15.2  (Python 3.7, x86-64)
   pip install '.[tf2]'          # + tensorflow-cpu 2.15.1 and tensorflow-estimator 2.15.0
   pip install '.[prepare]'      # + Apache Beam, for `python -m trainer.prepare imagenet|image_folder`
+  pip install '.[cloud]'        # + the Vertex AI client, for `trainer.submit --platform=vertex`
 """
 
 from setuptools import find_packages, setup
@@ -30,6 +31,9 @@ setup(
         # Add the [gcp] extra of apache-beam to run it on Dataflow (docs/data.md).
         'prepare': ['apache-beam<=2.48.0; python_version < "3.8"',
                     'apache-beam>=2.60; python_version >= "3.8"'],
+        # Vertex AI job submission (trainer/cloud/vertex_submit.py) and its --hptuning_config YAML.
+        # 1.34.0 is the last release for Python 3.7 (gRPC only; REST transports came later).
+        'cloud': ['google-cloud-aiplatform>=1.34', 'PyYAML'],
         'test': ['pytest', 'pytest-xdist'],
     },
     entry_points={'console_scripts': [

@@ -1,26 +1,83 @@
-"""Flags of `python -m trainer.submit [flags] -- [trainer.main flags]`."""
+"""Flags of `python -m trainer.submit [flags] -- [trainer.main flags]`.
+
+Vertex AI custom training (`--platform=vertex`, the default) and, for wrappers that still build it,
+the legacy AI Platform Training command (`--platform=ai_platform`; AI Platform Training was shut
+down on 2025-01-31). Without --platform, any of --job_dir, --scale_tier or --config selects
+ai_platform (they exist only there), so commands written for it keep producing the same gcloud
+command.
+"""
 
 from absl import flags
 
 SCALE_TIERS = ('BASIC', 'STANDARD_1', 'PREMIUM_1', 'BASIC_GPU', 'BASIC_TPU', 'CUSTOM')
+PLATFORMS = ('vertex', 'ai_platform')
+# Flags that exist only for AI Platform: given without --platform, they select ai_platform.
+AI_PLATFORM_SELECTORS = ('job_dir', 'scale_tier', 'config')
 
 
 def define_submit_flags():
   """Defines the flags of `trainer.submit` (once per process)."""
+  flags.DEFINE_enum('platform', 'vertex', PLATFORMS,
+                    'vertex: a Vertex AI CustomJob (or HyperparameterTuningJob). ai_platform: the '
+                    'legacy `gcloud ai-platform jobs submit training` command (service shut down '
+                    'on 2025-01-31). Default vertex, or ai_platform when --job_dir, --scale_tier '
+                    'or --config is given.')
+  flags.DEFINE_string('region', 'us-central1', 'Region (location) of the job.')
+  flags.DEFINE_string('dist_dir', 'dist', 'Where the source distribution is built.')
+  flags.DEFINE_bool('dry_run', False,
+                    'Print the request (Vertex: the job JSON and the equivalent gcloud command; AI '
+                    'Platform: the gcloud command); upload and create nothing.')
+  _define_vertex_flags()
+  _define_ai_platform_flags()
+
+
+def _define_vertex_flags():
+  flags.DEFINE_string('project', None, 'Google Cloud project of the Vertex AI job. Default: '
+                      '$GOOGLE_CLOUD_PROJECT, else $CLOUDSDK_CORE_PROJECT.')
+  flags.DEFINE_string('staging_bucket', None,
+                      'gs://BUCKET[/PREFIX] where the source distribution is uploaded '
+                      '(<prefix>/<display name>/<sdist>).')
+  flags.DEFINE_string('base_output_dir', None,
+                      'gs:// base output directory of the CustomJob: Vertex AI sets AIP_MODEL_DIR, '
+                      'AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR under it for the trainer.')
+  flags.DEFINE_string('machine_type', 'n1-standard-8',
+                      'Machine type of every worker pool (cloud-tpu for a TPU VM).')
+  flags.DEFINE_string('accelerator_type', None,
+                      'NVIDIA_TESLA_T4, NVIDIA_TESLA_V100, NVIDIA_L4, NVIDIA_TESLA_A100, ... or '
+                      'TPU_V2 / TPU_V3 (with --machine_type=cloud-tpu). Default: none (CPU).')
+  flags.DEFINE_integer('accelerator_count', None,
+                       'Accelerators per replica. Default: 1 GPU, 8 TPU cores.')
+  flags.DEFINE_integer('worker_count', 0, 'Replicas of worker pool 1 (workers).')
+  flags.DEFINE_integer('ps_count', 0, 'Replicas of worker pool 2 (parameter servers).')
+  flags.DEFINE_string('container_uri', None,
+                      'Executor image of the Python package. Default: the prebuilt Vertex AI '
+                      'TensorFlow 2.15 training image for CPU, GPU or TPU (docs/cloud.md).')
+  flags.DEFINE_string('display_name', None,
+                      'Display name of the Vertex AI job. Default: tpu_pipeline_<UTC time>.')
+  flags.DEFINE_bool('wait', False, 'Poll the job until it ends, logging each state; exit 0 if it '
+                    'succeeded, 1 otherwise.')
+  flags.DEFINE_float('poll_interval', 30.0, 'Seconds between two polls of --wait.')
+  flags.DEFINE_string('hptuning_config', None,
+                      'A YAML with studySpec, maxTrialCount and parallelTrialCount (as '
+                      '`gcloud ai hp-tuning-jobs create --config`): submit a '
+                      'HyperparameterTuningJob whose trials run the CustomJob; see vertex/*.yaml.')
+  flags.DEFINE_string('api_endpoint', None,
+                      'Vertex AI API endpoint. Default: REGION-aiplatform.googleapis.com. An '
+                      'http:// URL (a local stand-in in tests) is called without credentials.')
+
+
+def _define_ai_platform_flags():
   flags.DEFINE_string('job_name', None,
                       'AI Platform job name (letters, digits, underscores; starts with a letter). '
                       'Default: tpu_pipeline_<UTC time>.')
-  flags.DEFINE_string('region', 'us-central1', 'AI Platform region of the job.')
-  flags.DEFINE_string('job_dir', None, 'gs:// directory for the job: the staged package and, as '
-                      'the trainer\'s --job-dir, its default model_dir.')
+  flags.DEFINE_string('job_dir', None, 'AI Platform: gs:// directory for the job: the staged '
+                      'package and, as the trainer\'s --job-dir, its default model_dir.')
   flags.DEFINE_enum('scale_tier', None, SCALE_TIERS,
-                    'Predefined machines; exclusive with --config. CUSTOM needs --config.')
+                    'AI Platform: predefined machines; exclusive with --config. CUSTOM needs '
+                    '--config.')
   flags.DEFINE_string('config', None,
-                      'A job config YAML (trainingInput: scaleTier, masterType, workerCount, '
-                      '...); see aiplatform/*.yaml.')
+                      'AI Platform: a job config YAML (trainingInput: scaleTier, masterType, '
+                      'workerCount, ...); see aiplatform/*.yaml.')
   flags.DEFINE_string('runtime_version', '1.15', 'AI Platform runtime version (TensorFlow).')
-  flags.DEFINE_string('python_version', '3.7', 'Python version of the runtime.')
-  flags.DEFINE_string('dist_dir', 'dist', 'Where the source distribution is built.')
-  flags.DEFINE_bool('dry_run', False, 'Print the gcloud command instead of running it.')
-  flags.DEFINE_string('gcloud', 'gcloud', 'The gcloud executable.')
-  flags.mark_flag_as_required('job_dir')
+  flags.DEFINE_string('python_version', '3.7', 'AI Platform: Python version of the runtime.')
+  flags.DEFINE_string('gcloud', 'gcloud', 'AI Platform: the gcloud executable.')

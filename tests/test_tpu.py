@@ -5,6 +5,7 @@ import time
 import pytest
 
 from helpers import requires_isolation, run_main
+from metadata_standin import MetadataServer
 from trainer.tpu import resolver as tpu_resolver
 
 
@@ -51,15 +52,18 @@ def test_a_tpu_from_the_environment_that_cannot_be_reached_fails_within_seconds(
 
 
 @requires_isolation
-def test_local_tpu_of_a_tpu_vm_is_taken_without_probing_an_address():
-  """On a TPU VM (TF 2.x) --tpu=local resolves to master '' (in-process): accepted at once, with
-  no grpc address to probe. TF 1.15 has no TPU VMs and says so."""
+def test_local_tpu_of_a_tpu_vm_is_taken_without_probing_an_address(monkeypatch):
+  """On a TPU VM (TF 2.x; here the metadata stand-in of a v3-8) --tpu=local resolves to master ''
+  (in-process): accepted at once, with no grpc address to probe. TF 1.15 has no TPU VMs and
+  says so."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   from trainer.errors import PipelineError  # pylint: disable=g-import-not-at-top
-  if tf.__version__.startswith('2.'):
-    start = time.time()
-    resolver = tpu_resolver.resolve_tpu('local', timeout=5)
-    assert resolver.master() == '' and time.time() - start < 5
-  else:
-    with pytest.raises(PipelineError, match='--tpu=local .* runs TensorFlow 2.x'):
-      tpu_resolver.resolve_tpu('local', timeout=5)
+  with MetadataServer({'accelerator-type': 'v3-8', 'agent-worker-number': '0'}) as server:
+    monkeypatch.setenv('GCE_METADATA_HOST', server.host)
+    if tf.__version__.startswith('2.'):
+      start = time.time()
+      resolver = tpu_resolver.resolve_tpu('local', timeout=5)
+      assert resolver.master() == '' and time.time() - start < 5
+    else:
+      with pytest.raises(PipelineError, match='reaches a TPU only as a TPU Node'):
+        tpu_resolver.resolve_tpu('local', timeout=5)

@@ -30,6 +30,7 @@ from trainer.data import input_fn as input_fn_lib
 from trainer.data import predict_input
 from trainer.data import records
 from trainer.errors import PipelineError
+from trainer.tpu import compatibility
 from trainer.tpu import resolver
 from trainer.tpu import simulated_slice
 from trainer.tpu import topologies
@@ -211,7 +212,7 @@ def _resolve_slice(config, topology):
                                  timeout=config.tpu_connect_timeout)
   num_hosts, num_cores = resolver.slice_shape(
       cluster, timeout=max(60.0, config.tpu_connect_timeout))
-  return _Slice(cluster.master() or resolver.LOCAL_TPU, num_hosts, num_cores)
+  return _Slice(cluster.master() or compatibility.LOCAL_TPU, num_hosts, num_cores)
 
 
 def dry_run(config, topology=None):

@@ -1,6 +1,10 @@
-"""`python -m trainer.main --model_dir=DIR --data_dir=DIR [--use_tpu --tpu=NAME]`: the training
-command. Parses the flags once, turns them into a `trainer.run_config.Config` and runs it with
-`trainer.driver`.
+"""Trains, evaluates, predicts with or dry-runs (--mode) one of the pipeline's networks, on the
+CPU/GPU or, with --use_tpu, on a Cloud TPU.
+
+  python -m trainer.main --data_dir=DIR --model_dir=DIR --model=resnet --train_epochs=N
+  python -m trainer.main ... --use_tpu --tpu=NAME      (--tpu=local on a TPU VM)
+
+Flags not given take the --model recipe or the dataset.json of --data_dir.
 """
 
 import json

@@ -1,12 +1,20 @@
-"""`python -m trainer.submit [flags] -- [trainer.main flags]`: submits the trainer to AI Platform
-Training: builds the source distribution and runs (or, with --dry_run, prints) the
-`gcloud ai-platform jobs submit training` command (`trainer.cloud.aiplatform_job`).
+"""`python -m trainer.submit [flags] -- [trainer.main flags]`: submits the trainer to Google Cloud.
 
-  python -m trainer.submit --job_dir=gs://BUCKET/jobs/r18 --scale_tier=BASIC_GPU \\
+--platform=vertex (the default): a Vertex AI CustomJob, or with --hptuning_config a
+HyperparameterTuningJob (trainer/cloud/vertex_job.py builds it, trainer/cloud/vertex_submit.py
+stages the source distribution and sends it; needs `pip install '.[cloud]'`):
+
+  python -m trainer.submit --project=PROJECT --region=us-central1 \\
+      --staging_bucket=gs://BUCKET/staging --base_output_dir=gs://BUCKET/jobs/r18 \\
+      --machine_type=n1-standard-8 --accelerator_type=NVIDIA_TESLA_T4 --wait \\
       -- --data_dir=gs://BUCKET/fashion_mnist --resnet_depth=18 --train_epochs=9
 
-Everything after `--` goes to `python -m trainer.main` on AI Platform, which also passes
---job-dir (the trainer's default --model_dir).
+--platform=ai_platform (also chosen by --job_dir/--scale_tier/--config without --platform): the
+legacy `gcloud ai-platform jobs submit training` command (trainer/cloud/aiplatform_job.py); the
+service was shut down on 2025-01-31, so a warning prints the Vertex AI equivalent.
+
+Everything after `--` goes to `python -m trainer.main`. Bad flags are refused before anything is
+built or uploaded; every refusal is one `error: ...` line on stderr and exit status 2.
 """
 
 import datetime
@@ -21,32 +29,121 @@ from absl import logging
 
 from flags import submit_flags
 from trainer.cloud import aiplatform_job
+from trainer.cloud import vertex_job
 from trainer.errors import PipelineError
 
 FLAGS = absl_flags.FLAGS
+SHUTDOWN_DATE = '2025-01-31'
+
+
+def _default_name():
+  return datetime.datetime.utcnow().strftime('tpu_pipeline_%Y%m%d_%H%M%S')
+
+
+def platform():
+  """--platform, or ai_platform when only AI Platform's flags (--job_dir, ...) were given."""
+  if FLAGS['platform'].present:
+    return FLAGS.platform
+  if any(FLAGS[f].present for f in submit_flags.AI_PLATFORM_SELECTORS):
+    return 'ai_platform'
+  return FLAGS.platform
+
+
+def submit_ai_platform(trainer_args):
+  """The legacy AI Platform Training submission (unchanged command); returns the exit status."""
+  if FLAGS.job_dir is None:
+    raise PipelineError('--platform=ai_platform needs --job_dir=gs://...')
+  logging.warning('AI Platform Training was shut down on %s: this gcloud command no longer runs '
+                  'a job. The Vertex AI equivalent (docs/cloud.md):\n  %s', SHUTDOWN_DATE,
+                  vertex_job.vertex_equivalent(FLAGS.job_dir, FLAGS.region, FLAGS.scale_tier,
+                                               trainer_args))
+  job_name = FLAGS.job_name or _default_name()
+  # Validate before building anything.
+  aiplatform_job.submit_command(job_name, 'package.tar.gz', FLAGS.job_dir, trainer_args,
+                                FLAGS.region, FLAGS.scale_tier, FLAGS.config)
+  package = aiplatform_job.build_sdist(FLAGS.dist_dir)
+  command = aiplatform_job.submit_command(
+      job_name, package, FLAGS.job_dir, trainer_args, FLAGS.region, FLAGS.scale_tier,
+      FLAGS.config, FLAGS.runtime_version, FLAGS.python_version, FLAGS.gcloud)
+  if FLAGS.dry_run:
+    print(' '.join(shlex.quote(c) for c in command))
+    return 0
+  if not shutil.which(FLAGS.gcloud):
+    raise PipelineError('%s is not on PATH: install the Google Cloud SDK, or use --dry_run to '
+                        'print the command.' % FLAGS.gcloud)
+  logging.info('Running %s', ' '.join(shlex.quote(c) for c in command))
+  return subprocess.call(command)
+
+
+def vertex_request(trainer_args):
+  """The JobRequest of the flags, validated (warnings logged).
+
+  Raises:
+    PipelineError: a flag that cannot work.
+  """
+  for flag in submit_flags.AI_PLATFORM_SELECTORS + ('job_name',):
+    if FLAGS[flag].present:
+      raise PipelineError('--%s is AI Platform\'s; with --platform=vertex use --staging_bucket, '
+                          '--base_output_dir, --machine_type, --display_name (docs/cloud.md).'
+                          % flag)
+  job = vertex_job.JobRequest(
+      project=vertex_job.project_from(FLAGS.project), region=FLAGS.region,
+      staging_bucket=FLAGS.staging_bucket, base_output_dir=FLAGS.base_output_dir,
+      machine_type=FLAGS.machine_type, accelerator_type=FLAGS.accelerator_type,
+      accelerator_count=vertex_job.resolve_accelerator_count(FLAGS.accelerator_type,
+                                                             FLAGS.accelerator_count),
+      worker_count=FLAGS.worker_count, ps_count=FLAGS.ps_count,
+      container_uri=FLAGS.container_uri, display_name=FLAGS.display_name or _default_name(),
+      trainer_args=tuple(trainer_args))
+  for warning in vertex_job.validate(job):
+    logging.warning('%s', warning)
+  return job
+
+
+def _hptuning_config(path):
+  try:
+    import yaml  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise PipelineError('--hptuning_config needs PyYAML: pip install pyyaml')
+  try:
+    with open(path) as f:
+      return yaml.safe_load(f)
+  except (OSError, yaml.YAMLError) as e:
+    raise PipelineError('--hptuning_config=%s cannot be read: %s' % (path, e))
+
+
+def submit_vertex(trainer_args):
+  """The Vertex AI submission; returns the exit status."""
+  from trainer.cloud import vertex_submit  # pylint: disable=g-import-not-at-top
+  job = vertex_request(trainer_args)
+  config = _hptuning_config(FLAGS.hptuning_config) if FLAGS.hptuning_config else None
+  hptuning = config is not None
+  if hptuning:  # its errors before building anything
+    vertex_job.hyperparameter_tuning_job(job, 'gs://x/p.tar.gz', config)
+  v1 = vertex_submit.aiplatform_v1()
+  package = aiplatform_job.build_sdist(FLAGS.dist_dir)
+  package_uri = vertex_job.staged_package_uri(job.staging_bucket, job.display_name, package)
+  body = (vertex_job.hyperparameter_tuning_job(job, package_uri, config) if hptuning else
+          vertex_job.custom_job(job, package_uri))
+  _, text = vertex_submit.message_json(v1.HyperparameterTuningJob if hptuning else v1.CustomJob,
+                                       body)
+  if FLAGS.dry_run:
+    print(text)
+    print(vertex_job.gcloud_command(job, body, hptuning))
+    return 0
+  vertex_submit.stage_package(package, package_uri, job.project)
+  return vertex_submit.send(body, hptuning, job.project, job.region, FLAGS.api_endpoint,
+                            FLAGS.wait, FLAGS.poll_interval)
 
 
 def main(argv):
   trainer_args = argv[1:]  # absl leaves what follows `--` here
-  job_name = FLAGS.job_name or datetime.datetime.utcnow().strftime('tpu_pipeline_%Y%m%d_%H%M%S')
   try:
-    # Validate before building anything.
-    aiplatform_job.submit_command(job_name, 'package.tar.gz', FLAGS.job_dir, trainer_args,
-                                  FLAGS.region, FLAGS.scale_tier, FLAGS.config)
-    package = aiplatform_job.build_sdist(FLAGS.dist_dir)
-    command = aiplatform_job.submit_command(
-        job_name, package, FLAGS.job_dir, trainer_args, FLAGS.region, FLAGS.scale_tier,
-        FLAGS.config, FLAGS.runtime_version, FLAGS.python_version, FLAGS.gcloud)
-    if FLAGS.dry_run:
-      print(' '.join(shlex.quote(c) for c in command))
-      return
-    if not shutil.which(FLAGS.gcloud):
-      raise PipelineError('%s is not on PATH: install the Google Cloud SDK, or use --dry_run to '
-                          'print the command.' % FLAGS.gcloud)
-    logging.info('Running %s', ' '.join(shlex.quote(c) for c in command))
-    sys.exit(subprocess.call(command))
+    if platform() == 'ai_platform':
+      sys.exit(submit_ai_platform(trainer_args))
+    sys.exit(submit_vertex(trainer_args))
   except PipelineError as e:
-    print('error: %s' % e, file=sys.stderr)
+    print('error: %s' % ' '.join(str(e).split('\n')), file=sys.stderr)
     sys.exit(2)
 
 

@@ -10,6 +10,7 @@ import tensorflow.compat.v1 as tf
 from tensorflow.python.tpu import tpu_system_metadata
 
 from trainer.errors import PipelineError
+from trainer.tpu import compatibility
 
 _HELP = ('Check that the TPU exists and is READY (`gcloud compute tpus list --zone=ZONE`), that '
          '--tpu, --tpu_zone and --gcp_project name it, and that this VM is in the same network; '
@@ -17,8 +18,6 @@ _HELP = ('Check that the TPU exists and is READY (`gcloud compute tpus list --zo
 
 
 _GKE_VARIABLE = 'KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS'
-# --tpu on a TPU VM: the TPU is attached to this host and its master is '' (in-process).
-LOCAL_TPU = 'local'
 
 
 def tpu_name(flag_value, environ=None):
@@ -85,14 +84,16 @@ def resolve_tpu(tpu, zone=None, project=None, timeout=10.0):
     tf.distribute.cluster_resolver.TPUClusterResolver.
 
   Raises:
-    PipelineError: no TPU given, the name does not resolve, the TPU does not answer, or 'local'
-      on TF 1.x (TPU VMs run TF 2.x).
+    PipelineError: no TPU given, a TPU TPUEstimator cannot run on (`compatibility.check`), the
+      name does not resolve, the TPU does not answer, or 'local' on TF 1.x (TPU VMs run TF 2.x).
   """
   name, source = tpu_name(tpu)
   if not name:
     raise PipelineError('--use_tpu needs a TPU, and none was given: tried %s. Pass --tpu=NAME '
                         '(or grpc://host:8470).' % source)
-  if name == LOCAL_TPU:
+  # Before any resolving: what kind of TPU machine this is, and whether TPUEstimator can run.
+  compatibility.check_this_host(name, tf.__version__)
+  if name == compatibility.LOCAL_TPU:
     return _local_tpu(source, timeout)
   what = 'TPU %r (from %s, zone=%s, project=%s)' % (name, source, zone, project)
   resolver = _call_with_timeout(
@@ -116,7 +117,7 @@ def _local_tpu(source, timeout):
         'TensorFlow %s, which reaches a TPU node by name or grpc://host:8470. Pass --tpu=NAME, '
         'or run on a TPU VM with TF 2.x.' % (source, tf.__version__))
   resolver = _call_with_timeout(
-      lambda: tf.distribute.cluster_resolver.TPUClusterResolver(tpu=LOCAL_TPU), timeout,
+      lambda: tf.distribute.cluster_resolver.TPUClusterResolver(tpu=compatibility.LOCAL_TPU), timeout,
       'finding the TPU of this TPU VM (--tpu=local)')
   logging.info('Using the TPU attached to this TPU VM (--tpu=local)')
   return resolver

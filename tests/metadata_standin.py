@@ -1,0 +1,46 @@
+"""A stand-in for the GCE metadata server on 127.0.0.1: answers the instance attributes it is
+given (a TPU VM's accelerator-type, agent-worker-number), 404 for the others, and refuses a
+request without the Metadata-Flavor header as the real server does. Point a client at it with
+GCE_METADATA_HOST=<server.host>."""
+
+import http.server
+import threading
+
+_PREFIX = '/computeMetadata/v1/instance/attributes/'
+
+
+class MetadataServer(object):
+  """Context manager: serves `attributes` ({name: value}) while active; `.host` is host:port."""
+
+  def __init__(self, attributes):
+    attributes = dict(attributes)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+
+      def do_GET(self):  # pylint: disable=invalid-name
+        name = self.path[len(_PREFIX):] if self.path.startswith(_PREFIX) else None
+        if self.headers.get('Metadata-Flavor') != 'Google':
+          self.send_error(403, 'Missing Metadata-Flavor:Google header.')
+        elif name not in attributes:
+          self.send_error(404)
+        else:
+          body = str(attributes[name]).encode('utf-8')
+          self.send_response(200)
+          self.send_header('Metadata-Flavor', 'Google')
+          self.send_header('Content-Length', str(len(body)))
+          self.end_headers()
+          self.wfile.write(body)
+
+      def log_message(self, *args):  # quiet
+        del args
+
+    self._server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    self.host = '127.0.0.1:%d' % self._server.server_address[1]
+
+  def __enter__(self):
+    threading.Thread(target=self._server.serve_forever, daemon=True).start()
+    return self
+
+  def __exit__(self, *exc_info):
+    self._server.shutdown()
+    self._server.server_close()

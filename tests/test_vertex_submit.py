@@ -1,0 +1,290 @@
+"""Vertex AI submission (`trainer.submit --platform=vertex`): the request it builds and refuses,
+the real google-cloud-aiplatform JobServiceClient talking REST to a local stand-in of the API
+(tests/vertex_standin.py; nothing leaves the machine), the package staged on the GCS emulator and
+installed as the prebuilt TF 2.15 container would, the hyperparameter-tuning job of the shipped
+YAML, and the legacy AI Platform warning.
+
+Runtimes: the request building, the refusals and --dry_run run on both. What talks to the
+stand-in runs where the library has a REST transport: google-cloud-aiplatform 1.34.0, the last
+release for Python 3.7, has gRPC only (the same code sends over gRPC there, untested).
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import REPO
+from trainer.cloud import vertex_job
+from trainer.errors import PipelineError
+import vertex_standin
+
+aiplatform_v1 = pytest.importorskip(
+    'google.cloud.aiplatform_v1', reason="no google-cloud-aiplatform: pip install '.[cloud]'")
+from trainer.cloud import vertex_submit  # noqa: E402  (after the library check)
+
+try:
+  from google.cloud.aiplatform_v1.services.job_service.transports import rest  # noqa: F401
+  HAS_REST = True
+except ImportError:
+  HAS_REST = False
+
+needs_rest = pytest.mark.skipif(
+    not HAS_REST, reason='google-cloud-aiplatform 1.34.0 (the last release for Python 3.7) has no '
+    'REST transport, so the REST stand-in cannot serve it; the submission code is the same on '
+    'both runtimes and is run against the stand-in on .venv-tf2')
+needs_gcs = pytest.mark.skipif(
+    os.environ.get('GCS_SANDBOX') != '1',
+    reason='needs the GCS emulator for the staging upload: run inside scripts/gcs-sandbox (root, '
+           'unshare), as `make test` does')
+
+HPT_YAML = os.path.join(REPO, 'vertex', 'hptuning_resnet.yaml')
+TRAINER_ARGS = ('--data_dir=gs://bkt/fashion_mnist', '--resnet_depth=18', '--train_epochs=1')
+DISTRIBUTED = ('--project=test-project', '--region=us-central1', '--display_name=vtx_test',
+               '--staging_bucket=gs://bkt/staging', '--base_output_dir=gs://bkt/out/vtx',
+               '--machine_type=n1-standard-8', '--accelerator_type=NVIDIA_TESLA_T4',
+               '--accelerator_count=2', '--worker_count=2', '--ps_count=1')
+IMAGE = 'us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-15.py310:latest'
+
+
+def _submit(tmp_path, *args, env=None):
+  return subprocess.run([sys.executable, '-m', 'trainer.submit',
+                         '--dist_dir=' + str(tmp_path / 'dist')] + list(args), cwd=REPO,
+                        env=dict(os.environ, **(env or {})), stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
+
+
+def _job(**overrides):
+  fields = dict(project='test-project', region='us-central1', staging_bucket='gs://bkt/staging',
+                base_output_dir='gs://bkt/out', machine_type='n1-standard-8',
+                accelerator_type=None, accelerator_count=0, worker_count=0, ps_count=0,
+                container_uri=None, display_name='j', trainer_args=TRAINER_ARGS)
+  fields.update(overrides)
+  return vertex_job.JobRequest(**fields)
+
+
+@pytest.fixture
+def standin():
+  server = vertex_standin.VertexStandIn().start()
+  yield server
+  server.stop()
+
+
+def _normal(body):
+  """`body` as the API's JSON with enum names (the REST client sends enums as numbers)."""
+  return json.loads(vertex_submit.message_json(aiplatform_v1.CustomJob, body)[1])
+
+
+def _check_pools(spec, package_uri):
+  chief, workers, ps = spec['workerPoolSpecs']
+  assert [p['replicaCount'] for p in (chief, workers, ps)] == ['1', '2', '1']
+  gpu = {'machineType': 'n1-standard-8', 'acceleratorType': 'NVIDIA_TESLA_T4',
+         'acceleratorCount': 2}
+  assert chief['machineSpec'] == workers['machineSpec'] == gpu
+  assert ps['machineSpec'] == {'machineType': 'n1-standard-8'}
+  for pool in (chief, workers, ps):
+    assert pool['pythonPackageSpec'] == {'executorImageUri': IMAGE, 'packageUris': [package_uri],
+                                         'pythonModule': 'trainer.main',
+                                         'args': list(TRAINER_ARGS)}
+  assert spec['baseOutputDirectory'] == {'outputUriPrefix': 'gs://bkt/out/vtx'}
+
+
+def test_dry_run_prints_the_request_json_and_the_gcloud_command(tmp_path):
+  proc = _submit(tmp_path, '--dry_run', *DISTRIBUTED, '--', *TRAINER_ARGS)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  text, command = proc.stdout.rstrip().rsplit('\n', 1)
+  body = json.loads(text)
+  (package,) = glob.glob(str(tmp_path / 'dist' / '*.tar.gz'))
+  package_uri = 'gs://bkt/staging/vtx_test/' + os.path.basename(package)
+  assert body['displayName'] == 'vtx_test'
+  _check_pools(body['jobSpec'], package_uri)
+  # The library reads the printed JSON back into the same CustomJob.
+  assert aiplatform_v1.CustomJob.from_json(text).job_spec.worker_pool_specs[1].replica_count == 2
+  assert command.startswith('gcloud ai custom-jobs create --project=test-project '
+                            '--region=us-central1 --display-name=vtx_test --config=JOB.json ')
+  assert ('--worker-pool-spec=machine-type=n1-standard-8,replica-count=1,accelerator-type='
+          'NVIDIA_TESLA_T4,accelerator-count=2,executor-image-uri=%s,python-module=trainer.main'
+          % IMAGE) in command
+  assert '--python-package-uris=' + package_uri in command
+  assert '--args=' + ','.join(TRAINER_ARGS) in command
+  assert 'Staged' not in proc.stderr and 'Created' not in proc.stderr
+
+
+@pytest.mark.parametrize('overrides,message', [
+    (dict(staging_bucket='/tmp/staging'), '--staging_bucket=/tmp/staging must be a gs://'),
+    (dict(staging_bucket=None), '--staging_bucket=gs://BUCKET/... is required'),
+    (dict(base_output_dir='out'), '--base_output_dir=out must be a gs://'),
+    (dict(base_output_dir=None), 'give --base_output_dir'),
+    (dict(machine_type='n1-superfast-8'), 'unknown --machine_type=n1-superfast-8'),
+    (dict(machine_type='cloud-tpu', accelerator_type='TPU_V3', accelerator_count=8,
+          region='us-east1'), 'TPU_V3 is not offered for training in --region=us-east1'),
+    (dict(machine_type='cloud-tpu', accelerator_type='TPU_V2', accelerator_count=8,
+          worker_count=2), 'a TPU job is a single TPU VM'),
+    (dict(machine_type='cloud-tpu', accelerator_type='TPU_V2', accelerator_count=4),
+     'a single-host TPU_V2 VM has 8 cores'),
+    (dict(accelerator_type='TPU_V2', accelerator_count=8), 'runs on --machine_type=cloud-tpu'),
+    (dict(accelerator_type='NVIDIA_TESLA_K80', accelerator_count=1), 'unknown --accelerator_type'),
+    (dict(machine_type='e2-standard-8', accelerator_type='NVIDIA_TESLA_T4', accelerator_count=1),
+     'GPUs attach to n1-, a2- or g2-'),
+    (dict(worker_count=-1), '--worker_count=-1'),
+    (dict(ps_count=-2), '--ps_count=-2'),
+    (dict(project='My Project'), 'is not a project ID'),
+    (dict(trainer_args=('--job-dir=gs://bkt/j',)), "--job-dir is AI Platform's"),
+])
+def test_bad_requests_are_refused_before_any_upload(overrides, message):
+  with pytest.raises(PipelineError) as raised:
+    vertex_job.validate(_job(**overrides))
+  assert message in str(raised.value)
+
+
+def test_project_comes_from_the_flag_or_the_environment():
+  assert vertex_job.project_from('p-flag', {'GOOGLE_CLOUD_PROJECT': 'p-env'}) == 'p-flag'
+  assert vertex_job.project_from(None, {'CLOUDSDK_CORE_PROJECT': 'p-sdk'}) == 'p-sdk'
+  with pytest.raises(PipelineError, match='no Google Cloud project'):
+    vertex_job.project_from(None, {})
+
+
+def test_tpu_job_is_one_tpu_vm_with_the_tpu_image():
+  job = _job(machine_type='cloud-tpu', accelerator_type='TPU_V3', region='europe-west4',
+             accelerator_count=vertex_job.resolve_accelerator_count('TPU_V3', None))
+  assert vertex_job.validate(job) == []
+  (pool,) = vertex_job.custom_job_spec(job, 'gs://bkt/p.tar.gz')['workerPoolSpecs']
+  assert pool['machineSpec'] == {'machineType': 'cloud-tpu', 'acceleratorType': 'TPU_V3',
+                                 'acceleratorCount': 8}
+  assert pool['pythonPackageSpec']['executorImageUri'] == (
+      'europe-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest')
+
+
+@needs_rest
+def test_hptuning_job_of_the_shipped_yaml_is_accepted(standin):
+  import yaml  # pylint: disable=g-import-not-at-top
+  with open(HPT_YAML) as f:
+    config = yaml.safe_load(f)
+  body = vertex_job.hyperparameter_tuning_job(_job(), 'gs://bkt/staging/j/p.tar.gz', config)
+  status = vertex_submit.send(body, True, 'test-project', 'us-central1', standin.endpoint,
+                              wait_for_end=True, poll_interval=0.01)
+  assert status == 0
+  post = standin.requests[0]
+  assert post['path'] == '/v1/projects/test-project/locations/us-central1/hyperparameterTuningJobs'
+  sent = post['body']
+  assert sent['maxTrialCount'] == 12 and sent['parallelTrialCount'] == 3
+  (metric,) = sent['studySpec']['metrics']
+  assert metric['metricId'] == 'top_1_accuracy' and metric['goal'] in (1, 'MAXIMIZE')
+  assert [p['parameterId'] for p in sent['studySpec']['parameters']] == [
+      'base_learning_rate', 'weight_decay', 'label_smoothing']
+  (pool,) = sent['trialJobSpec']['workerPoolSpecs']
+  assert pool['pythonPackageSpec']['pythonModule'] == 'trainer.main'
+  assert [r['method'] for r in standin.requests] == ['POST', 'GET', 'GET', 'GET']
+
+
+def test_hptuning_config_with_an_unknown_key_is_refused():
+  with pytest.raises(PipelineError, match='unknown key'):
+    vertex_job.hyperparameter_tuning_job(_job(), 'gs://b/p', {'studySpec': {}, 'trialJobSpec': {}})
+
+
+@needs_rest
+def test_a_failed_job_exits_1_with_its_error(standin):
+  standin.final_state = 'JOB_STATE_FAILED'
+  body = vertex_job.custom_job(_job(), 'gs://bkt/p.tar.gz')
+  assert vertex_submit.send(body, False, 'test-project', 'us-central1', standin.endpoint,
+                            wait_for_end=True, poll_interval=0.01) == 1
+
+
+@pytest.fixture(scope='module')
+def submitted(tmp_path_factory):
+  """One real submission with --wait against the stand-in: (process, stand-in, dist dir)."""
+  tmp_path = tmp_path_factory.mktemp('vertex')
+  server = vertex_standin.VertexStandIn().start()
+  try:
+    proc = _submit(tmp_path, *DISTRIBUTED, '--api_endpoint=' + server.endpoint, '--wait',
+                   '--poll_interval=0.01', '--', *TRAINER_ARGS)
+  finally:
+    server.stop()
+  return proc, server, tmp_path
+
+
+@needs_gcs
+@needs_rest
+def test_submission_stages_the_package_creates_the_job_and_waits_for_success(submitted):
+  proc, server, tmp_path = submitted
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  (package,) = glob.glob(str(tmp_path / 'dist' / '*.tar.gz'))
+  package_uri = 'gs://bkt/staging/vtx_test/' + os.path.basename(package)
+  post = server.requests[0]
+  assert post['method'] == 'POST'
+  assert post['path'] == '/v1/projects/test-project/locations/us-central1/customJobs'
+  sent = _normal(post['body'])
+  assert sent['displayName'] == 'vtx_test'
+  _check_pools(sent['jobSpec'], package_uri)
+  assert [r['method'] for r in server.requests] == ['POST', 'GET', 'GET', 'GET']
+  link = ('https://console.cloud.google.com/vertex-ai/locations/us-central1/training/1000'
+          '?project=test-project')
+  for state in ('JOB_STATE_PENDING', 'JOB_STATE_RUNNING', 'JOB_STATE_SUCCEEDED'):
+    assert '1000: %s  %s' % (state, link) in proc.stderr
+  assert proc.stdout.strip() == 'projects/test-project/locations/us-central1/customJobs/1000'
+  # The dry run of the same flags prints the very body the submission sent.
+  dry = _submit(tmp_path, '--dry_run', *DISTRIBUTED, '--', *TRAINER_ARGS)
+  assert json.loads(dry.stdout.rstrip().rsplit('\n', 1)[0]) == sent
+
+
+@needs_gcs
+@needs_rest
+def test_staged_package_installs_and_imports_as_in_the_prebuilt_tf215_container(submitted):
+  """The sdist downloaded from the emulator goes into a fresh venv that sees TF 2.15 (as the
+  tf-cpu.2-15 image has it) with pip --no-index: nothing is downloaded or replaced."""
+  from google.cloud import storage  # pylint: disable=g-import-not-at-top
+  proc, _, tmp_path = submitted
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  (package,) = glob.glob(str(tmp_path / 'dist' / '*.tar.gz'))
+  staged = tmp_path / 'staged' / os.path.basename(package)
+  staged.parent.mkdir()
+  blob = storage.Client(project='test-project').bucket('bkt').blob(
+      'staging/vtx_test/' + os.path.basename(package))
+  blob.download_to_filename(str(staged))
+  subprocess.run([sys.executable, '-m', 'venv', str(tmp_path / 'runtime')], check=True)
+  (site,) = glob.glob(str(tmp_path / 'runtime/lib/python3.*/site-packages'))
+  ours = [p for p in sys.path if p.endswith('site-packages')][0]
+  with open(os.path.join(site, 'runtime_tf.pth'), 'w') as f:
+    f.write(ours + '\n')
+  python = str(tmp_path / 'runtime/bin/python')
+  install = subprocess.run([python, '-m', 'pip', 'install', '--no-index', '--no-build-isolation',
+                            str(staged)], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, universal_newlines=True, cwd=str(tmp_path))
+  assert install.returncode == 0, install.stdout[-3000:]
+  installed = [l for l in install.stdout.splitlines() if l.startswith('Successfully installed')]
+  assert installed == ['Successfully installed tpu-estimator-pipeline-0.1.0'], install.stdout
+  check = subprocess.run(
+      [python, '-c', 'import tensorflow as tf, trainer.main, models.resnet, flags.to_config; '
+       'print(tf.__version__, trainer.main.__file__)'], cwd=str(tmp_path),
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+  assert check.returncode == 0, check.stderr[-3000:]
+  version, main_file = check.stdout.split()
+  assert version.startswith('2.15') and main_file.startswith(site)
+
+
+@needs_gcs
+@needs_rest
+def test_permission_denied_is_one_error_line_and_exit_2(standin, tmp_path):
+  standin.deny = 403
+  proc = _submit(tmp_path, *DISTRIBUTED, '--api_endpoint=' + standin.endpoint, '--',
+                 *TRAINER_ARGS)
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  errors = [l for l in proc.stderr.splitlines() if l.startswith('error: ')]
+  assert len(errors) == 1 and 'failed: PermissionDenied (' in errors[0], proc.stderr[-3000:]
+  assert 'roles/aiplatform.user on project test-project' in errors[0]
+  assert 'Traceback' not in proc.stderr
+
+
+def test_ai_platform_still_prints_its_command_and_warns_of_the_shutdown(tmp_path):
+  proc = _submit(tmp_path, '--platform=ai_platform', '--dry_run', '--job_name=j',
+                 '--job_dir=gs://bkt/jobs/j', '--scale_tier=BASIC_GPU', '--', '--use_tpu')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert proc.stdout.startswith('gcloud ai-platform jobs submit training j --region=us-central1 ')
+  assert 'shut down on 2025-01-31' in proc.stderr
+  assert ('python -m trainer.submit --platform=vertex --region=us-central1 '
+          '--staging_bucket=gs://bkt/staging --base_output_dir=gs://bkt/jobs/j '
+          '--machine_type=n1-standard-8 --accelerator_type=NVIDIA_TESLA_T4 -- --use_tpu'
+          in proc.stderr)

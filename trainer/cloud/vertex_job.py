@@ -1,0 +1,298 @@
+"""A Vertex AI custom training job of this package, as the REST API takes it: validation of the
+submission's flags, the CustomJob / HyperparameterTuningJob request (a camelCase dict), the
+default executor image and the equivalent gcloud command. No network and no Vertex AI client
+library here (trainer/cloud/vertex_submit.py sends the request).
+
+Worker pools (https://cloud.google.com/vertex-ai/docs/training/distributed-training): pool 0 is
+the chief (1 replica), pool 1 the workers, pool 2 the parameter servers; Vertex AI gives each
+replica a TF_CONFIG with task types chief / worker / ps (trainer/cloud/vertex_env.py).
+"""
+
+import collections
+import os
+import re
+import shlex
+
+from trainer.errors import PipelineError
+
+JobRequest = collections.namedtuple(
+    'JobRequest', 'project region staging_bucket base_output_dir machine_type accelerator_type '
+    'accelerator_count worker_count ps_count container_uri display_name trainer_args')
+
+PYTHON_MODULE = 'trainer.main'
+TPU_MACHINE_TYPE = 'cloud-tpu'
+TPU_CORES = 8  # a single-host TPU v2-8 / v3-8 VM
+GPUS = ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_V100', 'NVIDIA_TESLA_P100', 'NVIDIA_TESLA_P4',
+        'NVIDIA_TESLA_A100', 'NVIDIA_A100_80GB', 'NVIDIA_L4')
+TPUS = ('TPU_V2', 'TPU_V3')
+# Where each accelerator is offered for custom training, per Vertex AI's "Vertex AI locations"
+# page, section "Accelerator availability" (https://cloud.google.com/vertex-ai/docs/general/
+# locations#accelerators), for the regions below only: a region missing here is not checked (a
+# warning says so) rather than refused, as the table is a snapshot and Google adds regions.
+ACCELERATOR_REGIONS = {
+    'us-central1': GPUS + TPUS,
+    'us-east1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_V100', 'NVIDIA_TESLA_P100'),
+    'us-east4': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_P4', 'NVIDIA_A100_80GB', 'NVIDIA_L4'),
+    'us-west1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_V100', 'NVIDIA_TESLA_P100', 'NVIDIA_L4'),
+    'europe-west1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_P100', 'NVIDIA_L4'),
+    'europe-west4': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_V100', 'NVIDIA_TESLA_P100',
+                     'NVIDIA_TESLA_P4', 'NVIDIA_TESLA_A100', 'NVIDIA_L4', 'TPU_V2', 'TPU_V3'),
+    'asia-east1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_P100', 'NVIDIA_L4', 'TPU_V2'),
+    'asia-northeast1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_A100', 'NVIDIA_L4'),
+    'asia-southeast1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_A100', 'NVIDIA_L4'),
+}
+# Machine families of Vertex AI custom training (https://cloud.google.com/vertex-ai/docs/training/
+# configure-compute#machine-types) and which of them take GPUs.
+_MACHINE_TYPE = re.compile(
+    r'^(?:(?P<family>n1|n2|n2d|e2|c2|a2|g2)-(?:standard|highmem|highcpu|highgpu|megagpu|ultragpu)'
+    r'-\d+g?|cloud-tpu)$')
+_GPU_FAMILIES = ('n1', 'a2', 'g2')
+_PROJECT = re.compile(r'^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|\d+)$')
+_REGION = re.compile(r'^[a-z]+-[a-z]+\d+$')
+_DISPLAY_NAME_MAX = 128
+
+# The executor image: Vertex AI's prebuilt TensorFlow 2.15 (Python 3.10) training images, the
+# newest TensorFlow these images offer (https://cloud.google.com/vertex-ai/docs/training/
+# pre-built-containers; end of patch Nov 14, 2024 / Oct 23, 2024 for TPU, end of availability a
+# year later). Both of this project's runtimes submit this image: the trainer runs on TF 2.15 with
+# tensorflow-estimator (the .venv-tf2 runtime, which its tests cover); Vertex AI's TF 1.15 training
+# images were deprecated and are no longer offered, so a TF 1.15 job needs --container_uri with an
+# image of your own. The images come in us-, europe- and asia-docker.pkg.dev copies: the one
+# nearest the region is used.
+IMAGES = {'cpu': 'tf-cpu.2-15.py310', 'gpu': 'tf-gpu.2-15.py310', 'tpu': 'tf-tpu.2-15.cp310'}
+_IMAGE_URI = '%s-docker.pkg.dev/vertex-ai/training/%s:latest'
+
+
+def default_image(region, accelerator_type=None):
+  """The prebuilt TF 2.15 training image URI for `region` and the accelerator (None: CPU)."""
+  kind = 'cpu' if not accelerator_type else 'tpu' if accelerator_type in TPUS else 'gpu'
+  continent = region.split('-')[0]
+  repository = ('europe' if continent == 'europe' else
+                'asia' if continent in ('asia', 'australia', 'me') else 'us')
+  return _IMAGE_URI % (repository, IMAGES[kind])
+
+
+def project_from(flag_value, environ=None):
+  """The project: the flag, else $GOOGLE_CLOUD_PROJECT, else $CLOUDSDK_CORE_PROJECT.
+
+  Raises:
+    PipelineError: none is set.
+  """
+  environ = os.environ if environ is None else environ
+  project = (flag_value or environ.get('GOOGLE_CLOUD_PROJECT') or
+             environ.get('CLOUDSDK_CORE_PROJECT'))
+  if not project:
+    raise PipelineError('no Google Cloud project: pass --project=PROJECT_ID (or set '
+                        '$GOOGLE_CLOUD_PROJECT, or `gcloud config set project PROJECT_ID`, which '
+                        'sets $CLOUDSDK_CORE_PROJECT in gcloud\'s own shells only).')
+  return project
+
+
+def _gcs_path(flag, value, required):
+  if value is None:
+    if required:
+      raise PipelineError('--%s=gs://BUCKET/... is required with --platform=vertex.' % flag)
+    return
+  if not value.startswith('gs://') or len(value) <= len('gs://') or value[5] == '/':
+    raise PipelineError('--%s=%s must be a gs://BUCKET/... path: Vertex AI runs in Google Cloud '
+                        'and reads and writes only Cloud Storage, never this machine.'
+                        % (flag, value))
+
+
+def _check_accelerator(job, warnings):
+  machine, accelerator, count = job.machine_type, job.accelerator_type, job.accelerator_count
+  family = _MACHINE_TYPE.match(machine).group('family')
+  if machine == TPU_MACHINE_TYPE and accelerator not in TPUS:
+    raise PipelineError('--machine_type=cloud-tpu needs --accelerator_type=TPU_V2 or TPU_V3.')
+  if accelerator is None:
+    if count:
+      raise PipelineError('--accelerator_count=%d needs --accelerator_type.' % count)
+    return
+  if accelerator not in GPUS + TPUS:
+    raise PipelineError('unknown --accelerator_type=%s: one of %s.'
+                        % (accelerator, ', '.join(GPUS + TPUS)))
+  if accelerator in TPUS:
+    if machine != TPU_MACHINE_TYPE:
+      raise PipelineError('--accelerator_type=%s runs on --machine_type=cloud-tpu (a TPU VM), not '
+                          '%s.' % (accelerator, machine))
+    if count != TPU_CORES:
+      raise PipelineError('--accelerator_count=%d: a single-host %s VM has %d cores; pass '
+                          '--accelerator_count=%d.' % (count, accelerator, TPU_CORES, TPU_CORES))
+    if job.worker_count or job.ps_count:
+      raise PipelineError('a TPU job is a single TPU VM: --worker_count and --ps_count must be 0 '
+                          '(TPUEstimator spreads the work over the 8 cores itself).')
+  else:
+    if family not in _GPU_FAMILIES:
+      raise PipelineError('GPUs attach to n1-, a2- or g2- machine types, not --machine_type=%s.'
+                          % machine)
+    if count not in (1, 2, 4, 8, 16):
+      raise PipelineError('--accelerator_count=%d: a machine takes 1, 2, 4, 8 (or 16 on '
+                          'a2-megagpu-16g) GPUs.' % count)
+  offered = ACCELERATOR_REGIONS.get(job.region)
+  if offered is None:
+    warnings.append('region %s is not in the accelerator table of trainer/cloud/vertex_job.py: '
+                    'whether it offers %s is not checked.' % (job.region, accelerator))
+  elif accelerator not in offered:
+    elsewhere = sorted(r for r, accs in ACCELERATOR_REGIONS.items() if accelerator in accs)
+    raise PipelineError('--accelerator_type=%s is not offered for training in --region=%s; it is '
+                        'in %s (https://cloud.google.com/vertex-ai/docs/general/locations).'
+                        % (accelerator, job.region, ', '.join(elsewhere)))
+
+
+def validate(job):
+  """Checks everything about `job` (a JobRequest, accelerator_count resolved) that can be checked
+  without the network; returns the list of warnings (unchecked facts).
+
+  Raises:
+    PipelineError: what is wrong and what to pass instead.
+  """
+  warnings = []
+  if not _PROJECT.match(job.project):
+    raise PipelineError('project %r is not a project ID (6-30 lowercase letters, digits, hyphens) '
+                        'nor a project number.' % job.project)
+  if not _REGION.match(job.region):
+    raise PipelineError('--region=%s is not a region name such as us-central1.' % job.region)
+  _gcs_path('staging_bucket', job.staging_bucket, required=True)
+  _gcs_path('base_output_dir', job.base_output_dir, required=False)
+  if not job.base_output_dir and not any(a.split('=')[0] == '--model_dir'
+                                         for a in job.trainer_args):
+    raise PipelineError('give --base_output_dir=gs://... (the trainer then writes under its '
+                        'AIP_* directories) or --model_dir=gs://... after `--`.')
+  if any(a.split('=')[0] in ('--job-dir', '--job_dir') for a in job.trainer_args):
+    raise PipelineError('--job-dir is AI Platform\'s: on Vertex AI pass --base_output_dir=gs://... '
+                        'to trainer.submit.')
+  if not _MACHINE_TYPE.match(job.machine_type):
+    raise PipelineError('unknown --machine_type=%s: a Vertex AI training machine type such as '
+                        'n1-standard-8, n1-highmem-16, a2-highgpu-1g, g2-standard-8, or cloud-tpu '
+                        '(https://cloud.google.com/vertex-ai/docs/training/configure-compute).'
+                        % job.machine_type)
+  for flag in ('worker_count', 'ps_count'):
+    if getattr(job, flag) < 0:
+      raise PipelineError('--%s=%d: a replica count is 0 or more.' % (flag, getattr(job, flag)))
+  if job.ps_count and not job.worker_count:
+    warnings.append('parameter servers without workers: only the chief trains.')
+  _check_accelerator(job, warnings)
+  if not job.display_name or len(job.display_name) > _DISPLAY_NAME_MAX:
+    raise PipelineError('--display_name must have 1 to %d characters.' % _DISPLAY_NAME_MAX)
+  return warnings
+
+
+def resolve_accelerator_count(accelerator_type, accelerator_count):
+  """The flag's value, else 8 for a TPU, 1 for a GPU, 0 without an accelerator."""
+  if accelerator_count is not None:
+    return accelerator_count
+  return 0 if not accelerator_type else TPU_CORES if accelerator_type in TPUS else 1
+
+
+def staged_package_uri(staging_bucket, display_name, package_path):
+  """Where the sdist goes: <staging_bucket>/<display_name>/<sdist file name>."""
+  return '%s/%s/%s' % (staging_bucket.rstrip('/'), display_name, os.path.basename(package_path))
+
+
+def _pool(job, replicas, image, package_uri, accelerated=True):
+  machine = {'machineType': job.machine_type}
+  if accelerated and job.accelerator_type:
+    machine.update(acceleratorType=job.accelerator_type, acceleratorCount=job.accelerator_count)
+  return {'machineSpec': machine, 'replicaCount': str(replicas),
+          'pythonPackageSpec': {'executorImageUri': image, 'packageUris': [package_uri],
+                                'pythonModule': PYTHON_MODULE, 'args': list(job.trainer_args)}}
+
+
+def custom_job_spec(job, package_uri):
+  """The CustomJobSpec of `job` as a camelCase dict: pool 0 chief, 1 workers, 2 parameter servers
+  (without accelerators); an empty pool stands for workers when only parameter servers are asked.
+  """
+  image = job.container_uri or default_image(job.region, job.accelerator_type)
+  pools = [_pool(job, 1, image, package_uri)]
+  if job.worker_count or job.ps_count:
+    pools.append(_pool(job, job.worker_count, image, package_uri) if job.worker_count else {})
+  if job.ps_count:
+    pools.append(_pool(job, job.ps_count, image, package_uri, accelerated=False))
+  spec = {'workerPoolSpecs': pools}
+  if job.base_output_dir:
+    spec['baseOutputDirectory'] = {'outputUriPrefix': job.base_output_dir}
+  return spec
+
+
+def custom_job(job, package_uri):
+  """The CustomJob request body of `job`."""
+  return {'displayName': job.display_name, 'jobSpec': custom_job_spec(job, package_uri)}
+
+
+def hyperparameter_tuning_job(job, package_uri, config):
+  """The HyperparameterTuningJob request body: `config` (the parsed --hptuning_config YAML:
+  studySpec, maxTrialCount, parallelTrialCount, optionally maxFailedTrialCount) around the
+  CustomJobSpec of `job`.
+
+  Raises:
+    PipelineError: a key missing or unknown, or no metric / parameter.
+  """
+  allowed = ('studySpec', 'maxTrialCount', 'parallelTrialCount', 'maxFailedTrialCount')
+  if not isinstance(config, dict):
+    raise PipelineError('--hptuning_config must be a YAML mapping with %s.' % ', '.join(allowed))
+  unknown = sorted(set(config) - set(allowed))
+  if unknown:
+    raise PipelineError('--hptuning_config: unknown key(s) %s; allowed: %s (trialJobSpec is built '
+                        'from the flags).' % (', '.join(unknown), ', '.join(allowed)))
+  study = config.get('studySpec') or {}
+  if not study.get('metrics') or not study.get('parameters'):
+    raise PipelineError('--hptuning_config: studySpec needs metrics (e.g. metricId: '
+                        'top_1_accuracy, goal: MAXIMIZE) and parameters (trainer.main flags).')
+  if not config.get('maxTrialCount'):
+    raise PipelineError('--hptuning_config: maxTrialCount is required.')
+  body = {'displayName': job.display_name}
+  body.update((k, config[k]) for k in allowed if k in config)
+  body['trialJobSpec'] = custom_job_spec(job, package_uri)
+  return body
+
+
+def _pool_flag(pool):
+  if not pool:
+    return None
+  machine, package = pool['machineSpec'], pool['pythonPackageSpec']
+  parts = ['machine-type=' + machine['machineType'], 'replica-count=' + pool['replicaCount']]
+  if 'acceleratorType' in machine:
+    parts += ['accelerator-type=' + machine['acceleratorType'],
+              'accelerator-count=%d' % machine['acceleratorCount']]
+  parts += ['executor-image-uri=' + package['executorImageUri'],
+            'python-module=' + package['pythonModule']]
+  return ','.join(parts)
+
+
+def gcloud_command(job, body, hptuning=False):
+  """The equivalent gcloud command (a string). For a tuning job, and for a base output
+  directory, whose gcloud flags do not exist, the printed JSON is to be passed as --config."""
+  spec = body['trialJobSpec'] if hptuning else body['jobSpec']
+  command = ['gcloud', 'ai', 'hp-tuning-jobs' if hptuning else 'custom-jobs', 'create',
+             '--project=' + job.project, '--region=' + job.region,
+             '--display-name=' + job.display_name]
+  if hptuning or 'baseOutputDirectory' in spec:
+    command.append('--config=JOB.json')  # the JSON printed above, saved as JOB.json
+  if not hptuning:
+    command.append('--python-package-uris=' +
+                   spec['workerPoolSpecs'][0]['pythonPackageSpec']['packageUris'][0])
+    pools = [_pool_flag(p) for p in spec['workerPoolSpecs']]
+    command += ['--worker-pool-spec=' + (p or '') for p in pools]
+    if job.trainer_args:
+      command.append('--args=' + ','.join(job.trainer_args))
+  return ' '.join(shlex.quote(c) for c in command)
+
+
+# AI Platform scale tiers as Vertex AI flags (the nearest machines Vertex AI offers).
+_SCALE_TIER_FLAGS = {
+    'BASIC': ['--machine_type=n1-standard-4'],
+    'BASIC_GPU': ['--machine_type=n1-standard-8', '--accelerator_type=NVIDIA_TESLA_T4'],
+    'BASIC_TPU': ['--machine_type=cloud-tpu', '--accelerator_type=TPU_V2'],
+    'STANDARD_1': ['--machine_type=n1-highcpu-16', '--worker_count=4', '--ps_count=3'],
+    'PREMIUM_1': ['--machine_type=n1-highcpu-96', '--worker_count=19', '--ps_count=11'],
+}
+
+
+def vertex_equivalent(job_dir, region, scale_tier, trainer_args):
+  """The `trainer.submit --platform=vertex` command nearest an AI Platform submission (a string;
+  for a --config YAML the machine flags are left for the user to fill in)."""
+  bucket = job_dir.split('/')[2] if job_dir.startswith('gs://') else 'BUCKET'
+  command = ['python', '-m', 'trainer.submit', '--platform=vertex', '--region=' + region,
+             '--staging_bucket=gs://%s/staging' % bucket, '--base_output_dir=' + job_dir]
+  command += _SCALE_TIER_FLAGS.get(scale_tier, ['--machine_type=MACHINE_TYPE'])
+  return ' '.join(shlex.quote(c) for c in command + ['--'] + list(trainer_args))

@@ -1,0 +1,207 @@
+"""Sends a Vertex AI job (trainer/cloud/vertex_job.py builds it): stages the source distribution
+on Cloud Storage, creates the CustomJob or HyperparameterTuningJob with the Vertex AI client
+library's low-level JobServiceClient, and with --wait polls it to its end.
+
+google-cloud-aiplatform is the optional extra `cloud` (`pip install '.[cloud]'`), imported only
+here and only when a Vertex AI job is sent or printed. The client speaks REST where the library
+has it (google-cloud-aiplatform >= 1.4x, Python >= 3.8) and gRPC otherwise (1.34.0, the last
+release for Python 3.7): both reach the same service. Errors of the service become a
+PipelineError that says what to check.
+"""
+
+import json
+import time
+
+from absl import logging
+
+from trainer.errors import PipelineError
+
+PIP_COMMAND = "pip install '.[cloud]' in the repository (or: pip install google-cloud-aiplatform)"
+TERMINAL_STATES = ('JOB_STATE_SUCCEEDED', 'JOB_STATE_FAILED', 'JOB_STATE_CANCELLED',
+                   'JOB_STATE_EXPIRED', 'JOB_STATE_PARTIALLY_SUCCEEDED')
+_CONSOLE = 'https://console.cloud.google.com/vertex-ai/locations/%s/training/%s%s?project=%s'
+# What to check for each kind of refusal (google.api_core.exceptions class names: the gRPC
+# transport raises the first of each pair, REST the HTTP one).
+_HINTS = {
+    'PermissionDenied': 'check that your account (gcloud auth application-default login, or the '
+                        'VM\'s service account) has roles/aiplatform.user on project %(project)s '
+                        'and that the Vertex AI API is enabled there (gcloud services enable '
+                        'aiplatform.googleapis.com --project=%(project)s)',
+    'Unauthenticated': 'run `gcloud auth application-default login`',
+    'NotFound': 'check --project=%(project)s and --region=%(region)s',
+    'InvalidArgument': 'the service refused the request as invalid: check the machine and '
+                       'accelerator flags and --hptuning_config',
+    'ResourceExhausted': 'the project\'s quota for these machines or accelerators in %(region)s '
+                         'is used up: request more quota or choose another region',
+}
+_HTTP_NAMES = {'Forbidden': 'PermissionDenied', 'Unauthorized': 'Unauthenticated',
+               'BadRequest': 'InvalidArgument', 'TooManyRequests': 'ResourceExhausted'}
+_STORAGE_HINTS = {
+    'PermissionDenied': 'check that your account has roles/storage.objectAdmin on the staging '
+                        'bucket',
+    'NotFound': 'check that the staging bucket exists (gcloud storage buckets create gs://NAME '
+                '--location=REGION)',
+}
+
+
+def aiplatform_v1():
+  """The `google.cloud.aiplatform_v1` module.
+
+  Raises:
+    PipelineError: google-cloud-aiplatform is not installed.
+  """
+  try:
+    from google.cloud import aiplatform_v1 as module  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise PipelineError('submitting to Vertex AI needs the Vertex AI client library (%s): %s'
+                        % (e, PIP_COMMAND))
+  return module
+
+
+def service_error(error, project, region, action, storage=False):
+  """A PipelineError of one line for an exception of the Google client libraries."""
+  kind = type(error).__name__
+  message = ' '.join(str(getattr(error, 'message', None) or error).split())
+  hints = _STORAGE_HINTS if storage else _HINTS
+  hint = hints.get(_HTTP_NAMES.get(kind, kind), 'check --project=%(project)s and '
+                   '--region=%(region)s')
+  return PipelineError('%s failed: %s (%s); %s.' % (
+      action, _HTTP_NAMES.get(kind, kind), message, hint % {'project': project,
+                                                             'region': region}))
+
+
+def _client_errors():
+  from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
+  from google.auth import exceptions as auth_exceptions  # pylint: disable=g-import-not-at-top
+  return (exceptions.GoogleAPIError, auth_exceptions.GoogleAuthError)
+
+
+def message_json(message_class, body):
+  """`body` (a camelCase dict) read into the library's proto-plus `message_class` and written back
+  as the REST API's JSON: unknown or misspelled fields are refused here, not by the service.
+
+  Raises:
+    PipelineError: a field the API does not have.
+  """
+  from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
+  try:
+    message = message_class.from_json(json.dumps(body))
+  except Exception as e:  # json_format.ParseError and friends: the message names the field
+    raise PipelineError('the job request is not valid for the Vertex AI API: %s' % e)
+  # protobuf's own writer: camelCase, enum names, no default-valued fields, on every protobuf.
+  return message, json_format.MessageToJson(message_class.pb(message), indent=2)
+
+
+def job_service_client(region, api_endpoint=None):
+  """A JobServiceClient for `region`: REST when the library has it, else gRPC; `api_endpoint` an
+  http:// URL (a local stand-in) is used without credentials, over REST only.
+
+  Raises:
+    PipelineError: the library is missing or too old for an http:// endpoint.
+  """
+  v1 = aiplatform_v1()
+  endpoint = api_endpoint or '%s-aiplatform.googleapis.com' % region
+  try:
+    # pylint: disable-next=g-import-not-at-top,unused-import
+    from google.cloud.aiplatform_v1.services.job_service.transports import rest  # noqa: F401
+    transport = 'rest'
+  except ImportError:
+    transport = 'grpc'
+  kwargs = {'client_options': {'api_endpoint': endpoint}}
+  if endpoint.startswith('http://'):
+    if transport != 'rest':
+      raise PipelineError('--api_endpoint=%s needs the REST transport, which this '
+                          'google-cloud-aiplatform lacks (Python 3.8+ releases have it).'
+                          % endpoint)
+    from google.auth.credentials import AnonymousCredentials  # pylint: disable=g-import-not-at-top
+    kwargs['credentials'] = AnonymousCredentials()
+  try:
+    return v1.JobServiceClient(transport=transport, **kwargs)
+  except _client_errors() as e:
+    raise service_error(e, '-', region, 'connecting to Vertex AI')
+
+
+def stage_package(package_path, package_uri, project):
+  """Uploads the sdist to `package_uri` (gs://BUCKET/OBJECT) with google-cloud-storage.
+
+  Raises:
+    PipelineError: the bucket is missing or not writable, or no credentials.
+  """
+  from google.cloud import storage  # pylint: disable=g-import-not-at-top
+  bucket_name, object_name = package_uri[len('gs://'):].split('/', 1)
+  try:
+    client = storage.Client(project=project)
+    client.bucket(bucket_name).blob(object_name).upload_from_filename(package_path)
+  except _client_errors() as e:
+    raise service_error(e, project, '-', 'uploading the package to %s' % package_uri,
+                        storage=True)
+  logging.info('Staged %s', package_uri)
+
+
+def job_id(name):
+  """The id at the end of a resource name projects/P/locations/R/customJobs/ID."""
+  return name.rsplit('/', 1)[-1]
+
+
+def console_link(name, project, region, hptuning=False):
+  return _CONSOLE % (region, 'hyperparameter-tuning-jobs/' if hptuning else '', job_id(name),
+                     project)
+
+
+def create(client, parent, message, hptuning=False):
+  """Creates the job; returns the created job (name, state) as the service answered."""
+  if hptuning:
+    return client.create_hyperparameter_tuning_job(parent=parent,
+                                                   hyperparameter_tuning_job=message)
+  return client.create_custom_job(parent=parent, custom_job=message)
+
+
+def wait(client, name, project, region, hptuning=False, poll_interval=30.0, sleep=time.sleep):
+  """Polls the job until a terminal state, logging each change of state with the console link.
+
+  Returns:
+    0 if the job succeeded, 1 otherwise (its error message logged).
+  """
+  get = client.get_hyperparameter_tuning_job if hptuning else client.get_custom_job
+  link = console_link(name, project, region, hptuning)
+  last = None
+  while True:
+    job = get(name=name)
+    state = job.state.name
+    if state != last:
+      logging.info('%s: %s  %s', job_id(name), state, link)
+      last = state
+    if state in TERMINAL_STATES:
+      break
+    sleep(poll_interval)
+  if state == 'JOB_STATE_SUCCEEDED':
+    return 0
+  logging.error('job %s ended in %s: %s', job_id(name), state,
+                job.error.message or '(no error message)')
+  return 1
+
+
+def send(body, hptuning, project, region, api_endpoint, wait_for_end, poll_interval):
+  """Creates the job of `body` (a camelCase request dict) and, with `wait_for_end`, waits for it.
+
+  Returns:
+    The exit status: 0 (created; or succeeded with wait), 1 (ended otherwise).
+
+  Raises:
+    PipelineError: the library is missing, the request is invalid or the service refused it.
+  """
+  v1 = aiplatform_v1()
+  message_class = v1.HyperparameterTuningJob if hptuning else v1.CustomJob
+  message, _ = message_json(message_class, body)
+  client = job_service_client(region, api_endpoint)
+  parent = 'projects/%s/locations/%s' % (project, region)
+  try:
+    created = create(client, parent, message, hptuning)
+    print(created.name)
+    logging.info('Created %s (%s): %s', created.name, created.state.name,
+                 console_link(created.name, project, region, hptuning))
+    if not wait_for_end:
+      return 0
+    return wait(client, created.name, project, region, hptuning, poll_interval)
+  except _client_errors() as e:
+    raise service_error(e, project, region, 'the Vertex AI request')
