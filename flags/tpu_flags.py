@@ -8,7 +8,9 @@ def define_tpu_flags():
   --tpu_connect_timeout (once per process)."""
   flags.DEFINE_bool('use_tpu', False, 'Train on a Cloud TPU; otherwise on the local CPU/GPU.')
   flags.DEFINE_string('tpu', None,
-                      'Cloud TPU name or grpc://host:8470 (default: $TPU_NAME or $COLAB_TPU_ADDR).')
+                      'Cloud TPU name or grpc://host:8470; `local` on a single-host TPU VM; on '
+                      'a TPU VM slice, the TPU\'s name, from worker 0 (default: $TPU_NAME or '
+                      '$COLAB_TPU_ADDR). Checked at start: docs/platforms.md.')
   flags.DEFINE_string('tpu_zone', None, 'GCE zone of the TPU (default: from the metadata server).')
   flags.DEFINE_string('gcp_project', None,
                       'GCP project of the TPU (default: from the metadata server).')
@@ -22,6 +24,7 @@ def define_tpu_flags():
                     'Evaluate on the TPU; false evaluates on this VM\'s CPU (what TF 1.15 needs '
                     'to evaluate during training on a slice of several hosts).')
   flags.DEFINE_string('tpu_topology', None,
-                      '--mode=dry_run: the Cloud TPU slice to build the job\'s TPU graphs for '
-                      '(v2-8, v2-32, v3-8, v3-32, v3-128, v4-8, v4-32); sets the hosts and '
-                      '--num_cores. Nothing runs on a TPU.')
+                      '--mode=dry_run: the Cloud TPU accelerator type to build the job\'s TPU '
+                      'graphs for (v2-8 ... v2-512, v3-8 ... v3-2048, v4-8 ... ; v5litepod-*, '
+                      'v5p-* and v6e-* are refused as at start); sets the hosts and --num_cores. '
+                      'Nothing runs on a TPU.')
