@@ -223,10 +223,14 @@ def define_gpu_flags():
 def define_output_flags():
   """model_dir, export and TensorBoard output, profiling."""
   flags.DEFINE_string('model_dir', None, 'Checkpoints, TensorBoard events and results.json '
-                      '(default: --job_dir).')
+                      '(default: --job_dir, else in a Vertex AI job $AIP_CHECKPOINT_DIR; events '
+                      'are also copied to $AIP_TENSORBOARD_LOG_DIR). In a Vertex AI tuning trial '
+                      'a given directory gets /<trial_id> appended.')
   flags.DEFINE_string('job_dir', None, 'The job directory AI Platform passes (as --job-dir); the '
-                      'model_dir when --model_dir is not given.')
-  flags.DEFINE_string('export_dir', None, 'If set, a SavedModel for serving is exported here.')
+                      'model_dir when --model_dir is not given (before $AIP_CHECKPOINT_DIR).')
+  flags.DEFINE_string('export_dir', None, 'If set, a SavedModel for serving is exported here '
+                      '(default in a Vertex AI training job: $AIP_MODEL_DIR; per trial as '
+                      '--model_dir).')
   flags.DEFINE_bool('skip_host_call', False, 'Do not write per-step TensorBoard summaries.')
   flags.DEFINE_list('profile_steps', None,
                     'START,END: write a full TensorFlow trace of each global step in [START, END) '

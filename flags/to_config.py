@@ -18,6 +18,7 @@ from flags import mode_flags
 from models.model_config import TEXT_MODELS, ModelConfig
 from models.recipes import MODEL_DEFAULTS
 from trainer.cloud import gcs_preflight
+from trainer.cloud import vertex_env
 from trainer.data import dataset_json
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
@@ -95,7 +96,8 @@ def recipe_values(f):
 
 
 def model_dir_of(f):
-  """--model_dir, else the --job_dir AI Platform passes.
+  """--model_dir, else the --job_dir AI Platform passes (in a Vertex AI job, $AIP_CHECKPOINT_DIR
+  after `with_vertex_dirs`).
 
   Raises:
     PipelineError: neither is given.
@@ -103,8 +105,17 @@ def model_dir_of(f):
   model_dir = f.model_dir or f.job_dir
   if not model_dir:
     raise PipelineError('--model_dir is required (checkpoints, TensorBoard events and '
-                        'results.json go there); on AI Platform --job-dir serves as its default.')
+                        'results.json go there); on AI Platform --job-dir serves as its default, '
+                        'in a Vertex AI job the baseOutputDirectory (its AIP_CHECKPOINT_DIR).')
   return model_dir
+
+
+def with_vertex_dirs(f):
+  """`f` with model_dir and export_dir as `trainer.cloud.vertex_env.output_dirs` decides them (the
+  flags, per trial in a Vertex AI tuning job, else the job's AIP_* directories)."""
+  dirs = vertex_env.output_dirs(f.model_dir, f.export_dir, f.job_dir, f.mode)
+  return types.SimpleNamespace(**dict(vars(f), model_dir=dirs.model_dir,
+                                      export_dir=dirs.export_dir))
 
 
 def _image_dtype(f):
@@ -304,7 +315,7 @@ def config_from_flags(flag_values):
   """
   f = types.SimpleNamespace(**flag_values)
   mode_flags.check(f)
-  f = _dry_run_values(f)
+  f = with_vertex_dirs(_dry_run_values(f))
   _check_combinations(f)
   seed = seed_of(f)
   model_dir = model_dir_of(f)

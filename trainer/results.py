@@ -11,6 +11,7 @@ import tensorflow.compat.v1 as tf
 
 from trainer import best_checkpoint
 from trainer import run_errors
+from trainer.cloud import vertex_env
 from trainer.data import serving
 from trainer.errors import PipelineError
 
@@ -37,6 +38,7 @@ def evaluate(estimator, config, checkpoint_path, input_fn):
   with run_errors.explain_input_errors(config, 'eval'), \
       run_errors.explain_checkpoint_mismatch(config), run_errors.explain_tpu_shape_errors(config):
     metrics = estimator.evaluate(input_fn, steps=config.eval_steps, checkpoint_path=checkpoint_path)
+  vertex_env.copy_events(config.model_dir)  # Vertex AI TensorBoard sees each evaluation
   results = {
       'top_1_accuracy': float(metrics['top_1_accuracy']),
       'top_5_accuracy': float(metrics['top_5_accuracy']),
@@ -72,7 +74,9 @@ def export(estimator, config, checkpoint_path, export_dir=None):
 def finish(estimator, config, results, checkpoint_path):
   """Exports `checkpoint_path` when config.export_dir is set (and the best checkpoint that
   results['best'] names, if any, under <export_dir>/best), then writes `results` (with
-  export_path, best_export_path) to <model_dir>/results.json. Returns the results dict."""
+  export_path, best_export_path) to <model_dir>/results.json, and copies the events files to a
+  Vertex AI job's AIP_TENSORBOARD_LOG_DIR. Returns the results dict."""
+  vertex_env.copy_events(config.model_dir)
   if config.export_dir:
     results['export_path'] = export(estimator, config, checkpoint_path)
     if results.get('best'):

@@ -26,7 +26,8 @@ def distributed_task(environ=None):
     AI Platform's BASIC tiers: a lone 'master'/'chief').
 
   Raises:
-    PipelineError: TF_CONFIG is not JSON or has no valid task for its cluster.
+    PipelineError: TF_CONFIG is not JSON, has no valid task for its cluster, or makes this
+      process an evaluator (not run: the chief evaluates).
   """
   environ = os.environ if environ is None else environ
   raw = environ.get('TF_CONFIG')
@@ -37,6 +38,12 @@ def distributed_task(environ=None):
   except ValueError as e:
     raise PipelineError('TF_CONFIG is not valid JSON (%s): %r' % (e, raw[:200]))
   cluster = tf_config.get('cluster') or {}
+  if (tf_config.get('task') or {}).get('type') == 'evaluator':
+    # Before the single-process case: an evaluator beside a lone chief would train too.
+    raise PipelineError(
+        'TF_CONFIG makes this process an evaluator (Vertex AI worker pool 3, AI Platform '
+        'evaluatorConfig), which this trainer does not run: in a cluster the chief evaluates the '
+        'final checkpoint and writes results.json. Remove the evaluator pool from the job.')
   if not any(cluster.get(k) for k in cluster if k not in ('master', 'chief')):
     return None
   task = tf_config.get('task') or {}

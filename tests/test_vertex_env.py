@@ -1,0 +1,255 @@
+"""Inside a Vertex AI custom job: the AIP_* output directories as defaults (flags win), one
+directory per tuning trial, events copied to AIP_TENSORBOARD_LOG_DIR, the evaluator refused, and
+a chief + worker + parameter server cluster writing to gs:// as Vertex AI sets it up."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import types
+import uuid
+
+import pytest
+import tensorflow.compat.v1 as tf
+
+from flags import to_config
+from helpers import PROGRESS_LINE, REPO, TINY_BY_MODEL, results_of
+from trainer.cloud import aiplatform_env
+from trainer.cloud import vertex_env
+from trainer.errors import PipelineError
+
+IN_GCS_SANDBOX = os.environ.get('GCS_SANDBOX') == '1'
+needs_gcs = pytest.mark.skipif(not IN_GCS_SANDBOX, reason='needs the GCS emulator: run inside '
+                               'scripts/gcs-sandbox (root, unshare), as `make test` does')
+
+
+def _vertex_env(base, trial=None, tf_config=None, cluster_spec=None):
+  """The variables Vertex AI sets in a CustomJob (in a tuning trial: under <base>/<trial>)."""
+  root = base + ('/' + trial if trial else '')
+  env = {'AIP_MODEL_DIR': root + '/model/', 'AIP_CHECKPOINT_DIR': root + '/checkpoints/',
+         'AIP_TENSORBOARD_LOG_DIR': root + '/logs/'}
+  if trial:
+    env['CLOUD_ML_TRIAL_ID'] = trial
+  if tf_config:
+    env['TF_CONFIG'] = json.dumps(tf_config)
+  if cluster_spec:
+    env['CLUSTER_SPEC'] = json.dumps(cluster_spec)
+  return env
+
+
+# ---- the environment -> settings rule (in-process) -----------------------------------------------
+
+def test_aip_directories_are_the_defaults_without_their_trailing_slash():
+  env = _vertex_env('gs://bkt/job')
+  assert vertex_env.output_dirs(None, None, None, 'train_and_eval', env) == (
+      'gs://bkt/job/checkpoints', 'gs://bkt/job/model')
+  assert vertex_env.tensorboard_dir('gs://bkt/job/checkpoints', env) == 'gs://bkt/job/logs'
+
+
+def test_flags_win_over_the_environment():
+  env = _vertex_env('gs://bkt/job')
+  assert vertex_env.output_dirs('gs://bkt/m', 'gs://bkt/e', 'gs://bkt/j', 'train', env) == (
+      'gs://bkt/m', 'gs://bkt/e')
+  assert vertex_env.output_dirs(None, None, 'gs://bkt/j', 'train', env) == (
+      'gs://bkt/j', 'gs://bkt/job/model')
+
+
+def test_only_training_modes_export_to_aip_model_dir():
+  env = _vertex_env('gs://bkt/job')
+  for mode in ('eval', 'predict', 'dry_run'):
+    assert vertex_env.output_dirs(None, None, None, mode, env).export_dir is None, mode
+
+
+def test_missing_variables_change_nothing():
+  assert vertex_env.output_dirs(None, None, None, 'train', {}) == (None, None)
+  assert vertex_env.output_dirs('/tmp/m', None, None, 'train', {}) == ('/tmp/m', None)
+  assert vertex_env.tensorboard_dir('/tmp/m', {}) is None
+  assert vertex_env.copy_events('/nonexistent', {}) == 0
+  with pytest.raises(PipelineError, match='AIP_CHECKPOINT_DIR'):
+    to_config.model_dir_of(types.SimpleNamespace(model_dir=None, job_dir=None))
+
+
+def test_tensorboard_dir_equal_to_model_dir_is_not_a_copy_target():
+  env = {'AIP_TENSORBOARD_LOG_DIR': 'gs://bkt/run/'}
+  assert vertex_env.tensorboard_dir('gs://bkt/run', env) is None
+
+
+@pytest.mark.parametrize('env,expected', [
+    ({'CLOUD_ML_TRIAL_ID': '4'}, '4'),
+    ({'TF_CONFIG': json.dumps({'task': {'type': 'chief', 'index': 0, 'trial': '5'}})}, '5'),
+    ({'CLUSTER_SPEC': json.dumps({'task': {'type': 'workerpool0', 'index': 0, 'trial': '6'}})},
+     '6'),
+    ({'CLOUD_ML_TRIAL_ID': '4', 'CLUSTER_SPEC': json.dumps({'task': {'trial': '6'}})}, '4'),
+    ({'TF_CONFIG': '{not json'}, ''),
+    ({}, ''),
+])
+def test_trial_id_sources(env, expected):
+  assert vertex_env.trial_id(env) == expected
+
+
+def test_two_tuning_trials_of_one_job_never_share_a_directory():
+  """The same command line (an explicit shared --model_dir/--export_dir, or none) in two trials of
+  one Vertex AI tuning job: every directory is the trial's own."""
+  dirs = {}
+  for trial in ('1', '2'):
+    env = _vertex_env('gs://bkt/hpt', trial)
+    dirs[trial] = (vertex_env.output_dirs(None, None, None, 'train_and_eval', env),
+                   vertex_env.output_dirs('gs://bkt/shared', 'gs://bkt/exp/', None, 'train', env),
+                   vertex_env.tensorboard_dir('x', env))
+  assert dirs['1'][0] == ('gs://bkt/hpt/1/checkpoints', 'gs://bkt/hpt/1/model')
+  assert dirs['2'][1] == ('gs://bkt/shared/2', 'gs://bkt/exp/2')
+  assert dirs['2'][2] == 'gs://bkt/hpt/2/logs'
+  flat = [d for trial in dirs.values() for pair in trial[:2] for d in pair] + [
+      dirs['1'][2], dirs['2'][2]]
+  assert len(set(flat)) == len(flat)
+  # A directory that already ends with the trial id is kept (a wrapper that appended it itself).
+  env = _vertex_env('gs://bkt/hpt', '2')
+  assert vertex_env.output_dirs('gs://bkt/m/2/', None, None, 'train', env).model_dir == (
+      'gs://bkt/m/2/')
+
+
+def test_trial_in_tf_config_only_also_separates_an_explicit_model_dir():
+  env = {'CLUSTER_SPEC': json.dumps({'cluster': {'workerpool0': ['h:1']},
+                                     'task': {'type': 'workerpool0', 'index': 0, 'trial': '9'}})}
+  assert vertex_env.output_dirs('gs://bkt/m', None, None, 'train', env).model_dir == 'gs://bkt/m/9'
+
+
+def test_legacy_ai_platform_job_dir_is_kept_as_given_in_a_tuning_trial():
+  """Not a Vertex AI job (no AIP_*, no workerpool CLUSTER_SPEC): --job-dir as before."""
+  env = {'CLOUD_ML_TRIAL_ID': '3', 'TF_CONFIG': json.dumps(
+      {'cluster': {'master': ['h:1']}, 'task': {'type': 'master', 'index': 0, 'trial': '3'}})}
+  assert vertex_env.output_dirs(None, None, 'gs://bkt/job', 'train', env) == ('gs://bkt/job', None)
+
+
+def test_to_config_takes_the_vertex_dirs(monkeypatch):
+  for name, value in _vertex_env('gs://bkt/v', '8').items():
+    monkeypatch.setenv(name, value)
+  f = to_config.with_vertex_dirs(types.SimpleNamespace(model_dir=None, export_dir=None,
+                                                       job_dir=None, mode='train', other=1))
+  assert (f.model_dir, f.export_dir, f.other) == ('gs://bkt/v/8/checkpoints', 'gs://bkt/v/8/model',
+                                                  1)
+  assert to_config.model_dir_of(f) == 'gs://bkt/v/8/checkpoints'
+
+
+# ---- TF_CONFIG as Vertex AI sets it --------------------------------------------------------------
+
+def test_vertex_tf_config_chief_worker_ps_is_a_cluster_and_the_evaluator_is_refused():
+  cluster = {'chief': ['h0:2222'], 'worker': ['h1:2222'], 'ps': ['h2:2222']}
+  env = {'TF_CONFIG': json.dumps({'cluster': cluster, 'environment': 'cloud',
+                                  'task': {'type': 'worker', 'index': 0, 'trial': '2'}})}
+  assert aiplatform_env.distributed_task(env) == ('worker', 0, cluster)
+  for evaluator_cluster in (cluster, {'chief': ['h0:2222']}):
+    env = {'TF_CONFIG': json.dumps({'cluster': evaluator_cluster,
+                                    'task': {'type': 'evaluator', 'index': 0}})}
+    with pytest.raises(PipelineError, match='Remove the evaluator pool'):
+      aiplatform_env.distributed_task(env)
+
+
+# ---- the events copy -----------------------------------------------------------------------------
+
+def _write_events(directory, value):
+  with tf.Graph().as_default():
+    writer = tf.summary.FileWriter(directory)
+    writer.add_summary(tf.Summary(value=[tf.Summary.Value(tag='x', simple_value=value)]), 1)
+    writer.close()
+
+
+def _check_copy_events(model_dir, logs):
+  env = {'AIP_TENSORBOARD_LOG_DIR': logs + '/'}
+  _write_events(model_dir, 1.0)
+  _write_events(model_dir + '/eval', 2.0)
+  assert vertex_env.copy_events(model_dir, env) == 2
+  assert vertex_env.copy_events(model_dir, env) == 0  # unchanged: nothing to copy
+  (train,) = tf.io.gfile.glob(logs + '/events.out.tfevents.*')
+  (evaluation,) = tf.io.gfile.glob(logs + '/eval/events.out.tfevents.*')
+  with tf.io.gfile.GFile(evaluation, 'rb') as f, \
+      tf.io.gfile.GFile(tf.io.gfile.glob(model_dir + '/eval/events.*')[0], 'rb') as g:
+    assert f.read() == g.read()
+  assert train.rsplit('/', 1)[1] == tf.io.gfile.glob(model_dir + '/events.*')[0].rsplit('/', 1)[1]
+
+
+def test_events_files_are_copied_once_each(tmp_path):
+  _check_copy_events(str(tmp_path / 'model'), str(tmp_path / 'logs'))
+
+
+@needs_gcs
+def test_events_files_are_copied_between_gcs_directories():
+  base = 'gs://bkt/%s' % uuid.uuid4().hex[:12]
+  _check_copy_events(base + '/checkpoints', base + '/logs')
+
+
+# ---- end to end: a Vertex AI job's cluster on gs:// ----------------------------------------------
+
+def _free_ports(count):
+  sockets = [socket.socket() for _ in range(count)]
+  for s in sockets:
+    s.bind(('127.0.0.1', 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+def _wait_for_training(proc, log_path, timeout=300):
+  deadline = time.time() + timeout
+  while not PROGRESS_LINE.search(log_path.read_text()):
+    assert proc.poll() is None, 'the task ended early:\n' + log_path.read_text()[-3000:]
+    assert time.time() < deadline, log_path.read_text()[-3000:]
+    time.sleep(0.2)
+
+
+@needs_gcs
+def test_vertex_job_cluster_writes_checkpoints_export_and_events_where_vertex_says(small_dir,
+                                                                                   tmp_path):
+  """A tuning trial's chief + worker + parameter server, with AIP_* under gs://bkt/<job>/<trial>,
+  TF_CONFIG and CLUSTER_SPEC as Vertex AI writes them, and no output flag at all."""
+  base, trial = 'gs://bkt/vertex-%s' % uuid.uuid4().hex[:8], '7'
+  addresses = ['127.0.0.1:%d' % p for p in _free_ports(3)]
+  cluster = dict(zip(('chief', 'worker', 'ps'), ([a] for a in addresses)))
+  pools = dict(zip(('workerpool0', 'workerpool1', 'workerpool2'), ([a] for a in addresses)))
+  args, _ = TINY_BY_MODEL['cnn']
+  argv = [sys.executable, '-m', 'trainer.main', '--train_steps=60', '--data_dir=' + small_dir,
+          '--skip_host_call'] + list(args)
+  processes = {}
+  try:
+    for task_type, pool in (('ps', 'workerpool2'), ('chief', 'workerpool0'),
+                            ('worker', 'workerpool1')):
+      task = {'index': 0, 'trial': trial}
+      env = dict(os.environ, **_vertex_env(
+          base, trial, {'cluster': cluster, 'environment': 'cloud',
+                        'task': dict(task, type=task_type)},
+          {'cluster': pools, 'environment': 'cloud', 'task': dict(task, type=pool)}))
+      log = open(str(tmp_path / (task_type + '.log')), 'w')
+      processes[task_type] = (subprocess.Popen(argv, cwd=REPO, env=env, stdout=log,
+                                               stderr=subprocess.STDOUT), log)
+      if task_type == 'chief':  # the worker joins a trained-on session at once (test_distributed)
+        _wait_for_training(processes['chief'][0], tmp_path / 'chief.log')
+    deadline = time.time() + 420
+    for task_type in ('chief', 'worker'):
+      proc, _ = processes[task_type]
+      proc.wait(timeout=max(1, deadline - time.time()))
+      log = (tmp_path / (task_type + '.log')).read_text()
+      assert proc.returncode == 0, log[-3000:]
+    assert processes['ps'][0].poll() is None  # a parameter server serves until it is stopped
+  finally:
+    for proc, log in processes.values():
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+      log.close()
+  root = '%s/%s' % (base, trial)
+  checkpoints, model, logs = root + '/checkpoints', root + '/model', root + '/logs'
+  chief_log = (tmp_path / 'chief.log').read_text()
+  assert 'from $AIP_CHECKPOINT_DIR' in chief_log and 'from $AIP_MODEL_DIR' in chief_log
+  results = results_of(checkpoints)
+  assert results['global_step'] >= 60 and results['cluster'] == {'chief': 1, 'worker': 1, 'ps': 1}
+  assert tf.train.latest_checkpoint(checkpoints).startswith(checkpoints + '/model.ckpt-')
+  assert tf.io.gfile.exists(checkpoints + '/tasks/worker-0.json')
+  assert results['export_path'].startswith(model + '/')
+  assert tf.io.gfile.exists(results['export_path'] + '/saved_model.pb')
+  assert tf.io.gfile.glob(logs + '/events.out.tfevents.*')
+  assert tf.io.gfile.glob(logs + '/eval/events.out.tfevents.*')
+  # Nothing outside the trial's directory.
+  assert [p.rstrip('/') for p in tf.io.gfile.listdir(base)] == [trial]
