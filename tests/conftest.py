@@ -45,6 +45,14 @@ def small_dir(fashion_mnist_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
+def pod_dir(fashion_mnist_dir, tmp_path_factory):
+  """640 real train / 300 real test images in 8 shards each: 2 train shards per host of a 4-host
+  slice."""
+  return write_subset(fashion_mnist_dir, str(tmp_path_factory.mktemp('pod')), 640, 300,
+                      num_shards=8)
+
+
+@pytest.fixture(scope='session')
 def tiny_dir(fashion_mnist_dir, tmp_path_factory):
   """64 real train / 50 real test images, for the networks that are slow on stock TF 1.15."""
   return write_subset(fashion_mnist_dir, str(tmp_path_factory.mktemp('tiny')), 64, 50)

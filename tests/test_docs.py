@@ -16,6 +16,7 @@ import textwrap
 import pytest
 
 import doc_commands
+import doc_specs
 from helpers import REPO
 
 pytestmark = pytest.mark.skipif(
@@ -30,19 +31,19 @@ DOCS = sorted(glob.glob(os.path.join(REPO, '*.md'))) + sorted(
 @pytest.fixture(scope='module')
 def scripts():
   """setup.py's console scripts: script name -> trainer module."""
-  return doc_commands.console_scripts(os.path.join(REPO, 'setup.py'))
+  return doc_specs.console_scripts(os.path.join(REPO, 'setup.py'))
 
 
 @pytest.fixture(scope='module')
 def cli(scripts):
   """Module -> its flags and sub-commands, each command's --helpxml run once, when first needed."""
-  return doc_commands.CliSpecs(REPO, scripts)
+  return doc_specs.CliSpecs(REPO, scripts)
 
 
 @pytest.fixture(scope='module')
 def makefile():
   """The Makefile's targets and variables."""
-  return doc_commands.read_makefile(os.path.join(REPO, 'Makefile'))
+  return doc_specs.read_makefile(os.path.join(REPO, 'Makefile'))
 
 
 def _check(text, cli, makefile, scripts, path='doc.md'):

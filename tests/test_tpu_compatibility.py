@@ -1,12 +1,19 @@
 """Every TPU a user can create today gets the documented answer from the start-up check
 (trainer/tpu/compatibility.py): metadata from a stand-in GCE metadata server on 127.0.0.1, the
-environment and TensorFlow version as given. docs/platforms.md lists the same answers."""
+environment and TensorFlow version as given. docs/platforms.md lists the same answers. And the
+dry run of a job on worker 0 of a TPU VM slice, as a real one would resolve it."""
+
+import socket
 
 import pytest
+import tensorflow.compat.v1 as tf
 
+from helpers import config_from_args
 from metadata_standin import MetadataServer
+from trainer import dry_run as dry_run_lib
 from trainer.errors import PipelineError
 from trainer.tpu import compatibility
+from trainer.tpu import simulated_slice
 
 _PJRT = {'NEXT_PLUGGABLE_DEVICE_USE_C_API': 'true',
          'TF_PLUGGABLE_DEVICE_LIBRARY_PATH': '/lib/libtpu.so'}
@@ -75,3 +82,58 @@ def test_the_metadata_server_is_read_over_http_and_its_absence_means_off_google_
     assert compatibility.read_metadata({'GCE_METADATA_HOST': server.host}) == {}
     host = server.host
   assert compatibility.read_metadata({'GCE_METADATA_HOST': host}, timeout=2) is None  # gone
+
+
+def test_dry_run_on_a_tpu_vm_slice_takes_its_slice_from_worker_0(pod_dir, tmp_path, monkeypatch):
+  """`--mode=dry_run --use_tpu --tpu=NAME` on worker 0 of a TPU VM slice (stand-ins: the metadata
+  server of a v4-32's worker 0, a TPUClusterResolver whose TPU answers on 127.0.0.1 as the
+  slice's 4 hosts and 16 devices would): the start-up check passes, the TPU is resolved by name
+  and the graphs are built for the slice it reports. --tpu=local there is refused, and so is
+  TF 1.15 (TPU VMs run TF 2.x)."""
+  tpu_port = socket.socket()  # the TPU's grpc port: reachable, never spoken to
+  tpu_port.bind(('127.0.0.1', 0))
+  tpu_port.listen(16)
+  resolved = []
+
+  class TPUClusterResolver(object):
+    def __init__(self, tpu=None, zone=None, project=None):
+      resolved.append(tpu)
+
+    def master(self):
+      return 'grpc://127.0.0.1:%d' % tpu_port.getsockname()[1]
+
+    def cluster_spec(self):
+      return None
+
+  monkeypatch.setattr(tf.distribute.cluster_resolver, 'TPUClusterResolver', TPUClusterResolver)
+  monkeypatch.setenv('TPU_LOAD_LIBRARY', '0')
+  args = ['--mode=dry_run', '--use_tpu', '--data_dir=' + pod_dir, '--model_dir=' + str(tmp_path),
+          '--model=cnn', '--image_size=28', '--train_batch_size=64', '--eval_batch_size=64',
+          '--eval_on_tpu=false']
+  config = config_from_args('--tpu=my-slice', *args)
+  assert config.num_cores is None  # taken from the TPU
+  with MetadataServer({'accelerator-type': 'v4-32', 'agent-worker-number': '0'}) as server:
+    monkeypatch.setenv('GCE_METADATA_HOST', server.host)
+    if tf.__version__.startswith('1.'):  # TPU VMs run TF 2.x
+      with pytest.raises(PipelineError, match='TensorFlow 1.15.* reaches a TPU only as a TPU Node'):
+        dry_run_lib.dry_run(config)
+      tpu_port.close()
+      return
+    with simulated_slice.simulated_slice(4, 16):  # what the TPU answers
+      report = dry_run_lib.dry_run(config)
+    with pytest.raises(PipelineError, match='v4-32 is a slice of 4 hosts: pass the TPU\'s name'):
+      dry_run_lib.dry_run(config_from_args('--tpu=local', *args))
+  assert set(resolved) == {'my-slice'}  # once per graph built
+  assert report['simulated'] is False and report['topology'].startswith('grpc://127.0.0.1:')
+  assert (report['num_hosts'], report['num_cores'], report['per_core_batch_size']) == (4, 16, 4)
+  assert [len(h['train_files']) for h in report['per_host']] == [2, 2, 2, 2]
+  assert report['infeed']['enqueue_ops'] == 16 and report['unsupported_ops'] == []
+  assert report['evaluation']['eval_examples_read'] == 300  # on the CPU: --eval_on_tpu=false
+  assert 'one host only' in report['prediction']['refused']
+  with simulated_slice.simulated_slice(4, 16), pytest.raises(
+      PipelineError, match='--eval_batch_size=40 is not divisible by the 16 cores'):
+    dry_run_lib.dry_run(config_from_args(
+        '--mode=dry_run', '--use_tpu', '--tpu=my-slice', '--data_dir=' + pod_dir,
+        '--model_dir=' + str(tmp_path), '--model=cnn', '--image_size=28',
+        '--train_batch_size=64', '--eval_batch_size=40'))
+  tpu_port.close()

@@ -21,13 +21,6 @@ from trainer.errors import PipelineError
 
 
 @pytest.fixture(scope='module')
-def pod_dir(fashion_mnist_dir, tmp_path_factory):
-  """640 real train / 300 real test images in 8 shards each: 2 train shards per host of a v3-32."""
-  return write_subset(fashion_mnist_dir, str(tmp_path_factory.mktemp('pod')), 640, 300,
-                      num_shards=8)
-
-
-@pytest.fixture(scope='module')
 def text_pod_dir(rotten_tomatoes_dir, tmp_path_factory):
   """256 real train / 90 real validation snippets in 8 shards each."""
   return write_subset(rotten_tomatoes_dir, str(tmp_path_factory.mktemp('text_pod')), 256, 90,
@@ -126,6 +119,8 @@ def test_dry_run_of_a_v3_32_job_on_all_of_fashion_mnist(fashion_mnist_dir, tmp_p
     (['--mode=dry_run', '--tpu_topology=v3-12'], 'v3-12 is not a v3 slice: its size is a multiple of 8'),
     (['--mode=dry_run', '--tpu_topology=v5litepod-8'],
      'v5litepod-8: TPUEstimator needs the StreamExecutor TPU runtime and v5e has the PJRT runtime only'),
+    (['--mode=dry_run', '--tpu_topology=v5p-8'], 'v5p-8: .* v5p has the PJRT runtime only'),
+    (['--mode=dry_run', '--tpu_topology=v6e-4'], 'v6e-4: .* v6e \\(Trillium\\) has the PJRT runtime'),
     (['--tpu_topology=v3-8', '--train_steps=1'], '--tpu_topology is read by --mode=dry_run only'),
     (['--mode=dry_run', '--tpu_topology=v3-8', '--use_tpu'], 'not both'),
     (['--mode=dry_run', '--tpu_topology=v3-8', '--tpu=my-tpu'], 'contacts no TPU: drop --tpu'),
@@ -336,63 +331,6 @@ def test_a_resolved_tpu_is_checked_against_its_own_slice_before_any_work():
   with pytest.raises(PipelineError, match='predicts on a TPU of one host only'):
     estimator_lib.check_tpu_slice(dataclasses.replace(config, mode='predict'), 4, 32)
   estimator_lib.check_tpu_slice(dataclasses.replace(config, mode='predict'), 1, 8)
-
-
-def test_dry_run_on_a_tpu_vm_slice_takes_its_slice_from_worker_0(pod_dir, tmp_path, monkeypatch):
-  """`--mode=dry_run --use_tpu --tpu=NAME` on worker 0 of a TPU VM slice (stand-ins: the metadata
-  server of a v4-32's worker 0, a TPUClusterResolver whose TPU answers on 127.0.0.1 as the
-  slice's 4 hosts and 16 devices would): the start-up check passes, the TPU is resolved by name
-  and the graphs are built for the slice it reports. --tpu=local there is refused, and so is
-  TF 1.15 (TPU VMs run TF 2.x)."""
-  import socket  # pylint: disable=g-import-not-at-top
-  from metadata_standin import MetadataServer  # pylint: disable=g-import-not-at-top
-  tpu_port = socket.socket()  # the TPU's grpc port: reachable, never spoken to
-  tpu_port.bind(('127.0.0.1', 0))
-  tpu_port.listen(16)
-  resolved = []
-
-  class TPUClusterResolver(object):
-    def __init__(self, tpu=None, zone=None, project=None):
-      resolved.append(tpu)
-
-    def master(self):
-      return 'grpc://127.0.0.1:%d' % tpu_port.getsockname()[1]
-
-    def cluster_spec(self):
-      return None
-
-  monkeypatch.setattr(tf.distribute.cluster_resolver, 'TPUClusterResolver', TPUClusterResolver)
-  monkeypatch.setenv('TPU_LOAD_LIBRARY', '0')
-  args = ['--mode=dry_run', '--use_tpu', '--data_dir=' + pod_dir, '--model_dir=' + str(tmp_path),
-          '--model=cnn', '--image_size=28', '--train_batch_size=64', '--eval_batch_size=64',
-          '--eval_on_tpu=false']
-  config = config_from_args('--tpu=my-slice', *args)
-  assert config.num_cores is None  # taken from the TPU
-  with MetadataServer({'accelerator-type': 'v4-32', 'agent-worker-number': '0'}) as server:
-    monkeypatch.setenv('GCE_METADATA_HOST', server.host)
-    if tf.__version__.startswith('1.'):  # TPU VMs run TF 2.x
-      with pytest.raises(PipelineError, match='TensorFlow 1.15.* reaches a TPU only as a TPU Node'):
-        dry_run_lib.dry_run(config)
-      tpu_port.close()
-      return
-    with simulated_slice.simulated_slice(4, 16):  # what the TPU answers
-      report = dry_run_lib.dry_run(config)
-    with pytest.raises(PipelineError, match='v4-32 is a slice of 4 hosts: pass the TPU\'s name'):
-      dry_run_lib.dry_run(config_from_args('--tpu=local', *args))
-  assert set(resolved) == {'my-slice'}  # once per graph built
-  assert report['simulated'] is False and report['topology'].startswith('grpc://127.0.0.1:')
-  assert (report['num_hosts'], report['num_cores'], report['per_core_batch_size']) == (4, 16, 4)
-  assert [len(h['train_files']) for h in report['per_host']] == [2, 2, 2, 2]
-  assert report['infeed']['enqueue_ops'] == 16 and report['unsupported_ops'] == []
-  assert report['evaluation']['eval_examples_read'] == 300  # on the CPU: --eval_on_tpu=false
-  assert 'one host only' in report['prediction']['refused']
-  with simulated_slice.simulated_slice(4, 16), pytest.raises(
-      PipelineError, match='--eval_batch_size=40 is not divisible by the 16 cores'):
-    dry_run_lib.dry_run(config_from_args(
-        '--mode=dry_run', '--use_tpu', '--tpu=my-slice', '--data_dir=' + pod_dir,
-        '--model_dir=' + str(tmp_path), '--model=cnn', '--image_size=28',
-        '--train_batch_size=64', '--eval_batch_size=40'))
-  tpu_port.close()
 
 
 def test_the_prediction_refusal_is_tpu_estimators_own(small_dir, tmp_path):
