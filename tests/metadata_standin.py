@@ -21,11 +21,10 @@ class MetadataServer(object):
         name = self.path[len(_PREFIX):] if self.path.startswith(_PREFIX) else None
         if self.headers.get('Metadata-Flavor') != 'Google':
           self.send_error(403, 'Missing Metadata-Flavor:Google header.')
-        elif name not in attributes:
-          self.send_error(404)
-        else:
-          body = str(attributes[name]).encode('utf-8')
-          self.send_response(200)
+        else:  # the real server marks its answers, its 404s too
+          found = name in attributes
+          body = str(attributes[name] if found else 'Not Found').encode('utf-8')
+          self.send_response(200 if found else 404)
           self.send_header('Metadata-Flavor', 'Google')
           self.send_header('Content-Length', str(len(body)))
           self.end_headers()

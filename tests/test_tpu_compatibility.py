@@ -73,7 +73,11 @@ def test_each_tpu_gets_its_documented_answer(metadata, environ, version, tpu, an
       assert 'tpu-vm-tf-2.15.1-se' in str(refusal.value)
 
 
-def test_the_metadata_server_is_read_over_http_and_its_absence_means_off_google_cloud():
+def test_the_metadata_server_is_read_over_http_and_its_absence_means_off_google_cloud(
+    monkeypatch):
+  # A proxy in the environment is not used: the metadata server is this VM's own.
+  monkeypatch.setenv('http_proxy', 'http://127.0.0.1:9')
+  monkeypatch.setenv('HTTP_PROXY', 'http://127.0.0.1:9')
   attributes = {'accelerator-type': 'v4-32', 'agent-worker-number': '3', 'other': 'x'}
   with MetadataServer(attributes) as server:
     found = compatibility.read_metadata({'GCE_METADATA_HOST': server.host})

@@ -174,6 +174,16 @@ def test_events_files_are_copied_once_each(tmp_path):
   _check_copy_events(str(tmp_path / 'model'), str(tmp_path / 'logs'))
 
 
+def test_a_failed_events_copy_warns_and_the_run_goes_on(tmp_path, caplog):
+  model_dir = str(tmp_path / 'model')
+  _write_events(model_dir, 1.0)
+  (tmp_path / 'logs').write_text('a file where the directory should be')
+  caplog.set_level('WARNING')
+  env = {'AIP_TENSORBOARD_LOG_DIR': str(tmp_path / 'logs' / 'run')}
+  assert vertex_env.copy_events(model_dir, env) == 0
+  assert 'the run goes on' in caplog.text
+
+
 @needs_gcs
 def test_events_files_are_copied_between_gcs_directories():
   base = 'gs://bkt/%s' % uuid.uuid4().hex[:12]

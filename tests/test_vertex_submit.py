@@ -150,6 +150,9 @@ def test_project_comes_from_the_flag_or_the_environment():
 def test_tpu_job_is_one_tpu_vm_with_the_tpu_image():
   job = _job(machine_type='cloud-tpu', accelerator_type='TPU_V3', region='europe-west4',
              accelerator_count=vertex_job.resolve_accelerator_count('TPU_V3', None))
+  (warning,) = vertex_job.validate(job)  # the trainer is not told to use the TPU
+  assert 'trains on its TPU only with `--use_tpu --tpu=local`' in warning
+  job = job._replace(trainer_args=TRAINER_ARGS + ('--use_tpu', '--tpu=local'))
   assert vertex_job.validate(job) == []
   (pool,) = vertex_job.custom_job_spec(job, 'gs://bkt/p.tar.gz')['workerPoolSpecs']
   assert pool['machineSpec'] == {'machineType': 'cloud-tpu', 'acceleratorType': 'TPU_V3',
@@ -180,9 +183,15 @@ def test_hptuning_job_of_the_shipped_yaml_is_accepted(standin):
   assert [r['method'] for r in standin.requests] == ['POST', 'GET', 'GET', 'GET']
 
 
-def test_hptuning_config_with_an_unknown_key_is_refused():
-  with pytest.raises(PipelineError, match='unknown key'):
-    vertex_job.hyperparameter_tuning_job(_job(), 'gs://b/p', {'studySpec': {}, 'trialJobSpec': {}})
+@pytest.mark.parametrize('config, message', [
+    ({'studySpec': {}, 'trialJobSpec': {}}, 'unknown key'),
+    (None, 'must be a YAML mapping'),  # an empty file: never a plain CustomJob instead
+    ({'studySpec': [], 'maxTrialCount': 2}, 'studySpec needs metrics'),
+    ({'studySpec': {'metrics': 'top_1_accuracy', 'parameters': []}}, 'studySpec needs metrics'),
+])
+def test_a_malformed_hptuning_config_is_refused(config, message):
+  with pytest.raises(PipelineError, match=message):
+    vertex_job.hyperparameter_tuning_job(_job(), 'gs://b/p', config)
 
 
 @needs_rest

@@ -76,7 +76,6 @@ def finish(estimator, config, results, checkpoint_path):
   results['best'] names, if any, under <export_dir>/best), then writes `results` (with
   export_path, best_export_path) to <model_dir>/results.json, and copies the events files to a
   Vertex AI job's AIP_TENSORBOARD_LOG_DIR. Returns the results dict."""
-  vertex_env.copy_events(config.model_dir)
   if config.export_dir:
     results['export_path'] = export(estimator, config, checkpoint_path)
     if results.get('best'):
@@ -84,6 +83,7 @@ def finish(estimator, config, results, checkpoint_path):
           estimator, config, results['best']['checkpoint'],
           config.export_dir.rstrip('/') + '/' + best_checkpoint.BEST_DIR)
   write_json(config.model_dir, RESULTS_FILE, results)
+  vertex_env.copy_events(config.model_dir)
   return results
 
 

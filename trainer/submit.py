@@ -116,9 +116,12 @@ def submit_vertex(trainer_args):
   """The Vertex AI submission; returns the exit status."""
   from trainer.cloud import vertex_submit  # pylint: disable=g-import-not-at-top
   job = vertex_request(trainer_args)
-  config = _hptuning_config(FLAGS.hptuning_config) if FLAGS.hptuning_config else None
-  hptuning = config is not None
-  if hptuning:  # its errors before building anything
+  hptuning = FLAGS.hptuning_config is not None
+  config = _hptuning_config(FLAGS.hptuning_config) if hptuning else None
+  if FLAGS.poll_interval <= 0:
+    raise PipelineError('--poll_interval=%s: give the seconds between two polls, > 0.'
+                        % FLAGS.poll_interval)
+  if hptuning:  # its errors (an empty or malformed file too) before building anything
     vertex_job.hyperparameter_tuning_job(job, 'gs://x/p.tar.gz', config)
   v1 = vertex_submit.aiplatform_v1()
   package = aiplatform_job.build_sdist(FLAGS.dist_dir)

@@ -5,7 +5,9 @@ The sdist carries every package of setup.py (trainer with its sub-packages, mode
 requires no TensorFlow: the 1.15 runtime brings its own, which pip must not replace.
 """
 
+import fcntl
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -26,7 +28,12 @@ def build_sdist(dist_dir, repo=REPO):
     PipelineError: setup.py failed (its output is included).
   """
   os.makedirs(dist_dir, exist_ok=True)
-  with tempfile.TemporaryDirectory() as scratch:
+  # setup.py sdist assembles its tree inside `repo`: two builds at once (two submissions, or
+  # parallel tests) would delete each other's files, so builds of one repo take turns.
+  lock_path = os.path.join(tempfile.gettempdir(), 'tpu-pipeline-sdist-%s.lock'
+                           % hashlib.sha1(os.path.abspath(repo).encode('utf-8')).hexdigest()[:12])
+  with open(lock_path, 'w') as lock, tempfile.TemporaryDirectory() as scratch:
+    fcntl.flock(lock, fcntl.LOCK_EX)
     proc = subprocess.run([sys.executable, 'setup.py', '-q', 'sdist', '--formats=gztar',
                            '--dist-dir', scratch], cwd=repo, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True)

@@ -153,6 +153,15 @@ def copy_events(model_dir, environ=None):
   logs = tensorboard_dir(model_dir, environ)
   if not logs:
     return 0
+  try:
+    return _copy_events(model_dir, logs)
+  except tf.errors.OpError as e:  # TensorBoard's copy must not cost the run its results
+    logging.warning('Copying the events files to $%s %s failed (%s); the run goes on and the '
+                    'next evaluation tries again.', TENSORBOARD_DIR_ENV, logs, e)
+    return 0
+
+
+def _copy_events(model_dir, logs):
   copied = 0
   for sub in EVENT_SUBDIRS:
     source = '/'.join(p for p in (model_dir.rstrip('/'), sub) if p)

@@ -121,6 +121,10 @@ def _check_accelerator(job, warnings):
     if job.worker_count or job.ps_count:
       raise PipelineError('a TPU job is a single TPU VM: --worker_count and --ps_count must be 0 '
                           '(TPUEstimator spreads the work over the 8 cores itself).')
+    if not {'--use_tpu', '--tpu=local'} <= set(job.trainer_args):
+      warnings.append('a %s job trains on its TPU only with `--use_tpu --tpu=local` after `--` '
+                      '(the TPU of the TPU VM the trainer runs on); without them it trains on '
+                      'the CPU or stops for want of a TPU name.' % accelerator)
   else:
     if family not in _GPU_FAMILIES:
       raise PipelineError('GPUs attach to n1-, a2- or g2- machine types, not --machine_type=%s.'
@@ -235,7 +239,9 @@ def hyperparameter_tuning_job(job, package_uri, config):
     raise PipelineError('--hptuning_config: unknown key(s) %s; allowed: %s (trialJobSpec is built '
                         'from the flags).' % (', '.join(unknown), ', '.join(allowed)))
   study = config.get('studySpec') or {}
-  if not study.get('metrics') or not study.get('parameters'):
+  if (not isinstance(study, dict) or not isinstance(study.get('metrics'), list)
+      or not isinstance(study.get('parameters'), list)
+      or not study['metrics'] or not study['parameters']):
     raise PipelineError('--hptuning_config: studySpec needs metrics (e.g. metricId: '
                         'top_1_accuracy, goal: MAXIMIZE) and parameters (trainer.main flags).')
   if not config.get('maxTrialCount'):

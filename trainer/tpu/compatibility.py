@@ -29,9 +29,10 @@ from trainer.tpu import topologies
 
 # --tpu on a TPU VM: the TPU attached to this host, whose master is '' (in-process).
 LOCAL_TPU = 'local'
-# The GCE metadata server; google-auth and TensorFlow honour the same override variable.
+# The GCE metadata server by address, as google-auth reaches it (no DNS lookup off Google Cloud);
+# google-auth and TensorFlow honour the same override variable.
 _METADATA_HOST_ENV = 'GCE_METADATA_HOST'
-_METADATA_HOST = 'metadata.google.internal'
+_METADATA_HOST = '169.254.169.254'
 _ATTRIBUTES = ('accelerator-type', 'agent-worker-number')
 _PJRT_VARIABLES = ('NEXT_PLUGGABLE_DEVICE_USE_C_API', 'TF_PLUGGABLE_DEVICE_LIBRARY_PATH')
 
@@ -68,16 +69,19 @@ def read_metadata(environ=None, timeout=2.0):
   None when no metadata server answers (not on Google Cloud)."""
   environ = os.environ if environ is None else environ
   host = environ.get(_METADATA_HOST_ENV) or _METADATA_HOST
+  opener = url_request.build_opener(url_request.ProxyHandler({}))  # never through a proxy
   attributes = {}
   for name in _ATTRIBUTES:
     request = url_request.Request(
         'http://%s/computeMetadata/v1/instance/attributes/%s' % (host, name),
         headers={'Metadata-Flavor': 'Google'})
     try:
-      with url_request.urlopen(request, timeout=timeout) as response:
+      with opener.open(request, timeout=timeout) as response:
         attributes[name] = response.read().decode('utf-8').strip()
-    except url_error.HTTPError:  # the server answered: this machine lacks the attribute
-      continue
+    except url_error.HTTPError as e:
+      if e.headers.get('Metadata-Flavor') != 'Google':
+        return None  # not the metadata server answering
+      continue  # the server answered: this machine lacks the attribute
     except (url_error.URLError, OSError):
       return None
   return attributes
