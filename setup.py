@@ -6,6 +6,7 @@ project's own virtualenvs each bring their own TensorFlow build, and pip must no
   pip install '.[tf1]'          # + tensorflow==1.15.5        (Python 3.7)
   pip install '.[tf1-mkl]'      # + intel-tensorflow==1.15.2  (Python 3.7, x86-64)
   pip install '.[tf2]'          # + tensorflow-cpu 2.15.1 and tensorflow-estimator 2.15.0
+  pip install '.[keras]'        # + tensorflow-cpu 2.21.0, keras 3.15.1, jax 0.10.2 (Python 3.11+)
   pip install '.[prepare]'      # + Apache Beam, for `python -m trainer.prepare imagenet|image_folder`
   pip install '.[cloud]'        # + the Vertex AI client, for `trainer.submit --platform=vertex`
 """
@@ -17,7 +18,7 @@ setup(
     version='0.1.0',
     description='TensorFlow Estimator/TPUEstimator training pipeline (ResNet, InceptionV3, CNN, '
                 'BiLSTM) for Cloud TPU, CPU and GPU',
-    packages=find_packages(include=['trainer', 'trainer.*', 'models', 'flags']),
+    packages=find_packages(include=['trainer', 'trainer.*', 'models', 'flags', 'keras_models']),
     python_requires='>=3.7',
     install_requires=['numpy', 'absl-py', 'google-cloud-storage', 'cloudml-hypertune'],
     extras_require={
@@ -26,6 +27,9 @@ setup(
         'tf1-mkl': ['intel-tensorflow==1.15.2', 'protobuf<3.21', 'google-api-python-client',
                     'oauth2client'],
         'tf2': ['tensorflow-cpu==2.15.1', 'tensorflow-estimator==2.15.0'],
+        # The Keras 3 side of the migration off Estimator: TF 2.21 has no tf.estimator, and
+        # Keras >= 3.13 needs Python >= 3.11. JAX is Keras 3's other backend.
+        'keras': ['tensorflow-cpu==2.21.0', 'keras==3.15.1', 'jax[cpu]==0.10.2'],
         # Data preparation on Apache Beam (trainer/prepare/beam_convert.py). Beam 2.48 is the last
         # release for Python 3.7 and the last whose protobuf range meets TF 1.15's protobuf<3.21.
         # Add the [gcp] extra of apache-beam to run it on Dataflow (docs/data.md).
@@ -41,5 +45,7 @@ setup(
         'tpu-pipeline-prepare=trainer.prepare.__main__:run',
         'tpu-pipeline-benchmark=trainer.benchmark.__main__:run',
         'tpu-pipeline-submit=trainer.submit:run',
+        'tpu-pipeline-export-keras=trainer.export_keras:run',
+        'tpu-pipeline-finetune-keras=trainer.finetune_keras:run',
     ]},
 )

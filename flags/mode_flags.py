@@ -21,6 +21,7 @@ READ_BY = {
     'keep_best': (('train_and_eval', 'dry_run'), True, False),
     'predict_input': (('predict',), None, True),
     'predict_output': (('predict',), None, True),
+    'predict_logits': (('predict',), False, True),
     'tpu_topology': (('dry_run',), None, True),
     'export_dir': (_CHECKED_BY_DRY_RUN, None, False),
     'profile_steps': (TRAINING_MODES, None, False),

@@ -170,6 +170,10 @@ def define_schedule_flags():
                       '--predict_top_k probabilities and, for labelled records, the label.')
   flags.DEFINE_integer('predict_top_k', 5, 'mode=predict: classes listed per input, most '
                        'probable first.')
+  flags.DEFINE_bool('predict_logits', False,
+                    'mode=predict: each line also gets `logits`, the input\'s float32 logits, '
+                    'one per class, unrounded (what `trainer.export_keras --check_predictions` '
+                    'compares a converted model with).')
   flags.DEFINE_bool('keep_best', True,
                     'train_and_eval: copy the checkpoint with the best top_1_accuracy into '
                     'model_dir/best/ (out of --keep_checkpoint_max\'s reach), export it to '

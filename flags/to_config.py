@@ -391,5 +391,5 @@ def config_from_flags(flag_values):
       eval_on_tpu=f.eval_on_tpu, mirrored_devices=mirrored_devices,
       profile_steps=profile_steps, seed=seed, preemption_grace_secs=f.preemption_grace_secs,
       predict_input=f.predict_input, predict_output=f.predict_output,
-      predict_top_k=f.predict_top_k, keep_best=f.keep_best,
+      predict_top_k=f.predict_top_k, predict_logits=f.predict_logits, keep_best=f.keep_best,
       early_stopping_evals=f.early_stopping_evals)

@@ -17,8 +17,11 @@ from models import seeded
 
 POOLINGS = ('max', 'mean', 'final')
 CLASSIFIER_SCOPE = 'logits'
+# Added to the forget gate's pre-activation at run time (TF1 LSTMCell's default, passed
+# explicitly); checkpoints hold the bias without it (keras_models.checkpoint_map adds it).
+LSTM_FORGET_BIAS = 1.0
 # Padded positions must never win the max-pooling.
-_MASKED = -1e9
+MASKED_VALUE = -1e9
 
 
 def _masked_pool(outputs, length, pooling):
@@ -27,7 +30,7 @@ def _masked_pool(outputs, length, pooling):
   if pooling == 'mean':
     total = tf.reduce_sum(outputs * valid, axis=1)
     return total / tf.cast(tf.maximum(length, 1), outputs.dtype)[:, tf.newaxis]
-  pooled = tf.reduce_max(outputs * valid + (1. - valid) * _MASKED, axis=1)
+  pooled = tf.reduce_max(outputs * valid + (1. - valid) * MASKED_VALUE, axis=1)
   return tf.where(tf.broadcast_to(length[:, tf.newaxis] > 0, tf.shape(pooled)), pooled,
                   tf.zeros_like(pooled))
 
@@ -74,6 +77,7 @@ def bilstm(token_ids, length, vocab_size, num_classes, is_training, embedding_di
   for layer in range(num_layers):
     with tf.variable_scope('bilstm_%d' % layer):
       cells = [tf.nn.rnn_cell.LSTMCell(hidden_units, name=direction, dtype=tf.float32,
+                                       forget_bias=LSTM_FORGET_BIAS,
                                        initializer=seeded.glorot_uniform())
                for direction in ('forward', 'backward')]
       (forward, backward), (forward_state, backward_state) = tf.nn.bidirectional_dynamic_rnn(

@@ -16,7 +16,7 @@ BATCH_NORM_DECAY = 0.9
 BATCH_NORM_EPSILON = 1e-5
 
 # Blocks per stage for each depth (He et al. 2016, Table 1; 200 from He et al. 2016b).
-_BLOCKS = {
+BLOCKS = {
     18: ('basic', (2, 2, 2, 2)),
     34: ('basic', (3, 4, 6, 3)),
     50: ('bottleneck', (3, 4, 6, 3)),
@@ -24,7 +24,7 @@ _BLOCKS = {
     152: ('bottleneck', (3, 8, 36, 3)),
     200: ('bottleneck', (3, 24, 36, 3)),
 }
-DEPTHS = tuple(sorted(_BLOCKS))
+DEPTHS = tuple(sorted(BLOCKS))
 # The classifier's variable scope (the Cloud TPU reference ResNet names it the same).
 CLASSIFIER_SCOPE = 'dense'
 
@@ -105,9 +105,9 @@ def resnet_v1_5(images, depth, num_classes, is_training, data_format='channels_l
   Raises:
     ValueError: for an unsupported depth.
   """
-  if depth not in _BLOCKS:
+  if depth not in BLOCKS:
     raise ValueError('ResNet depth must be one of %s, got %r' % (DEPTHS, depth))
-  block_type, stage_blocks = _BLOCKS[depth]
+  block_type, stage_blocks = BLOCKS[depth]
   block_fn = _basic_block if block_type == 'basic' else _bottleneck_block
   expansion = 1 if block_type == 'basic' else 4
 

@@ -81,6 +81,23 @@ def reference_resnet_names(variables):
   return names
 
 
+def check_reference_depth(prefix, checkpoint_shapes, num_convolutions):
+  """Refuses a Cloud TPU reference ResNet checkpoint whose convolutions do not map one to one
+  onto a ResNet with `num_convolutions` (the reference ResNet-18/34's extra projection).
+
+  Raises:
+    ValueError: the counts differ, with the reason.
+  """
+  theirs = sum(1 for n in checkpoint_shapes if _REFERENCE_LAYER.match(n) and n.endswith('/kernel'))
+  if theirs != num_convolutions:
+    raise ValueError(
+        'checkpoint %s is a Cloud TPU reference ResNet with %d convolutions; this ResNet '
+        'has %d. The reference ResNet-18/34 projects the shortcut of stage 1\'s first block '
+        '(conv2d_1, batch_normalization_1), where this one adds the input unchanged, so its '
+        'checkpoint cannot initialise this network without changing it; ResNet-50 and deeper '
+        'map one to one. Otherwise check --resnet_depth.' % (prefix, theirs, num_convolutions))
+
+
 def variable_name(variable):
   """A variable's name without ':0'. (Not `.op.name`: inside a MirroredStrategy replica that is
   the replica's own component, e.g. `w/replica_1`.)"""
@@ -89,7 +106,7 @@ def variable_name(variable):
 
 # Checkpoint tensors that are not weights: the step and Adam's non-slot accumulators. Slots and
 # moving averages are named `<variable>/<slot>` and recognised by their variable's name.
-_NOT_WEIGHTS = frozenset(['global_step', 'beta1_power', 'beta2_power'])
+NOT_WEIGHTS = frozenset(['global_step', 'beta1_power', 'beta2_power'])
 
 
 def assignment_map(init_checkpoint, variables, model_name, num_classes,
@@ -124,16 +141,9 @@ def assignment_map(init_checkpoint, variables, model_name, num_classes,
   if model_name == 'resnet' and is_reference_resnet(shapes):
     layout = 'Cloud TPU reference ResNet'
     names = reference_resnet_names(variables)
-    ours = sum(1 for v in variables
-               if variable_name(v).endswith('/kernel') and 'dense' not in variable_name(v))
-    theirs = sum(1 for n in shapes if _REFERENCE_LAYER.match(n) and n.endswith('/kernel'))
-    if theirs != ours:
-      raise ValueError(
-          'init_checkpoint %s is a Cloud TPU reference ResNet with %d convolutions; this ResNet '
-          'has %d. The reference ResNet-18/34 projects the shortcut of stage 1\'s first block '
-          '(conv2d_1, batch_normalization_1), where this one adds the input unchanged, so its '
-          'checkpoint cannot initialise this network without changing it; ResNet-50 and deeper '
-          'map one to one. Otherwise check --resnet_depth.' % (prefix, theirs, ours))
+    check_reference_depth(prefix, shapes, sum(
+        1 for v in variables
+        if variable_name(v).endswith('/kernel') and 'dense' not in variable_name(v)))
   known = set(names.values())
   if from_moving_average:
     if not any(name.endswith(EMA_SUFFIX) for name in shapes):
@@ -158,7 +168,7 @@ def assignment_map(init_checkpoint, variables, model_name, num_classes,
         '(%s layout), and all but the classifier must match: is it a checkpoint of another '
         '--model, --resnet_depth or network size? First unmatched: %s'
         % (prefix, len(restore), len(variables), layout, '; '.join(unmatched[:3])))
-  extra = sorted(n for n in shapes if n not in known and n not in _NOT_WEIGHTS and
+  extra = sorted(n for n in shapes if n not in known and n not in NOT_WEIGHTS and
                  not any(n.startswith(k + '/') for k in known))
   if extra:
     raise ValueError(

@@ -22,6 +22,7 @@ if 'xla_backend_optimization_level' not in os.environ.get('XLA_FLAGS', ''):
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from helpers import write_subset  # pylint: disable=g-import-not-at-top
+import keras_runs  # pylint: disable=g-import-not-at-top
 from trainer.data import dataset_json  # pylint: disable=g-import-not-at-top
 from trainer.prepare import fashion_mnist  # pylint: disable=g-import-not-at-top
 from trainer.prepare import rotten_tomatoes  # pylint: disable=g-import-not-at-top
@@ -70,3 +71,18 @@ def rotten_tomatoes_dir(tmp_path_factory):
 def text_small_dir(rotten_tomatoes_dir, tmp_path_factory):
   """256 real train / 90 real validation snippets with the full data set's vocabulary."""
   return write_subset(rotten_tomatoes_dir, str(tmp_path_factory.mktemp('text_small')), 256, 90)
+
+
+@pytest.fixture(scope='session')
+def pipeline_runs(request, tmp_path_factory):
+  """keras_runs.RUNS by name, each trained and predicted by the pipeline once per session (per
+  pytest-xdist worker) on first use: get(name) -> keras_runs.train_and_predict's dict."""
+  done = {}
+
+  def get(name):
+    if name not in done:
+      data_dir = request.getfixturevalue(keras_runs.RUNS[name][2])
+      done[name] = keras_runs.train_and_predict(name, data_dir,
+                                                str(tmp_path_factory.mktemp(name)))
+    return done[name]
+  return get

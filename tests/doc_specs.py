@@ -49,9 +49,12 @@ def read_cli_spec(repo, module, python=None, timeout=300):
 class CliSpecs(object):
   """Module -> CliSpec for the commands of `console_scripts`, each read once, when first used."""
 
-  def __init__(self, repo, console_scripts, python=None):
+  def __init__(self, repo, console_scripts, python=None, python_of=None):
+    """python: the interpreter that runs the commands; python_of: module -> another one (the
+    Keras runtime's commands do not import under TF 2.15)."""
     self._repo = repo
     self._python = python
+    self._python_of = python_of or {}
     self._modules = sorted(set(console_scripts.values()))
     self._specs = {}
 
@@ -65,7 +68,8 @@ class CliSpecs(object):
     if module not in self._modules:
       raise KeyError(module)
     if module not in self._specs:
-      self._specs[module] = read_cli_spec(self._repo, module, self._python)
+      self._specs[module] = read_cli_spec(self._repo, module,
+                                          self._python_of.get(module, self._python))
     return self._specs[module]
 
 

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from helpers import PROGRESS_LINE, REPO, TINY, results_of, run_main
+from trainer import network_record
 
 
 def _free_ports(count):
@@ -81,6 +82,12 @@ def test_chief_worker_and_ps_train_one_model_together(small_dir, tmp_path):
   assert tasks['chief']['local_steps'] > 0 and tasks['worker']['local_steps'] > 0, (
       tasks, 'a worker without steps joined after the chief had finished: raise --train_steps')
   assert tasks['chief']['local_steps'] + tasks['worker']['local_steps'] >= 120
+  # The chief alone recorded the network (trainer.network_record).
+  assert network_record.read(model_dir)[0].model == 'resnet'
+  recorded = 'Recorded the network in ' + network_record.path(model_dir)
+  assert recorded in (tmp_path / 'chief.log').read_text()
+  for task_type in ('worker', 'ps'):
+    assert recorded not in (tmp_path / (task_type + '.log')).read_text(), task_type
   # The checkpoint is an ordinary one: a single process without TF_CONFIG evaluates it.
   evaluated = run_main('--mode=eval', '--data_dir=' + small_dir, '--model_dir=' + model_dir, *TINY)
   assert evaluated.returncode == 0, evaluated.stderr[-3000:]

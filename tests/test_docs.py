@@ -17,6 +17,7 @@ import pytest
 
 import doc_commands
 import doc_specs
+import keras_runs
 from helpers import REPO
 
 pytestmark = pytest.mark.skipif(
@@ -37,7 +38,8 @@ def scripts():
 @pytest.fixture(scope='module')
 def cli(scripts):
   """Module -> its flags and sub-commands, each command's --helpxml run once, when first needed."""
-  return doc_specs.CliSpecs(REPO, scripts)
+  return doc_specs.CliSpecs(REPO, scripts, python_of={
+      module: keras_runs.KERAS_PYTHON for module in keras_runs.KERAS_COMMANDS})
 
 
 @pytest.fixture(scope='module')
@@ -164,13 +166,18 @@ def test_cli_specs_come_from_the_commands_themselves(cli, scripts):
   """Every console script of setup.py is one of the checked commands, and each command's flags
   are read from its --helpxml: absl's own flags included, sub-commands from its main()."""
   assert set(scripts.values()) == {'trainer.main', 'trainer.prepare', 'trainer.submit',
-                                   'trainer.benchmark'}
+                                   'trainer.benchmark', 'trainer.export_keras',
+                                   'trainer.finetune_keras'}
   assert {'helpfull', 'use_tpu', 'job_dir', 'train_epochs'} <= set(cli['trainer.main'].flags)
   assert cli['trainer.main'].flags['use_tpu'] and not cli['trainer.main'].flags['data_dir']
   assert cli['trainer.main'].subcommands is None
   assert 'fashion_mnist' in cli['trainer.prepare'].subcommands
   assert cli['trainer.benchmark'].subcommands == ('model', 'input', 'conv', 'overhead')
   assert 'scale_tier' in cli['trainer.submit'].flags
+  # The Keras runtime's commands, read from that runtime (they do not import under TF 2.15).
+  assert {'check_predictions', 'use_moving_average'} <= set(cli['trainer.export_keras'].flags)
+  assert cli['trainer.export_keras'].flags['use_moving_average'] is True
+  assert cli['trainer.finetune_keras'].flags['cpu_replicas'] is False
 
 
 def _anchor(heading):

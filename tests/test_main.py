@@ -12,9 +12,11 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from flags import help_text
+from trainer import network_record
 from trainer.data import dataset_json
-from helpers import (TINY, TINY_BY_MODEL, ok, predict_in_fresh_process, read_records, refused,
-                     requires_isolation, results_of, run_main, write_subset)
+from helpers import (TINY, TINY_BY_MODEL, config_from_args, ok, predict_in_fresh_process,
+                     read_records, refused, requires_isolation, results_of, run_main,
+                     write_subset)
 
 
 def _events_tags(model_dir):
@@ -52,6 +54,12 @@ def test_train_and_eval_resumes_and_a_finished_run_trains_nothing(model, request
   assert {'loss', 'learning_rate', 'train_top_1_accuracy', '_hparams_/experiment',
           '_hparams_/session_start_info'} <= tags
   assert ({'input_images/%d' % i for i in range(4)} <= tags) == (model != 'bilstm')
+  # The network, recorded for tools that rebuild it outside Estimator (trainer.export_keras).
+  recorded, data = network_record.read(model_dir)
+  trained = config_from_args('--train_steps=10', *common)
+  assert recorded == trained.model and recorded.model == model
+  assert (data.data_dir, data.num_classes, data.image_size) == (
+      data_dir, trained.data.num_classes, trained.data.image_size)
 
   second = ok(run_main('--train_steps=15', *common))
   assert 'Resuming from the checkpoint at step 10 of 15' in second.stderr

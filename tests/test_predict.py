@@ -4,10 +4,12 @@ SavedModel and evaluation in test_main.py's export test, for every model)."""
 import json
 import os
 
+import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import config_from_args, ok, read_records, refused, run_main
+from trainer import network_record
 from trainer.data import predict_input
 from trainer.errors import PipelineError
 
@@ -60,6 +62,8 @@ def test_inputs_that_cannot_be_predicted_are_refused_before_any_work(files, moda
 @pytest.mark.parametrize('args, message', [
     (['--mode=predict', '--predict_output=/tmp/x.jsonl'], 'needs --predict_input'),
     (['--predict_input=/tmp/*.png', '--train_steps=1'], 'read by --mode=predict only'),
+    (['--predict_logits', '--train_steps=1'],
+     'read by --mode=predict only; add --mode=predict or drop --predict_logits'),
     (['--mode=predict', '--predict_input=/tmp/*.png', '--predict_output=/tmp/o',
       '--predict_top_k=0'], '--predict_top_k must be >= 1'),
 ])
@@ -76,16 +80,24 @@ def test_predict_refuses_a_model_dir_without_checkpoint_and_writes_nothing(small
                   '--predict_input=' + os.path.join(small_dir, 'validation-*'))
   refused(proc, 'no checkpoint in', 'train first')
   assert not output.exists()
+  assert not (tmp_path / 'empty' / network_record.FILE).exists()  # written by training only
 
 
 def test_mirrored_prediction_and_a_failed_one_that_leaves_no_complete_looking_output(
     small_dir, tmp_path):
-  """MirroredStrategy predicts too (its Estimator gets the batch size from the input_fn). A
-  TFRecord whose image bytes are not an image fails the run with a message naming where: the
-  lines written so far stay in a .partial file; the output path is not created."""
+  """MirroredStrategy predicts too (its Estimator gets the batch size from the input_fn), with
+  --predict_logits the logits the probabilities come from. A TFRecord whose image bytes are not an
+  image fails the run with a message naming where: the lines written so far stay in a .partial
+  file; the output path is not created. The training run recorded its network (model_config.json).
+  """
   model_dir = str(tmp_path / 'model')
-  ok(run_main('--model=cnn', '--train_steps=1', '--mode=train', '--data_dir=' + small_dir,
-               '--model_dir=' + model_dir, '--train_batch_size=8', '--skip_host_call'))
+  training = ['--model=cnn', '--train_steps=1', '--mode=train', '--data_dir=' + small_dir,
+              '--model_dir=' + model_dir, '--train_batch_size=8', '--skip_host_call']
+  ok(run_main(*training))
+  model, data = network_record.read(model_dir)
+  assert model == config_from_args(*training).model
+  assert (model.model, model.num_classes, model.image_size, data.data_dir) == (
+      'cnn', 10, 28, small_dir)
   good = read_records(os.path.join(small_dir, 'validation-*'), 3)
   bad = tf.train.Example(features=tf.train.Features(feature={
       'image/encoded': tf.train.Feature(bytes_list=tf.train.BytesList(value=[b'not an image'])),
@@ -97,10 +109,19 @@ def test_mirrored_prediction_and_a_failed_one_that_leaves_no_complete_looking_ou
   common = ['--mode=predict', '--model=cnn', '--data_dir=' + small_dir, '--model_dir=' + model_dir,
             '--eval_batch_size=2']
   ok(run_main('--predict_input=' + str(tmp_path / 'good.tfrecord'),
-              '--mirrored_devices=/cpu:0,/cpu:1',
+              '--mirrored_devices=/cpu:0,/cpu:1', '--predict_logits', '--predict_top_k=10',
               '--predict_output=' + str(tmp_path / 'good.jsonl'), *common))
   lines = [json.loads(l) for l in (tmp_path / 'good.jsonl').read_text().splitlines()]
   assert [l['input'] for l in lines] == ['validation/0000%d.png' % i for i in range(3)]
+  for line in lines:  # --predict_logits: float32 logits, unrounded, that give the probabilities
+    logits = np.array(line['logits'], np.float64)
+    assert logits.shape == (10,) and np.argmax(logits) == line['class']
+    assert all(float(np.float32(x)) == x for x in line['logits'])
+    softmax = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    assert len(line['top_k']) == 10
+    for entry in line['top_k']:
+      assert abs(softmax[entry['class']] - entry['probability']) < 1e-5
+  assert any(round(x, 6) != x for line in lines for x in line['logits'])  # not rounded
   output = tmp_path / 'p.jsonl'
   proc = run_main('--predict_input=' + str(tmp_path / 'mixed.tfrecord'),
                   '--predict_output=' + str(output), *common)
@@ -109,3 +130,4 @@ def test_mirrored_prediction_and_a_failed_one_that_leaves_no_complete_looking_ou
   assert not output.exists()
   partial = (tmp_path / 'p.jsonl.partial').read_text().splitlines()
   assert len(partial) == 2 and json.loads(partial[0])['input'] == 'validation/00000.png'
+  assert 'logits' not in json.loads(partial[0])  # without --predict_logits

@@ -101,6 +101,7 @@ def test_dry_run_of_a_v3_32_job_on_all_of_fashion_mnist(fashion_mnist_dir, tmp_p
               '--image_size=32', '--train_batch_size=256', '--eval_batch_size=1024',
               '--precision=bfloat16'))
   report = json.loads((model_dir / dry_run_lib.REPORT_FILE).read_text())
+  assert not (model_dir / 'model_config.json').exists()  # written by training runs only
   assert [len(h['train_files']) for h in report['per_host']] == [4, 4, 4, 4]
   # 256 images of 32x32x3 in bfloat16, plus a float32 mask and an int32 label each.
   assert report['infeed']['bytes_per_step'] == 256 * (32 * 32 * 3 * 2 + 4 + 4)

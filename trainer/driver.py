@@ -16,6 +16,7 @@ from trainer import checkpoints
 from trainer import dry_run as dry_run_lib
 from trainer import estimator as estimator_lib
 from trainer import hooks as hooks_lib
+from trainer import network_record
 from trainer import predict as predict_lib
 from trainer import preemption
 from trainer import results as results_lib
@@ -40,7 +41,9 @@ def latest_step(model_dir):
 def run(config):
   """Runs config.mode, exports if asked, writes <model_dir>/results.json and returns its dict
   (a worker or parameter server of a cluster returns its own task record instead; a prediction
-  writes <model_dir>/predict_results.json, a dry run <model_dir>/dry_run.json).
+  writes <model_dir>/predict_results.json, a dry run <model_dir>/dry_run.json). A training run
+  first records its network in <model_dir>/model_config.json (`trainer.network_record`; the
+  chief of a cluster).
 
   Raises:
     PipelineError: for anything the user must fix (data, TPU, checkpoints, cluster).
@@ -80,7 +83,9 @@ def _run(config, watch, task):
   if config.export_dir:
     gcs_preflight.check_path_usable(config.export_dir, 'export_dir', config.use_tpu)
   if config.mode != 'eval':  # training owns model_dir: a damaged newest checkpoint moves aside
-    if not checkpoints.newest_intact_checkpoint(config.model_dir):  # a new run: its settings
+    new_run = not checkpoints.newest_intact_checkpoint(config.model_dir)
+    _record_network(config, new_run)
+    if new_run:  # its settings
       hooks_lib.write_hparams(config.model_dir, results_lib.hparams(config),
                               [('loss', '.'), (model_fn_lib.TRAIN_ACCURACY_TAG, '.'),
                                ('top_1_accuracy', 'eval'), ('eval_loss', 'eval')])
@@ -93,6 +98,14 @@ def _run(config, watch, task):
     checkpoint = tf.train.latest_checkpoint(config.model_dir)
   results.update(results_lib.run_facts(config, throughput[0], throughput[1], start))
   return results_lib.finish(estimator, config, results, checkpoint)
+
+
+def _record_network(config, new_run):
+  """Writes model_config.json (for tools that rebuild the network outside Estimator) for a new
+  run, or a run that has none yet; a resumed run keeps the record of the run that wrote its
+  checkpoints (a resume with other network flags fails to restore them anyway)."""
+  if new_run or not tf.io.gfile.exists(network_record.path(config.model_dir)):
+    network_record.write(config.model_dir, config)
 
 
 def _resolve_init_checkpoint(config):
@@ -263,7 +276,7 @@ def _run_distributed(config, watch, task_type, task_index, cluster):
   if task_type != 'ps':
     gcs_preflight.check_path_usable(config.model_dir, 'model_dir')
   if task_type in ('chief', 'master'):
-    checkpoints.newest_intact_checkpoint(config.model_dir)
+    _record_network(config, not checkpoints.newest_intact_checkpoint(config.model_dir))
   logging.info('Distributed training: task %s %d of cluster %s', task_type, task_index,
                json.dumps(cluster, sort_keys=True))
   progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)

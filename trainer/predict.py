@@ -4,9 +4,11 @@ order. Nothing grows with the number of inputs but the list of file names the gl
 
 A line (keys sorted):
   {"class": 3, "class_name": "Dress", "input": "gs://b/x/validation-00000-of-00002:17",
-   "label": 3, "label_name": "Dress", "text": "...",
+   "label": 3, "label_name": "Dress", "logits": [-1.5308160781860352, ...], "text": "...",
    "top_k": [{"class": 3, "class_name": "Dress", "probability": 0.91}, ...]}
-`label`/`label_name` only for records that hold a label, `text` only for text inputs.
+`label`/`label_name` only for records that hold a label; `logits` only with --predict_logits: the
+input's float32 logits, one per class, unrounded (each float32 exactly as a JSON number); `text`
+only for text inputs. Probabilities are rounded to 6 decimals.
 """
 
 import json
@@ -35,7 +37,7 @@ def class_names(data):
   return [str(name) for name in names]
 
 
-def prediction_line(name, probabilities, names, top_k, label=None, text=None):
+def prediction_line(name, probabilities, names, top_k, label=None, text=None, logits=None):
   """One output line's dict for one input.
 
   Args:
@@ -45,6 +47,11 @@ def prediction_line(name, probabilities, names, top_k, label=None, text=None):
     top_k: how many classes to list, most probable first.
     label: the input's true class, if known.
     text: text models: the input text.
+    logits: float32 [num_classes]: written unrounded as `logits`; None: no `logits` key.
+
+  Returns:
+    dict: input, class, class_name, top_k (class, class_name, probability rounded to 6
+    decimals), and label, label_name, text, logits where given.
   """
   order = np.argsort(-probabilities, kind='stable')[:top_k]
   line = {'input': name, 'class': int(order[0]), 'class_name': names[order[0]],
@@ -54,6 +61,8 @@ def prediction_line(name, probabilities, names, top_k, label=None, text=None):
     line.update(label=label, label_name=names[label] if 0 <= label < len(names) else None)
   if text is not None:
     line['text'] = text
+  if logits is not None:
+    line['logits'] = [float(x) for x in logits]  # float32 -> float is exact, and so is json
   return line
 
 
@@ -89,7 +98,8 @@ def predict(estimator, config):
   # that looks like a full output.
   partial = config.predict_output + '.partial'
   with run_errors.explain_checkpoint_mismatch(config), tf.io.gfile.GFile(partial, 'w') as out:
-    predictions = estimator.predict(input_fn, predict_keys=['probabilities'],
+    keys = ['probabilities', 'logits'] if config.predict_logits else ['probabilities']
+    predictions = estimator.predict(input_fn, predict_keys=keys,
                                     checkpoint_path=checkpoint, yield_single_examples=True)
     try:
       for prediction in predictions:
@@ -99,7 +109,8 @@ def predict(estimator, config):
                               'the output is incomplete (%s).'
                               % (config.predict_input, count, partial))
         name, label, text = described
-        line = prediction_line(name, prediction['probabilities'], names, top_k, label, text)
+        line = prediction_line(name, prediction['probabilities'], names, top_k, label, text,
+                               prediction.get('logits'))
         out.write(json.dumps(line, sort_keys=True, ensure_ascii=False) + '\n')
         count += 1
         if label is not None:

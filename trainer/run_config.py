@@ -43,6 +43,7 @@ class Config:
   predict_input: Optional[str] = None  # mode predict: a glob (trainer.data.predict_input)
   predict_output: Optional[str] = None  # mode predict: the JSON-lines file
   predict_top_k: int = 5
+  predict_logits: bool = False  # mode predict: write each input's logits too
   keep_best: bool = True  # train_and_eval: keep the best checkpoint (trainer.best_checkpoint)
   early_stopping_evals: int = 0  # train_and_eval: stop after this many evals without a better one
 

@@ -1,0 +1,7 @@
+"""Keras 3 versions of the pipeline's four networks, for the way off Estimator.
+
+Written with Keras 3's own layers, so each runs on any Keras backend (TensorFlow, JAX). Layer
+names mirror the TF1 variable scopes of `models/` ('stage1_block1/conv2d_1' is the Keras layer
+'stage1_block1.conv2d_1'), which is what `keras_models.checkpoint_map` reads a checkpoint of this
+pipeline by. `trainer.export_keras` is the command that converts a run; docs/migration.md the guide.
+"""

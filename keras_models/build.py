@@ -1,0 +1,58 @@
+"""A Keras 3 model of one of the pipeline's networks, from the run's `ModelConfig`."""
+
+import keras
+
+from keras_models import bilstm
+from keras_models import cnn
+from keras_models import inception_v3
+from keras_models import layers as layers_lib
+from keras_models import resnet
+from models import features as features_lib
+
+# Output names of InceptionV3's two heads (every other network has the logits only).
+LOGITS = 'logits'
+AUX_LOGITS = 'aux_logits'
+
+
+def build_model(config):
+  """The Keras model of `config`'s network, with its input preprocessing.
+
+  Args:
+    config: `models.model_config.ModelConfig` (model, num_classes, image_size, mean_rgb,
+      stddev_rgb, resnet_depth; for the BiLSTM vocab_size, max_seq_length, embedding_dim,
+      lstm_hidden_units, lstm_layers, lstm_pooling, dropout_rate).
+
+  Returns:
+    keras.Model. Image networks take `image`: uint8 (or float) [batch, image_size, image_size, 3]
+    on the 0-255 scale, normalized inside the model as the model_fn does; the BiLSTM takes
+    `token_ids`: int32 [batch, max_seq_length] (trainer.data.tokenizer.texts_to_ids). Output:
+    logits float32 [batch, num_classes]; InceptionV3 gives {'logits', 'aux_logits'}.
+
+  Raises:
+    ValueError: an unknown model or sizes the network cannot take.
+  """
+  if config.model == 'bilstm':
+    token_ids = keras.Input((config.max_seq_length,), dtype='int32',
+                            name=features_lib.TOKEN_IDS)
+    logits = bilstm.bilstm(token_ids, config.vocab_size, config.num_classes,
+                           config.embedding_dim, config.lstm_hidden_units, config.lstm_layers,
+                           config.lstm_pooling, config.dropout_rate)
+    return keras.Model(token_ids, logits, name='bilstm')
+  image = keras.Input((config.image_size, config.image_size, 3), name=features_lib.IMAGE)
+  x = layers_lib.pixel_normalization(config.mean_rgb, config.stddev_rgb)(image)
+  if config.model == 'resnet':
+    outputs = resnet.resnet_v1_5(x, config.resnet_depth, config.num_classes)
+    name = 'resnet%d_v1_5' % config.resnet_depth
+  elif config.model == 'inception_v3':
+    logits, aux_logits = inception_v3.inception_v3(x, config.num_classes)
+    outputs, name = {LOGITS: logits, AUX_LOGITS: aux_logits}, 'inception_v3'
+  elif config.model == 'cnn':
+    outputs, name = cnn.cnn(x, config.num_classes), 'cnn'
+  else:
+    raise ValueError('unknown model %r' % (config.model,))
+  return keras.Model(image, outputs, name=name)
+
+
+def logits_of(outputs):
+  """The logits among a model's outputs (InceptionV3's dict, or the tensor itself)."""
+  return outputs[LOGITS] if isinstance(outputs, dict) else outputs

@@ -1,0 +1,33 @@
+"""The Colab CNN in Keras 3: the network of `models.cnn`, layer for layer, with its layer names."""
+
+import keras
+
+from keras_models import layers as layers_lib
+from models import cnn as tf1_cnn
+
+
+def cnn(images, num_classes):
+  """The CNN's logits of normalized images.
+
+  Args:
+    images: Keras tensor, float32 [batch, height, width, channels], height and width >= 8.
+    num_classes: width of the logits.
+
+  Returns:
+    Keras tensor: logits float32 [batch, num_classes].
+  """
+  x = images
+  for i, filters in enumerate((64, 128, 256)):
+    scope = layers_lib.Scope('block%d' % (i + 1))
+    x = keras.layers.BatchNormalization(
+        momentum=tf1_cnn.BATCH_NORM_DECAY,
+        epsilon=layers_lib.fused_epsilon(tf1_cnn.BATCH_NORM_EPSILON),
+        name=scope.name('batch_normalization'))(x)
+    x = keras.layers.Conv2D(filters, 5, padding='same', activation='elu',
+                            name=scope.name('conv2d'))(x)
+    x = keras.layers.MaxPooling2D(2, strides=2)(x)
+    x = keras.layers.Dropout(0.25)(x)
+  x = keras.layers.Flatten()(x)
+  x = keras.layers.Dense(256, activation='elu', name='dense')(x)
+  x = keras.layers.Dropout(0.5)(x)
+  return keras.layers.Dense(num_classes, name=tf1_cnn.CLASSIFIER_SCOPE)(x)

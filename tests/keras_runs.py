@@ -1,0 +1,85 @@
+"""Runs of this pipeline for the Keras 3 migration tests: trained and predicted by the pipeline's
+own runtimes (TF 1.15 and TF 2.15, which have tf.estimator), converted by the Keras runtime
+(TF 2.21 + Keras 3 + JAX, which has not). `make test` names the runtimes in PIPELINE_PYTHON_TF1 and
+PIPELINE_PYTHON_TF2; by default they are the repository's .venv and .venv-tf2."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import REPO
+from helpers import TINY_BY_MODEL
+from helpers import ok
+
+# The Keras runtime's interpreter, for the tests that run on another one (the docs' checks), and
+# the commands that need it.
+KERAS_PYTHON = os.environ.get('KERAS_PYTHON', os.path.join(REPO, '.venv-keras', 'bin', 'python'))
+KERAS_COMMANDS = ('trainer.export_keras', 'trainer.finetune_keras')
+PIPELINE_PYTHONS = {
+    'tf1': os.environ.get('PIPELINE_PYTHON_TF1', os.path.join(REPO, '.venv', 'bin', 'python')),
+    'tf2': os.environ.get('PIPELINE_PYTHON_TF2', os.path.join(REPO, '.venv-tf2', 'bin', 'python')),
+}
+# Each network trains on real data on one of the two runtimes (both must convert), at the tests'
+# tiny settings, long enough for logits that are not all alike: (runtime, network, data fixture,
+# steps, network flags, flags of the training run only). The ResNet keeps weight moving averages
+# (the pipeline predicts with them, so the converter must read them), InceptionV3 does not (its
+# recipe's 0.9999 would leave them at the initial weights after 10 steps); the BiLSTMs cover stacked
+# layers and the pooling modes; two runs export today's SavedModel to compare the serving exports.
+RUNS = {
+    'resnet': ('tf1', 'resnet', 'small_dir', 30, ['--moving_average_decay=0.9'], ['--export_dir']),
+    'cnn': ('tf2', 'cnn', 'small_dir', 20, [], []),
+    'inception_v3': ('tf2', 'inception_v3', 'tiny_dir', 10, ['--moving_average_decay=0'],
+                     ['--base_learning_rate=0.035', '--gradient_clip_norm=5', '--warmup_epochs=0']),
+    'bilstm': ('tf1', 'bilstm', 'text_small_dir', 20, ['--lstm_layers=2', '--lstm_pooling=max'],
+               ['--export_dir']),
+    'bilstm_final': ('tf2', 'bilstm', 'text_small_dir', 20, ['--lstm_pooling=final'], []),
+}
+
+
+def pipeline(runtime, module, *args, timeout=900):
+  """Runs `python -m MODULE ARGS` on a pipeline runtime ('tf1' or 'tf2'); returns the
+  CompletedProcess."""
+  python = PIPELINE_PYTHONS[runtime]
+  if not os.path.exists(python):
+    pytest.fail('the pipeline runtime %s (%s) is missing: `make test` creates it' % (runtime,
+                                                                                       python))
+  env = {k: v for k, v in os.environ.items() if not k.startswith('KERAS_')}
+  return subprocess.run([python, '-m', module] + list(args), cwd=REPO, env=env,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                        timeout=timeout)
+
+
+def train_and_predict(name, data_dir, model_dir):
+  """Trains RUNS[name] into model_dir and predicts its data's validation split with logits.
+
+  Returns:
+    dict: model_dir, data_dir, runtime, predict_input, predictions (the JSON-lines path),
+    export_dir (today's SavedModel, or None).
+  """
+  runtime, network, _, steps, network_args, train_args = RUNS[name]
+  export_dir = os.path.join(model_dir, 'export') if '--export_dir' in train_args else None
+  train_args = ['--export_dir=' + export_dir if a == '--export_dir' else a for a in train_args]
+  common = list(TINY_BY_MODEL[network][0]) + network_args + ['--seed=1',
+      '--data_dir=' + data_dir, '--model_dir=' + model_dir]
+  ok(pipeline(runtime, 'trainer.main', *common, '--mode=train', '--train_steps=%d' % steps,
+              '--skip_host_call', *train_args))
+  predict_input = os.path.join(data_dir, 'validation-*')
+  predictions = os.path.join(model_dir, 'predictions.jsonl')
+  ok(pipeline(runtime, 'trainer.main', *common, '--mode=predict', '--predict_logits',
+              '--predict_input=' + predict_input, '--predict_output=' + predictions))
+  return {'model_dir': model_dir, 'data_dir': data_dir, 'runtime': runtime,
+          'predict_input': predict_input, 'predictions': predictions, 'export_dir': export_dir}
+
+
+def export_keras(*args, backend='tensorflow', timeout=600):
+  """Runs `python -m trainer.export_keras ARGS` on this (the Keras) runtime with KERAS_BACKEND
+  `backend`; returns (CompletedProcess, the printed summary dict or None)."""
+  env = dict(os.environ, KERAS_BACKEND=backend)
+  proc = subprocess.run([sys.executable, '-m', 'trainer.export_keras'] + list(args), cwd=REPO,
+                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        universal_newlines=True, timeout=timeout)
+  lines = proc.stdout.strip().splitlines()
+  return proc, (json.loads(lines[-1]) if proc.returncode == 0 and lines else None)

@@ -1,0 +1,252 @@
+"""`python -m trainer.export_keras`: a run of this pipeline as a Keras 3 model.
+
+Reads a checkpoint (the run's newest, or --checkpoint; also the Cloud TPU reference ResNet's
+layout), builds the network of the run's settings (its model_config.json; flags for runs that
+recorded none) with `keras_models.build`, loads every weight through `keras_models.checkpoint_map`
+and writes PATH.keras plus, on the TensorFlow backend, a serving SavedModel
+(`keras_models.serving`). With --check_predictions it proves the conversion on real inputs: the
+logits of `trainer.main --mode=predict --predict_logits` against the Keras model's.
+
+Runs on current TensorFlow with Keras 3 (the `keras` extra; KERAS_BACKEND=tensorflow or jax), not
+on the TF 1.15 / 2.15 runtimes. Prints a JSON summary on stdout. Guide: docs/migration.md.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+import keras
+import numpy as np
+import tensorflow as tf
+
+from flags import keras_flags
+from keras_models import build
+from keras_models import checkpoint_map
+from keras_models import serving
+from models import features as features_lib
+from models import warm_start
+from models.model_config import TEXT_MODELS, ModelConfig
+from trainer import network_record
+from trainer.data import dataset_json
+from trainer.data import input_fn as input_fn_lib
+from trainer.data import predict_input
+from trainer.data.data_config import DataConfig
+from trainer.errors import PipelineError
+
+FLAGS = flags.FLAGS
+_CHECK_BATCH_SIZE = 64
+
+
+def _settings_from_flags(f):
+  """(ModelConfig, DataConfig) of a checkpoint without a model_config.json."""
+  if not f.model:
+    raise PipelineError(
+        '%s has no %s (runs of earlier versions of this pipeline did not record their network): '
+        'pass --model and --data_dir, and the settings the run trained with (--resnet_depth, '
+        '--image_size; for the BiLSTM --embedding_dim, --lstm_hidden_units, --lstm_layers, '
+        '--lstm_pooling).' % (f.model_dir or f.checkpoint, network_record.FILE))
+  info = (dataset_json.read(f.data_dir) if f.data_dir else None) or {}
+  image_size = f.image_size or info.get('image_size') or (
+      max(info['image_height'], info['image_width']) if 'image_height' in info else 0)
+  num_classes = f.num_classes or info.get('num_classes')
+  if not num_classes:
+    raise PipelineError('--num_classes not given and no dataset.json in --data_dir to read it '
+                        'from: pass --num_classes (the width of the checkpoint\'s logits).')
+  text = f.model in TEXT_MODELS
+  if not text and not image_size:
+    raise PipelineError('--image_size not given and no dataset.json in --data_dir to read it '
+                        'from: pass the size the run trained at.')
+  data = DataConfig(
+      data_dir=f.data_dir, num_classes=num_classes, num_train_examples=0, num_eval_examples=0,
+      image_size=image_size or 0, modality='text' if text else 'image',
+      max_seq_length=info.get('max_seq_length', 0), vocab_size=info.get('vocab_size', 0),
+      eval_crop_fraction=info.get('preprocessing', {}).get(
+          'eval_crop_fraction', DataConfig.eval_crop_fraction))
+  # trainer.main's default depth, not ModelConfig's.
+  model = dict(model=f.model, num_classes=num_classes, image_size=data.image_size,
+               vocab_size=data.vocab_size, max_seq_length=data.max_seq_length, resnet_depth=50)
+  for name in ('mean_rgb', 'stddev_rgb'):
+    if name in info:
+      model[name] = tuple(info[name])
+  return model, data
+
+
+def run_settings(f):
+  """The network's ModelConfig and the run's DataConfig: model_config.json of f.model_dir, with
+  any settings flags given on top; from the flags and --data_dir without one.
+
+  Raises:
+    PipelineError: settings missing or invalid, with what to pass.
+  """
+  record = network_record.read(f.model_dir) if f.model_dir else None
+  if record:
+    model, data = dataclasses.asdict(record[0]), record[1]
+  else:
+    model, data = _settings_from_flags(f)
+  for name in keras_flags.SETTINGS:
+    value = getattr(f, name)
+    if value is not None:
+      model[name] = int(value) if name == 'resnet_depth' else value
+  if f.data_dir and record:
+    data = dataclasses.replace(data, data_dir=f.data_dir)
+  try:
+    return ModelConfig(**model), data
+  except (TypeError, ValueError) as e:
+    raise PipelineError('the network settings cannot build a model: %s' % e)
+
+
+def checkpoint_of(f):
+  """The checkpoint prefix to convert.
+
+  Raises:
+    PipelineError: neither flag given, or nothing there is a checkpoint.
+  """
+  if not (f.checkpoint or f.model_dir):
+    raise PipelineError('pass --model_dir (a run of this pipeline) or --checkpoint.')
+  path = f.checkpoint or f.model_dir
+  try:
+    return warm_start.checkpoint_prefix(path)
+  except ValueError as e:
+    raise PipelineError(str(e).replace('init_checkpoint', 'checkpoint'))
+
+
+def check_predictions(model, data, predictions_path, input_pattern, tolerance):
+  """Compares the model's logits with those of `trainer.main --mode=predict --predict_logits`.
+
+  Args:
+    model: the converted keras.Model.
+    data: the run's DataConfig (preprocessing of the inputs, as --mode=predict does it).
+    predictions_path: the JSON-lines output of that prediction.
+    input_pattern: the --predict_input it read.
+    tolerance: largest absolute logit difference accepted.
+
+  Returns:
+    dict: examples, max_abs_logit_difference, classes_equal (count), max_abs_logit (the
+    largest logit of the pipeline's, for scale), tolerance.
+
+  Raises:
+    PipelineError: lines without logits, a different number of inputs, or a difference above
+      the tolerance.
+  """
+  source = predict_input.resolve(input_pattern, data.modality)
+  dataset = input_fn_lib.predict_input_fn_builder(data, source)({'batch_size': _CHECK_BATCH_SIZE})
+  key = features_lib.TOKEN_IDS if data.modality == 'text' else features_lib.IMAGE
+  worst, worst_input, count, same_class, largest = 0.0, None, 0, 0, 0.0
+  with tf.io.gfile.GFile(predictions_path) as lines:
+    for batch in dataset.as_numpy_iterator():
+      logits = np.asarray(build.logits_of(model.predict_on_batch(batch[key])))
+      for row in logits:
+        line = lines.readline()
+        if not line:
+          raise PipelineError('%s has fewer lines than %s has inputs (%d): was it predicted from '
+                              'another --predict_input?' % (predictions_path, input_pattern, count))
+        line = json.loads(line)
+        if 'logits' not in line:
+          raise PipelineError('%s has no logits: predict with --predict_logits.'
+                              % predictions_path)
+        expected = np.asarray(line['logits'], np.float32)
+        difference = float(np.abs(row - expected).max())
+        if not np.isfinite(difference):  # NaN compares as no difference at all
+          difference = float('inf')
+        largest = max(largest, float(np.abs(expected).max()))
+        if difference > worst:
+          worst, worst_input = difference, line['input']
+        same_class += int(np.argmax(row) == line['class'])
+        count += 1
+    if lines.readline():
+      raise PipelineError('%s has more lines than %s has inputs (%d).'
+                          % (predictions_path, input_pattern, count))
+  result = {'examples': count, 'max_abs_logit_difference': worst, 'classes_equal': same_class,
+            'max_abs_logit': largest, 'tolerance': tolerance}
+  if worst > tolerance:
+    raise PipelineError(
+        'the Keras model\'s logits differ from %s by up to %.3g on input %s (tolerance %g; %d of '
+        '%d classes equal): %s' % (predictions_path, worst, worst_input, tolerance, same_class,
+                                   count, json.dumps(result)))
+  return result
+
+
+def convert(f):
+  """Converts per the flag values `f`; returns the summary dict."""
+  if not f.output.endswith('.keras'):
+    raise PipelineError('--output=%s: give a path ending in .keras.' % f.output)
+  if bool(f.check_predictions) != bool(f.check_input):
+    raise PipelineError('--check_predictions and --check_input go together: the prediction '
+                        'output and the --predict_input it was made from.')
+  config, data = run_settings(f)
+  if data.modality == 'text' and not data.data_dir and f.serving_dir != '':
+    raise PipelineError('the text serving export needs the run\'s vocab.txt: pass --data_dir '
+                        '(or --serving_dir= for the .keras file only).')
+  prefix = checkpoint_of(f)
+  recorded = bool(f.model_dir) and network_record.read(f.model_dir) is not None
+  use_moving_average = f.use_moving_average
+  if use_moving_average is None:
+    if not recorded and any(n.endswith(warm_start.EMA_SUFFIX)
+                            for n, _ in tf.train.list_variables(prefix)):
+      raise PipelineError(
+          'checkpoint %s holds moving averages of the weights and no %s says whether the run '
+          'evaluated with them (it did with --moving_average_decay > 0): pass '
+          '--use_moving_average or --nouse_moving_average.' % (prefix, network_record.FILE))
+    use_moving_average = config.moving_average_decay > 0
+  if not recorded and not f.check_predictions:
+    logging.warning('No %s: the settings that no weight shape shows (image size and '
+                    'statistics, BiLSTM pooling, evaluation crop) come from the flags and '
+                    '--data_dir unchecked. Pass --check_predictions to prove them.',
+                    network_record.FILE)
+  model = build.build_model(config)
+  try:
+    report = checkpoint_map.load(model, prefix, use_moving_average, config.model)
+  except ValueError as e:
+    raise PipelineError(str(e))
+  logging.info('%s: %d Keras weights from %d checkpoint tensors (%s layout%s)', prefix,
+               report['weights'], report['tensors'], report['layout'],
+               ', moving averages' if use_moving_average else '')
+  check = None
+  if f.check_predictions:  # before anything is written: a model that fails it is not kept
+    check = check_predictions(model, data, f.check_predictions, f.check_input, f.tolerance)
+    logging.info('checked on %d inputs: largest logit difference %.3g, %d classes equal',
+                 check['examples'], check['max_abs_logit_difference'], check['classes_equal'])
+  if os.path.dirname(f.output):
+    tf.io.gfile.makedirs(os.path.dirname(f.output))
+  model.save(f.output)
+  serving_dir = f.serving_dir
+  if serving_dir is None:
+    serving_dir = f.output[:-len('.keras')] + '_serving'
+  if serving_dir and keras.backend.backend() != 'tensorflow':
+    logging.warning('No serving export: it needs KERAS_BACKEND=tensorflow (backend: %s). The '
+                    '.keras file is complete; run again on TensorFlow for the SavedModel.',
+                    keras.backend.backend())
+    serving_dir = ''
+  if serving_dir:
+    serving.export(model, serving_dir, data)
+  summary = {'checkpoint': prefix, 'output': f.output, 'serving_dir': serving_dir or None,
+             'backend': keras.backend.backend(), 'model': config.model, 'layout': report['layout'],
+             'weights': report['weights'], 'moving_average': use_moving_average,
+             'widened_from_bfloat16': len(report['widened'])}
+  if check:
+    summary['check'] = check
+  return summary
+
+
+def main(argv):
+  del argv
+  try:
+    print(json.dumps(convert(FLAGS), sort_keys=True))
+  except PipelineError as e:
+    print('error: %s' % ' '.join(str(e).split('\n')), file=sys.stderr)
+    sys.exit(2)
+
+
+def run():
+  """The console entry point (`tpu-pipeline-export-keras`)."""
+  keras_flags.define_export_keras_flags()
+  logging.set_verbosity(logging.INFO)
+  app.run(main)
+
+
+if __name__ == '__main__':
+  run()
