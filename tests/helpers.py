@@ -4,6 +4,7 @@ checks, small real data sets cut from the full ones, and the SavedModel predicti
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -151,6 +152,64 @@ class BackgroundRun(object):
     self.proc.wait(timeout)
     self._reader.join(10)
     return self.proc.returncode
+
+
+def free_ports(count):
+  """`count` free TCP ports on 127.0.0.1 (for the tasks of a local TF_CONFIG cluster)."""
+  sockets = [socket.socket() for _ in range(count)]
+  for s in sockets:
+    s.bind(('127.0.0.1', 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+def _wait_for_training(proc, log_path, timeout=300):
+  """Blocks until the task's log shows a training step (trainer.hooks.ProgressHook's line)."""
+  deadline = time.time() + timeout
+  while not PROGRESS_LINE.search(log_path.read_text()):
+    assert proc.poll() is None, 'the task ended early:\n' + log_path.read_text()[-3000:]
+    assert time.time() < deadline, 'no training step in %d s:\n%s' % (
+        timeout, log_path.read_text()[-3000:])
+    time.sleep(0.2)
+
+
+def run_cluster(args, env_of, log_dir, timeout):
+  """Runs `python -m trainer.main ARGS` as the ps, chief and worker of a TF_CONFIG cluster and
+  asserts the chief and the worker succeed within `timeout` seconds; each task's output goes to
+  log_dir/<task>.log, and whatever still runs at the end is killed.
+
+  The worker starts once the chief is training: its session then opens at once, after the 5 s
+  Estimator gives a worker, instead of waiting out SessionManager's 30 s recheck.
+
+  Args:
+    args: trainer.main's arguments (the same for every task).
+    env_of: task type -> the task's whole environment (with its TF_CONFIG).
+    log_dir: a pathlib.Path.
+    timeout: seconds for the chief and the worker to finish.
+  """
+  processes = {}
+  try:
+    for task_type in ('ps', 'chief', 'worker'):
+      log = open(str(log_dir / (task_type + '.log')), 'w')
+      processes[task_type] = (subprocess.Popen(
+          [sys.executable, '-m', 'trainer.main'] + list(args), cwd=REPO, env=env_of(task_type),
+          stdout=log, stderr=subprocess.STDOUT), log)
+      if task_type == 'chief':
+        _wait_for_training(processes['chief'][0], log_dir / 'chief.log')
+    deadline = time.time() + timeout
+    for task_type in ('chief', 'worker'):
+      proc, _ = processes[task_type]
+      proc.wait(timeout=max(1, deadline - time.time()))
+      assert proc.returncode == 0, (log_dir / (task_type + '.log')).read_text()[-3000:]
+    assert processes['ps'][0].poll() is None  # a parameter server serves until it is stopped
+  finally:
+    for proc, log in processes.values():
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+      log.close()
 
 
 def results_of(model_dir, name='results.json'):

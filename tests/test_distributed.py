@@ -4,75 +4,28 @@ CUSTOM tier does it."""
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 
-from helpers import PROGRESS_LINE, REPO, TINY, results_of, run_main
+from helpers import TINY, free_ports, results_of, run_cluster, run_main
 from trainer import network_record
 
 
-def _free_ports(count):
-  sockets = [socket.socket() for _ in range(count)]
-  for s in sockets:
-    s.bind(('127.0.0.1', 0))
-  ports = [s.getsockname()[1] for s in sockets]
-  for s in sockets:
-    s.close()
-  return ports
-
-
-def _start(task_type, cluster, args, log_path):
-  env = dict(os.environ, TF_CONFIG=json.dumps({'cluster': cluster,
-                                               'task': {'type': task_type, 'index': 0}}))
-  log = open(str(log_path), 'w')
-  return subprocess.Popen([sys.executable, '-m', 'trainer.main'] + args, cwd=REPO, env=env,
-                          stdout=log, stderr=subprocess.STDOUT), log
-
-
-def _wait_for_training(proc, log_path, timeout=300):
-  """Blocks until the task's log shows a training step (trainer.hooks.ProgressHook's line)."""
-  deadline = time.time() + timeout
-  while not PROGRESS_LINE.search(log_path.read_text()):
-    assert proc.poll() is None, 'the task ended early:\n' + log_path.read_text()[-3000:]
-    assert time.time() < deadline, 'no training step in %d s:\n%s' % (
-        timeout, log_path.read_text()[-3000:])
-    time.sleep(0.2)
+def _tf_config(cluster):
+  """env_of for helpers.run_cluster: each task's TF_CONFIG in `cluster`."""
+  return lambda task_type: dict(os.environ, TF_CONFIG=json.dumps(
+      {'cluster': cluster, 'task': {'type': task_type, 'index': 0}}))
 
 
 def test_chief_worker_and_ps_train_one_model_together(small_dir, tmp_path):
-  chief, worker, ps = ('127.0.0.1:%d' % p for p in _free_ports(3))
+  chief, worker, ps = ('127.0.0.1:%d' % p for p in free_ports(3))
   cluster = {'chief': [chief], 'worker': [worker], 'ps': [ps]}
   model_dir = str(tmp_path / 'model')
   args = ['--train_steps=120', '--data_dir=' + small_dir, '--model_dir=' + model_dir,
           '--export_dir=' + str(tmp_path / 'export'), '--skip_host_call'] + TINY
-  processes = {}
-  try:
-    for task_type in ('ps', 'chief'):
-      processes[task_type] = _start(task_type, cluster, args, tmp_path / (task_type + '.log'))
-    # The worker starts once the chief has initialised the variables and is training: its
-    # session then opens at once, after the 5 s Estimator gives a worker, instead of waiting
-    # out SessionManager's 30 s recheck. Here it joined 17 s after the chief's first step, and
-    # 120 steps took 84 s (a ResNet-18's variables travel to and from the parameter server
-    # every step); it trained 53 of them.
-    _wait_for_training(processes['chief'][0], tmp_path / 'chief.log')
-    processes['worker'] = _start('worker', cluster, args, tmp_path / 'worker.log')
-    deadline = time.time() + 480
-    for task_type in ('chief', 'worker'):
-      proc, _ = processes[task_type]
-      proc.wait(timeout=max(1, deadline - time.time()))
-      log = (tmp_path / (task_type + '.log')).read_text()
-      assert proc.returncode == 0, log[-3000:]
-    assert processes['ps'][0].poll() is None  # a parameter server serves until it is stopped
-  finally:
-    for proc, log in processes.values():
-      if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-      log.close()
+  # Here the worker joined 17 s after the chief's first step, and 120 steps took 84 s (a
+  # ResNet-18's variables travel to and from the parameter server every step); it trained 53.
+  run_cluster(args, _tf_config(cluster), tmp_path, timeout=480)
   results = results_of(model_dir)
   tasks = {t: json.load(open(os.path.join(model_dir, 'tasks', t + '-0.json')))
            for t in ('chief', 'worker')}

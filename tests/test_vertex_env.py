@@ -4,10 +4,6 @@ a chief + worker + parameter server cluster writing to gs:// as Vertex AI sets i
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 import types
 import uuid
 
@@ -15,7 +11,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from flags import to_config
-from helpers import PROGRESS_LINE, REPO, TINY_BY_MODEL, results_of
+from helpers import TINY_BY_MODEL, free_ports, results_of, run_cluster
 from trainer.cloud import aiplatform_env
 from trainer.cloud import vertex_env
 from trainer.errors import PipelineError
@@ -192,63 +188,26 @@ def test_events_files_are_copied_between_gcs_directories():
 
 # ---- end to end: a Vertex AI job's cluster on gs:// ----------------------------------------------
 
-def _free_ports(count):
-  sockets = [socket.socket() for _ in range(count)]
-  for s in sockets:
-    s.bind(('127.0.0.1', 0))
-  ports = [s.getsockname()[1] for s in sockets]
-  for s in sockets:
-    s.close()
-  return ports
-
-
-def _wait_for_training(proc, log_path, timeout=300):
-  deadline = time.time() + timeout
-  while not PROGRESS_LINE.search(log_path.read_text()):
-    assert proc.poll() is None, 'the task ended early:\n' + log_path.read_text()[-3000:]
-    assert time.time() < deadline, log_path.read_text()[-3000:]
-    time.sleep(0.2)
-
-
 @needs_gcs
 def test_vertex_job_cluster_writes_checkpoints_export_and_events_where_vertex_says(small_dir,
                                                                                    tmp_path):
   """A tuning trial's chief + worker + parameter server, with AIP_* under gs://bkt/<job>/<trial>,
   TF_CONFIG and CLUSTER_SPEC as Vertex AI writes them, and no output flag at all."""
   base, trial = 'gs://bkt/vertex-%s' % uuid.uuid4().hex[:8], '7'
-  addresses = ['127.0.0.1:%d' % p for p in _free_ports(3)]
+  addresses = ['127.0.0.1:%d' % p for p in free_ports(3)]
   cluster = dict(zip(('chief', 'worker', 'ps'), ([a] for a in addresses)))
   pools = dict(zip(('workerpool0', 'workerpool1', 'workerpool2'), ([a] for a in addresses)))
   args, _ = TINY_BY_MODEL['cnn']
-  argv = [sys.executable, '-m', 'trainer.main', '--train_steps=60', '--data_dir=' + small_dir,
-          '--skip_host_call'] + list(args)
-  processes = {}
-  try:
-    for task_type, pool in (('ps', 'workerpool2'), ('chief', 'workerpool0'),
-                            ('worker', 'workerpool1')):
-      task = {'index': 0, 'trial': trial}
-      env = dict(os.environ, **_vertex_env(
-          base, trial, {'cluster': cluster, 'environment': 'cloud',
-                        'task': dict(task, type=task_type)},
-          {'cluster': pools, 'environment': 'cloud', 'task': dict(task, type=pool)}))
-      log = open(str(tmp_path / (task_type + '.log')), 'w')
-      processes[task_type] = (subprocess.Popen(argv, cwd=REPO, env=env, stdout=log,
-                                               stderr=subprocess.STDOUT), log)
-      if task_type == 'chief':  # the worker joins a trained-on session at once (test_distributed)
-        _wait_for_training(processes['chief'][0], tmp_path / 'chief.log')
-    deadline = time.time() + 420
-    for task_type in ('chief', 'worker'):
-      proc, _ = processes[task_type]
-      proc.wait(timeout=max(1, deadline - time.time()))
-      log = (tmp_path / (task_type + '.log')).read_text()
-      assert proc.returncode == 0, log[-3000:]
-    assert processes['ps'][0].poll() is None  # a parameter server serves until it is stopped
-  finally:
-    for proc, log in processes.values():
-      if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-      log.close()
+  pool_of = {'chief': 'workerpool0', 'worker': 'workerpool1', 'ps': 'workerpool2'}
+
+  def env_of(task_type):
+    task = {'index': 0, 'trial': trial}
+    return dict(os.environ, **_vertex_env(
+        base, trial, {'cluster': cluster, 'environment': 'cloud',
+                      'task': dict(task, type=task_type)},
+        {'cluster': pools, 'environment': 'cloud', 'task': dict(task, type=pool_of[task_type])}))
+  run_cluster(['--train_steps=60', '--data_dir=' + small_dir, '--skip_host_call'] + list(args),
+              env_of, tmp_path, timeout=420)
   root = '%s/%s' % (base, trial)
   checkpoints, model, logs = root + '/checkpoints', root + '/model', root + '/logs'
   chief_log = (tmp_path / 'chief.log').read_text()
