@@ -13,6 +13,12 @@ SCALE_TIERS = ('BASIC', 'STANDARD_1', 'PREMIUM_1', 'BASIC_GPU', 'BASIC_TPU', 'CU
 PLATFORMS = ('vertex', 'ai_platform')
 # Flags that exist only for AI Platform: given without --platform, they select ai_platform.
 AI_PLATFORM_SELECTORS = ('job_dir', 'scale_tier', 'config')
+# Each platform's own flags: the other platform refuses them rather than ignore them.
+AI_PLATFORM_ONLY = AI_PLATFORM_SELECTORS + ('job_name', 'runtime_version', 'python_version',
+                                            'gcloud')
+VERTEX_ONLY = ('project', 'staging_bucket', 'base_output_dir', 'machine_type', 'accelerator_type',
+               'accelerator_count', 'worker_count', 'ps_count', 'container_uri', 'display_name',
+               'wait', 'poll_interval', 'hptuning_config', 'api_endpoint')
 
 
 def define_submit_flags():

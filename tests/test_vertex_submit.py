@@ -113,6 +113,15 @@ def test_dry_run_prints_the_request_json_and_the_gcloud_command(tmp_path):
   assert 'Staged' not in proc.stderr and 'Created' not in proc.stderr
 
 
+def test_gcloud_args_with_a_comma_use_another_delimiter():
+  """gcloud splits --args at commas unless the value declares another delimiter (^D^)."""
+  args = ('--predict_input=gs://b/a.png,gs://b/c.png', '--model=cnn')
+  job = _job(trainer_args=args)
+  command = vertex_job.gcloud_command(job, vertex_job.custom_job(job, 'gs://b/p'))
+  # ':' is in the gs:// paths, so the first delimiter free of every argument is '|'.
+  assert "'--args=^|^--predict_input=gs://b/a.png,gs://b/c.png|--model=cnn'" in command
+
+
 @pytest.mark.parametrize('overrides,message', [
     (dict(staging_bucket='/tmp/staging'), '--staging_bucket=/tmp/staging must be a gs://'),
     (dict(staging_bucket=None), '--staging_bucket=gs://BUCKET/... is required'),
@@ -133,11 +142,18 @@ def test_dry_run_prints_the_request_json_and_the_gcloud_command(tmp_path):
     (dict(ps_count=-2), '--ps_count=-2'),
     (dict(project='My Project'), 'is not a project ID'),
     (dict(trainer_args=('--job-dir=gs://bkt/j',)), "--job-dir is AI Platform's"),
+    (dict(trainer_args=('--model_dir', '/tmp/m')), '--model_dir=/tmp/m after `--`'),
+    (dict(trainer_args=('--data_dir=data/fashion_mnist',)), '--data_dir=data/fashion_mnist after'),
 ])
 def test_bad_requests_are_refused_before_any_upload(overrides, message):
   with pytest.raises(PipelineError) as raised:
     vertex_job.validate(_job(**overrides))
   assert message in str(raised.value)
+
+
+def test_a_model_dir_in_either_flag_form_stands_for_base_output_dir():
+  for args in (('--model_dir', 'gs://b/m'), ('--model_dir=/gcs/b/m',)):
+    vertex_job.validate(_job(base_output_dir=None, trainer_args=args))
 
 
 def test_project_comes_from_the_flag_or_the_environment():
@@ -180,6 +196,9 @@ def test_hptuning_job_of_the_shipped_yaml_is_accepted(standin):
       'base_learning_rate', 'weight_decay', 'label_smoothing']
   (pool,) = sent['trialJobSpec']['workerPoolSpecs']
   assert pool['pythonPackageSpec']['pythonModule'] == 'trainer.main'
+  # The metric the trainer reports, whether or not Vertex AI sets the variable itself.
+  assert pool['pythonPackageSpec']['env'] == [
+      {'name': 'CLOUD_ML_HP_METRIC_TAG', 'value': 'top_1_accuracy'}]
   assert [r['method'] for r in standin.requests] == ['POST', 'GET', 'GET', 'GET']
 
 
@@ -188,6 +207,12 @@ def test_hptuning_job_of_the_shipped_yaml_is_accepted(standin):
     (None, 'must be a YAML mapping'),  # an empty file: never a plain CustomJob instead
     ({'studySpec': [], 'maxTrialCount': 2}, 'studySpec needs metrics'),
     ({'studySpec': {'metrics': 'top_1_accuracy', 'parameters': []}}, 'studySpec needs metrics'),
+    ({'studySpec': {'metrics': [{'metricId': 'accuracy'}], 'parameters': [{}]},
+      'maxTrialCount': 2}, "one of top_1_accuracy, top_5_accuracy, loss; got \\['accuracy'\\]"),
+    ({'studySpec': {'metrics': [{'metricId': 'loss'}, {'metricId': 'top_1_accuracy'}],
+                    'parameters': [{}]}, 'maxTrialCount': 2}, 'must be one metricId'),
+    ({'studySpec': {'metrics': [{'metricId': 'loss', 'goal': 'MAXIMIZE'}], 'parameters': [{}]},
+      'maxTrialCount': 2}, 'loss needs goal: MINIMIZE'),
 ])
 def test_a_malformed_hptuning_config_is_refused(config, message):
   with pytest.raises(PipelineError, match=message):
@@ -297,3 +322,10 @@ def test_ai_platform_still_prints_its_command_and_warns_of_the_shutdown(tmp_path
           '--staging_bucket=gs://bkt/staging --base_output_dir=gs://bkt/jobs/j '
           '--machine_type=n1-standard-8 --accelerator_type=NVIDIA_TESLA_T4 -- --use_tpu'
           in proc.stderr)
+
+
+def test_the_other_platforms_flags_are_refused_not_ignored(tmp_path):
+  proc = _submit(tmp_path, *DISTRIBUTED, '--runtime_version=1.15', '--', *TRAINER_ARGS)
+  assert proc.returncode == 2 and "--runtime_version is AI Platform's" in proc.stderr, (
+      proc.stderr[-3000:])
+  assert not (tmp_path / 'dist').exists()

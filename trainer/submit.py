@@ -51,6 +51,11 @@ def platform():
 
 def submit_ai_platform(trainer_args):
   """The legacy AI Platform Training submission (unchanged command); returns the exit status."""
+  for flag in submit_flags.VERTEX_ONLY:
+    if FLAGS[flag].present:
+      raise PipelineError('--%s is Vertex AI\'s; AI Platform takes --job_dir, --scale_tier or '
+                          '--config, --job_name (docs/cloud.md), or drop --platform=ai_platform '
+                          'to submit to Vertex AI.' % flag)
   if FLAGS.job_dir is None:
     raise PipelineError('--platform=ai_platform needs --job_dir=gs://...')
   logging.warning('AI Platform Training was shut down on %s: this gcloud command no longer runs '
@@ -81,7 +86,7 @@ def vertex_request(trainer_args):
   Raises:
     PipelineError: a flag that cannot work.
   """
-  for flag in submit_flags.AI_PLATFORM_SELECTORS + ('job_name',):
+  for flag in submit_flags.AI_PLATFORM_ONLY:
     if FLAGS[flag].present:
       raise PipelineError('--%s is AI Platform\'s; with --platform=vertex use --staging_bucket, '
                           '--base_output_dir, --machine_type, --display_name (docs/cloud.md).'

@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 
+from trainer.cloud import aiplatform_env
 from trainer.errors import PipelineError
 
 JobRequest = collections.namedtuple(
@@ -99,6 +100,16 @@ def _gcs_path(flag, value, required):
                         % (flag, value))
 
 
+def _trainer_flag(args, name):
+  """The value of trainer.main's --name in `args` (`--name=V` or `--name V`), else None."""
+  for i, arg in enumerate(args):
+    if arg.startswith('--%s=' % name):
+      return arg.split('=', 1)[1]
+    if arg == '--' + name:
+      return args[i + 1] if i + 1 < len(args) else ''
+  return None
+
+
 def _check_accelerator(job, warnings):
   machine, accelerator, count = job.machine_type, job.accelerator_type, job.accelerator_count
   family = _MACHINE_TYPE.match(machine).group('family')
@@ -158,10 +169,15 @@ def validate(job):
     raise PipelineError('--region=%s is not a region name such as us-central1.' % job.region)
   _gcs_path('staging_bucket', job.staging_bucket, required=True)
   _gcs_path('base_output_dir', job.base_output_dir, required=False)
-  if not job.base_output_dir and not any(a.split('=')[0] == '--model_dir'
-                                         for a in job.trainer_args):
+  if not job.base_output_dir and _trainer_flag(job.trainer_args, 'model_dir') is None:
     raise PipelineError('give --base_output_dir=gs://... (the trainer then writes under its '
                         'AIP_* directories) or --model_dir=gs://... after `--`.')
+  for flag in ('data_dir', 'model_dir', 'export_dir'):
+    value = _trainer_flag(job.trainer_args, flag)
+    if value is not None and not value.startswith(('gs://', '/gcs/')):
+      raise PipelineError('--%s=%s after `--`: a Vertex AI replica reads and writes Cloud Storage '
+                          '(gs://BUCKET/... or its /gcs/BUCKET/... mount), not this machine; its '
+                          'own disk is gone when the job ends.' % (flag, value))
   if any(a.split('=')[0] in ('--job-dir', '--job_dir') for a in job.trainer_args):
     raise PipelineError('--job-dir is AI Platform\'s: on Vertex AI pass --base_output_dir=gs://... '
                         'to trainer.submit.')
@@ -246,9 +262,24 @@ def hyperparameter_tuning_job(job, package_uri, config):
                         'top_1_accuracy, goal: MAXIMIZE) and parameters (trainer.main flags).')
   if not config.get('maxTrialCount'):
     raise PipelineError('--hptuning_config: maxTrialCount is required.')
+  metric_ids = [m.get('metricId') if isinstance(m, dict) else m for m in study['metrics']]
+  if len(metric_ids) != 1 or metric_ids[0] not in aiplatform_env.TUNABLE_METRICS:
+    raise PipelineError('--hptuning_config: studySpec.metrics must be one metricId the trainer '
+                        'reports, one of %s; got %s.' % (', '.join(aiplatform_env.TUNABLE_METRICS),
+                                                         metric_ids))
+  goal = study['metrics'][0].get('goal') if isinstance(study['metrics'][0], dict) else None
+  if goal != ('MINIMIZE' if metric_ids[0] == 'loss' else 'MAXIMIZE'):
+    raise PipelineError('--hptuning_config: %s needs goal: %s (got %s).' % (
+        metric_ids[0], 'MINIMIZE' if metric_ids[0] == 'loss' else 'MAXIMIZE', goal))
   body = {'displayName': job.display_name}
   body.update((k, config[k]) for k in allowed if k in config)
   body['trialJobSpec'] = custom_job_spec(job, package_uri)
+  # The trainer reports the metric named by $CLOUD_ML_HP_METRIC_TAG (aiplatform_env). Set it in
+  # every replica rather than rely on Vertex AI to set it: without it a trial reports nothing.
+  tag = {'name': aiplatform_env.METRIC_TAG_ENV, 'value': metric_ids[0]}
+  for pool in body['trialJobSpec']['workerPoolSpecs']:
+    if pool:
+      pool['pythonPackageSpec']['env'] = [tag]
   return body
 
 
@@ -280,8 +311,20 @@ def gcloud_command(job, body, hptuning=False):
     pools = [_pool_flag(p) for p in spec['workerPoolSpecs']]
     command += ['--worker-pool-spec=' + (p or '') for p in pools]
     if job.trainer_args:
-      command.append('--args=' + ','.join(job.trainer_args))
+      command.append('--args=' + _gcloud_list(job.trainer_args))
   return ' '.join(shlex.quote(c) for c in command)
+
+
+def _gcloud_list(values):
+  """`values` as one gcloud list-flag value: comma-joined, or, when a value has a comma (e.g.
+  --predict_input=a,b), joined by another delimiter declared as `^D^` (`gcloud topic escaping`)."""
+  if not any(',' in v for v in values):
+    return ','.join(values)
+  for delimiter in ':|;#~@%+':
+    if not any(delimiter in v for v in values):
+      return '^%s^%s' % (delimiter, delimiter.join(values))
+  raise PipelineError('the trainer arguments use every delimiter gcloud could split them by; '
+                      'submit without --dry_run, or pass the printed JSON as --config.')
 
 
 # AI Platform scale tiers as Vertex AI flags (the nearest machines Vertex AI offers).
