@@ -47,10 +47,7 @@ def _from_metadata(flag_values, info):
     derived['max_seq_length'] = info.get('max_seq_length')
     values = {'vocab_size': info.get('vocab_size')}  # the vocab.txt the records were made with
   else:
-    # dataset.json's image_size (the training size, e.g. 224 for ImageNet) before the median
-    # stored image size (Fashion-MNIST's 28).
-    derived['image_size'] = info.get('image_size') or (
-        max(info['image_height'], info['image_width']) if 'image_height' in info else None)
+    derived['image_size'] = dataset_json.image_size(info)
     values = {}
   missing = []
   for name, from_info in derived.items():
@@ -182,7 +179,8 @@ def _check_combinations(f):
                         'checking it; leave --num_cores out to use every core.')
   if f.nesterov and MODEL_DEFAULTS[f.model]['optimizer'] != 'momentum':
     raise PipelineError('--nesterov is read by the momentum optimizer only, but --model=%s trains '
-                        'with %s: drop --nesterov.' % (f.model, MODEL_DEFAULTS[f.model]['optimizer']))
+                        'with %s: drop --nesterov.'
+                        % (f.model, MODEL_DEFAULTS[f.model]['optimizer']))
   if f.use_tpu and f.num_cores:
     for name in ('train_batch_size', 'eval_batch_size'):
       if getattr(f, name) % f.num_cores:

@@ -50,8 +50,7 @@ def _settings_from_flags(f):
         '--image_size; for the BiLSTM --embedding_dim, --lstm_hidden_units, --lstm_layers, '
         '--lstm_pooling).' % (f.model_dir or f.checkpoint, network_record.FILE))
   info = (dataset_json.read(f.data_dir) if f.data_dir else None) or {}
-  image_size = f.image_size or info.get('image_size') or (
-      max(info['image_height'], info['image_width']) if 'image_height' in info else 0)
+  image_size = f.image_size or dataset_json.image_size(info)
   num_classes = f.num_classes or info.get('num_classes')
   if not num_classes:
     raise PipelineError('--num_classes not given and no dataset.json in --data_dir to read it '

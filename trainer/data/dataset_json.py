@@ -31,3 +31,18 @@ def read(data_dir):
       return json.loads(f.read())
     except ValueError as e:
       raise ValueError('%s is not valid JSON: %s' % (path, e))
+
+
+def image_size(info):
+  """The square size images train at, from a dataset.json dict: its `image_size` (the training
+  size, e.g. 224 for ImageNet) if set, else the larger side of the median stored image
+  (`image_height`, `image_width`: Fashion-MNIST's 28).
+
+  Returns:
+    int pixels, or None when `info` says neither (text data, or no dataset.json).
+  """
+  if info.get('image_size'):
+    return info['image_size']
+  if 'image_height' in info:
+    return max(info['image_height'], info['image_width'])
+  return None
