@@ -7,7 +7,8 @@ project's own virtualenvs each bring their own TensorFlow build, and pip must no
   pip install '.[tf1-mkl]'      # + intel-tensorflow==1.15.2  (Python 3.7, x86-64)
   pip install '.[tf2]'          # + tensorflow-cpu 2.15.1 and tensorflow-estimator 2.15.0
   pip install '.[keras]'        # + tensorflow-cpu 2.21.0, keras 3.15.1, jax 0.10.2 (Python 3.11+)
-  pip install '.[prepare]'      # + Apache Beam, for `python -m trainer.prepare imagenet|image_folder`
+  pip install '.[prepare]'      # + Apache Beam, for
+                                #   `python -m trainer.prepare imagenet|image_folder`
   pip install '.[cloud]'        # + the Vertex AI client, for `trainer.submit --platform=vertex`
 """
 

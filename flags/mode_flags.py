@@ -59,7 +59,8 @@ def check(f):
     if f.mode in modes or getattr(f, name) == unset:
       continue
     if refuse:
-      advice = _ADVICE.get(name, '--%(name)s is read by --mode=%(modes)s only; add --mode=%(first)s '
+      advice = _ADVICE.get(name, '--%(name)s is read by --mode=%(modes)s only; '
+                                 'add --mode=%(first)s '
                                  'or drop --%(name)s.')
       raise PipelineError(advice % {'name': name, 'mode': f.mode, 'modes': ' or '.join(modes),
                                     'first': modes[0], 'verb': _VERBS.get(f.mode, f.mode)})

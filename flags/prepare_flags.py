@@ -14,7 +14,8 @@ def define_prepare_flags():
                       '(local or gs://).')
   flags.DEFINE_string('source_dir', None,
                       'fashion_mnist: directory holding the four IDX .gz files (default: %s). '
-                      'image_folder: the folder-per-class tree. imagenet: the extracted ILSVRC-2012 '
+                      'image_folder: the folder-per-class tree. '
+                      'imagenet: the extracted ILSVRC-2012 '
                       'folders (train/, val/).' % fashion_mnist.DEFAULT_SOURCE_DIR)
   flags.DEFINE_integer('train_shards', 16, 'Number of train-* shards (imagenet: %d unless given).'
                        % ilsvrc_layout.DEFAULT_TRAIN_SHARDS)

@@ -19,7 +19,8 @@ def elu(x):
   """ELU (Clevert et al. 2016): x for x > 0, exp(x) - 1 otherwise, with its gradient written out.
 
   intel-tensorflow 1.15.2's oneDNN EluGrad makes this network diverge where TF 2.15 trains it
-  (BENCHMARKS.md, the CNN's runs). The forward tf.nn.elu kernel is kept (it is the fast one); the gradient,
+  (BENCHMARKS.md, the CNN's runs).
+  The forward tf.nn.elu kernel is kept (it is the fast one); the gradient,
   1 for x > 0 and elu(x) + 1 otherwise, is computed here.
   """
   y = tf.nn.elu(x)

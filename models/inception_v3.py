@@ -28,7 +28,8 @@ MIN_IMAGE_SIZE = 75
 
 
 def _conv(inputs, filters, kernel_size, is_training, strides=1, padding='SAME', name=None):
-  """Conv (no bias) + batch norm (beta only: a ReLU follows, so a scale would be redundant) + ReLU."""
+  """Conv (no bias) + batch norm (beta only: a ReLU follows, so a scale would be redundant)
+  + ReLU."""
   with tf.variable_scope(name):
     net = tf.layers.conv2d(inputs, filters, kernel_size, strides=strides, padding=padding,
                            use_bias=False, kernel_initializer=tf.variance_scaling_initializer())

@@ -159,7 +159,8 @@ def assignment_map(init_checkpoint, variables, model_name, num_classes,
       restore[name] = variable
       continue
     skipped.append('%s %s (checkpoint: %s)' % (variable_name(variable),
-                                               variable.shape.as_list(), shapes.get(name, 'absent')))
+                                               variable.shape.as_list(),
+                                               shapes.get(name, 'absent')))
     if not variable.shape.as_list() or variable.shape.as_list()[-1] != num_classes:
       unmatched.append(skipped[-1])
   if unmatched:

@@ -76,8 +76,8 @@ def test_cloud_guide_submit_command_runs_exactly_the_gcloud_command_it_documents
     names = tar.getnames()
   for module in ('trainer/main.py', 'trainer/submit.py', 'trainer/data/input_fn.py',
                  'trainer/prepare/__main__.py', 'trainer/benchmark/__main__.py',
-                 'trainer/tpu/resolver.py', 'trainer/dry_run.py', 'models/resnet.py', 'flags/to_config.py',
-                 'setup.py'):
+                 'trainer/tpu/resolver.py', 'trainer/dry_run.py', 'models/resnet.py',
+                 'flags/to_config.py', 'setup.py'):
     assert any(name.endswith('/' + module) for name in names), module
 
 
@@ -110,6 +110,8 @@ def test_dry_run_prints_the_command_and_runs_nothing(fake_gcloud, tmp_path):
     (['--job_dir=gs://bkt/j', '--scale_tier=CUSTOM'], 'CUSTOM needs the machine types'),
     (['--job_dir=gs://bkt/j', '--scale_tier=BASIC', '--job_name=9bad-name'], 'is invalid'),
     (['--job_dir=gs://bkt/j', '--scale_tier=BASIC', '--', '--job-dir=gs://x'], 'not after `--`'),
+    (['--job_dir=gs://bkt/j', '--scale_tier=BASIC', '--machine_type=n1-standard-8'],
+     "--machine_type is Vertex AI's"),  # not silently dropped
 ])
 def test_submit_refuses_bad_requests_before_building(args, message, fake_gcloud, tmp_path):
   record, env = fake_gcloud
@@ -150,7 +152,7 @@ def test_sdist_installs_into_a_python37_venv_that_has_tf115_without_touching_it(
   assert version.startswith('1.15') and main_file.startswith(site)
 
 
-# ---- the trainer side: --job-dir, TF_CONFIG, hyperparameter tuning --------------------------------
+# ---- the trainer side: --job-dir, TF_CONFIG, hyperparameter tuning -------------------------------
 
 def test_job_dir_is_the_default_model_dir_and_the_tuning_metric_is_reported(small_dir, tmp_path):
   job_dir = str(tmp_path / 'job')

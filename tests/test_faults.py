@@ -201,7 +201,8 @@ def test_a_storage_outage_outlasting_the_retries_is_a_clear_resumable_error():
   a message and status 75, not a traceback; other errors are left alone."""
   outage = tf.errors.AbortedError(
       None, None, "Graph execution error:\n\nDetected at node 'save/SaveV2' defined at (most "
-      "recent call last):\n  File train.py, line 1\nAll 10 retry attempts failed. The last failure: Unavailable: Error executing "
+      "recent call last):\n  File train.py, line 1\nAll 10 retry attempts failed. "
+      "The last failure: Unavailable: Error executing "
       "an HTTP request: libcurl code 52 meaning 'Server returned nothing (no headers, no data)'"
       "\n\t when reading metadata of gs://bkt/run/checkpoint")
   message = run_errors.storage_outage_message(outage)

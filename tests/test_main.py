@@ -249,7 +249,7 @@ def test_fake_data_smoke(tmp_path):
   assert results_of(str(tmp_path))['num_eval_examples'] == 100
 
 
-# ---- Bad input: a clear message, exit status 2, nothing lost --------------------------------------
+# ---- Bad input: a clear message, exit status 2, nothing lost -------------------------------------
 
 def test_missing_data_dir_flag_is_an_error_not_fake_data(tmp_path):
   refused(run_main('--model_dir=' + str(tmp_path), '--train_steps=1'), '--data_dir is required')
@@ -377,14 +377,16 @@ def test_help_lists_the_pipelines_own_flags_in_groups_with_defaults():
   assert "--model: <resnet|inception_v3|cnn|bilstm>: Network to train.\n      (default: 'resnet')" \
       in model_group
   tpu_group = text[text.index('Cloud TPU:'):text.index('GPUs:')]
-  assert "--iterations_per_loop: Steps run on the TPU per host round trip.\n      (default: '100')" \
+  assert ("--iterations_per_loop: Steps run on the TPU per host round trip.\n"
+          "      (default: '100')") \
       in tpu_group
   assert "--[no]use_tpu: " in tpu_group
   for name in ('train_batch_size', 'init_checkpoint', 'export_dir', 'num_gpus', 'data_dir'):
     assert text.count('  --%s: ' % name) == 1, name
   for foreign in ('logtostderr', '--flagfile', '--verbosity', '--helpxml', 'pdb'):
     assert foreign not in text, foreign
-  assert all(help_text.wants_help(['main', '--model=cnn', arg]) for arg in ('-h', '-?', '--helpshort'))
+  assert all(help_text.wants_help(['main', '--model=cnn', arg])
+             for arg in ('-h', '-?', '--helpshort'))
   assert not help_text.wants_help(['main', '--', '--help'])
   full = run_main('--helpfull')
   assert '--[no]logtostderr' in full.stdout and '--train_batch_size' in full.stdout

@@ -19,19 +19,22 @@ def _config(tmp_path, *args):
 def test_init_checkpoint_is_refused_where_the_newest_checkpoint_of_model_dir_is_used(
     tmp_path, mode, verb):
   """Before: --mode=eval --init_checkpoint=X ignored X and failed with "no checkpoint in DIR"."""
-  predict = ['--predict_input=/tmp/*.png', '--predict_output=/tmp/p.jsonl'] if mode == 'predict' else []
+  predict = (['--predict_input=/tmp/*.png', '--predict_output=/tmp/p.jsonl']
+             if mode == 'predict' else [])
   with pytest.raises(PipelineError) as refusal:
     _config(tmp_path, '--mode=' + mode, '--init_checkpoint=/tmp/ref/model.ckpt-5', *predict)
   message = str(refusal.value)
   assert message.startswith('--mode=%s uses the newest checkpoint in --model_dir' % mode)
-  assert 'To %s a checkpoint this pipeline wrote, pass its directory as --model_dir' % verb in message
+  assert ('To %s a checkpoint this pipeline wrote, '
+          'pass its directory as --model_dir' % verb) in message
   with pytest.raises(PipelineError, match='--init_from_moving_average is read by --mode=train'):
     _config(tmp_path, '--mode=' + mode, '--init_from_moving_average', *predict)
 
 
 @pytest.mark.parametrize('args, message', [
     (['--mode=train', '--train_steps=1', '--eval_timeout=60'],
-     '--eval_timeout is read by --mode=eval or dry_run only; add --mode=eval or drop --eval_timeout.'),
+     ('--eval_timeout is read by --mode=eval or dry_run only; '
+      'add --mode=eval or drop --eval_timeout.')),
     (['--mode=train', '--train_steps=1', '--early_stopping_evals=2'],
      '--mode=train does not evaluate while training'),
 ])

@@ -154,13 +154,14 @@ def test_train_step_compiles_with_xla_on_cpu(model, image_size):
   assert executed & {'XlaLaunch', '_XlaCompile', '_XlaRun'}, sorted(executed)
   assert not executed & {'Conv2D', 'Conv2DBackpropFilter', 'MatMul'}, sorted(executed)
   assert step == _XLA_STEPS
-  # Same batch: the loss must fall. Dropout inside the XLA cluster is not reproducible from the graph
+  # Same batch: the loss must fall.
+  # Dropout inside the XLA cluster is not reproducible from the graph
   # seed and single steps at batch 4 are noisy, so the mean of the last three steps is compared.
   assert all(np.isfinite(losses)) and np.mean(losses[-3:]) < losses[0], losses
   assert bool(averages) == (config.moving_average_decay > 0)
 
 
-# ---- InceptionV3 and the Colab CNN ----------------------------------------------------------------
+# ---- InceptionV3 and the Colab CNN ---------------------------------------------------------------
 
 def _trainable_params(exclude=None):
   return sum(int(np.prod(v.shape.as_list())) for v in tf.trainable_variables()

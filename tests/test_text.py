@@ -271,9 +271,11 @@ def test_records_with_ids_outside_the_vocabulary_are_refused(text_small_dir, tmp
 def test_model_and_data_modality_must_match(text_small_dir, small_dir, tmp_path):
   proc = run_main('--model=cnn', '--train_steps=1', '--data_dir=' + text_small_dir,
                   '--model_dir=' + str(tmp_path / 'a'))
-  assert proc.returncode == 2 and 'holds text data' in proc.stderr and '--model=bilstm' in proc.stderr
+  assert (proc.returncode == 2 and 'holds text data' in proc.stderr
+          and '--model=bilstm' in proc.stderr)
   args, _ = TINY_BY_MODEL['bilstm']
-  proc = run_main('--train_steps=1', '--data_dir=' + small_dir, '--model_dir=' + str(tmp_path / 'b'),
+  proc = run_main('--train_steps=1', '--data_dir=' + small_dir,
+                  '--model_dir=' + str(tmp_path / 'b'),
                   *args)
   assert proc.returncode == 2 and 'holds image data' in proc.stderr
 

@@ -117,11 +117,14 @@ def test_dry_run_of_a_v3_32_job_on_all_of_fashion_mnist(fashion_mnist_dir, tmp_p
 @pytest.mark.parametrize('args,message', [
     (['--mode=dry_run'], '--mode=dry_run needs --tpu_topology, the slice to simulate'),
     (['--mode=dry_run', '--tpu_topology=v9-99'], 'not a Cloud TPU accelerator type this pipeline'),
-    (['--mode=dry_run', '--tpu_topology=v3-12'], 'v3-12 is not a v3 slice: its size is a multiple of 8'),
+    (['--mode=dry_run', '--tpu_topology=v3-12'],
+     'v3-12 is not a v3 slice: its size is a multiple of 8'),
     (['--mode=dry_run', '--tpu_topology=v5litepod-8'],
-     'v5litepod-8: TPUEstimator needs the StreamExecutor TPU runtime and v5e has the PJRT runtime only'),
+     ('v5litepod-8: TPUEstimator needs the StreamExecutor TPU runtime '
+      'and v5e has the PJRT runtime only')),
     (['--mode=dry_run', '--tpu_topology=v5p-8'], 'v5p-8: .* v5p has the PJRT runtime only'),
-    (['--mode=dry_run', '--tpu_topology=v6e-4'], 'v6e-4: .* v6e \\(Trillium\\) has the PJRT runtime'),
+    (['--mode=dry_run', '--tpu_topology=v6e-4'],
+     'v6e-4: .* v6e \\(Trillium\\) has the PJRT runtime'),
     (['--tpu_topology=v3-8', '--train_steps=1'], '--tpu_topology is read by --mode=dry_run only'),
     (['--mode=dry_run', '--tpu_topology=v3-8', '--use_tpu'], 'not both'),
     (['--mode=dry_run', '--tpu_topology=v3-8', '--tpu=my-tpu'], 'contacts no TPU: drop --tpu'),

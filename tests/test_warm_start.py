@@ -18,7 +18,8 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')
 def _reference_checkpoint(depth, path):
   """A checkpoint with the variables (names, shapes, creation order) of the Cloud TPU reference
   ResNet (tensorflow/tpu r1.15 resnet_model.py, 1001 classes) after one momentum step, as listed
-  in tests/fixtures from a checkpoint that code wrote; seeded random values. Returns {name: value}."""
+  in tests/fixtures from a checkpoint that code wrote; seeded random values.
+  Returns {name: value}."""
   with open(os.path.join(FIXTURES, 'reference_resnet%d_variables.json' % depth)) as f:
     variables = json.load(f)
   rng = np.random.RandomState(depth)

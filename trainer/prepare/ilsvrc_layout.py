@@ -1,5 +1,5 @@
-"""The ILSVRC-2012 (ImageNet) source layout and the Cloud TPU converters' output conventions, without
-Apache Beam, so the command line can name them before Beam is imported."""
+"""The ILSVRC-2012 (ImageNet) source layout and the Cloud TPU converters' output conventions,
+without Apache Beam, so the command line can name them before Beam is imported."""
 
 TRAIN_DIR = 'train'
 VALIDATION_DIRS = ('val', 'validation')

@@ -117,7 +117,8 @@ def _local_tpu(source, timeout):
         'TensorFlow %s, which reaches a TPU node by name or grpc://host:8470. Pass --tpu=NAME, '
         'or run on a TPU VM with TF 2.x.' % (source, tf.__version__))
   resolver = _call_with_timeout(
-      lambda: tf.distribute.cluster_resolver.TPUClusterResolver(tpu=compatibility.LOCAL_TPU), timeout,
+      lambda: tf.distribute.cluster_resolver.TPUClusterResolver(tpu=compatibility.LOCAL_TPU),
+      timeout,
       'finding the TPU of this TPU VM (--tpu=local)')
   logging.info('Using the TPU attached to this TPU VM (--tpu=local)')
   return resolver
