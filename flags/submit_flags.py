@@ -13,12 +13,34 @@ SCALE_TIERS = ('BASIC', 'STANDARD_1', 'PREMIUM_1', 'BASIC_GPU', 'BASIC_TPU', 'CU
 PLATFORMS = ('vertex', 'ai_platform')
 # Flags that exist only for AI Platform: given without --platform, they select ai_platform.
 AI_PLATFORM_SELECTORS = ('job_dir', 'scale_tier', 'config')
-# Each platform's own flags: the other platform refuses them rather than ignore them.
-AI_PLATFORM_ONLY = AI_PLATFORM_SELECTORS + ('job_name', 'runtime_version', 'python_version',
-                                            'gcloud')
-VERTEX_ONLY = ('project', 'staging_bucket', 'base_output_dir', 'machine_type', 'accelerator_type',
-               'accelerator_count', 'worker_count', 'ps_count', 'container_uri', 'display_name',
-               'wait', 'poll_interval', 'hptuning_config', 'api_endpoint')
+# Each platform's own flags, with what to do on the other platform, which refuses them rather
+# than ignore them. The rest (platform, region, dist_dir, dry_run) are shared.
+AI_PLATFORM_ONLY = {
+    'job_dir': 'use --staging_bucket and --base_output_dir',
+    'scale_tier': 'use --machine_type, --accelerator_type, --worker_count, --ps_count',
+    'config': 'use --machine_type, --accelerator_type, --worker_count, --ps_count (and for a '
+              'tuning study --hptuning_config)',
+    'job_name': 'use --display_name',
+    'runtime_version': 'use --container_uri (an image with the TensorFlow you want)',
+    'python_version': 'use --container_uri (an image with the Python you want)',
+    'gcloud': 'drop it (the client library submits; --dry_run prints the gcloud command)',
+}
+VERTEX_ONLY = {
+    'project': 'drop it (gcloud\'s project is used: `gcloud config set project`)',
+    'staging_bucket': 'use --job_dir',
+    'base_output_dir': 'use --job_dir',
+    'machine_type': 'use --scale_tier or --config',
+    'accelerator_type': 'use --scale_tier or --config',
+    'accelerator_count': 'use --config',
+    'worker_count': 'use --config',
+    'ps_count': 'use --config',
+    'container_uri': 'use --runtime_version',
+    'display_name': 'use --job_name',
+    'wait': 'drop it (follow the job with `gcloud ai-platform jobs stream-logs`)',
+    'poll_interval': 'drop it (follow the job with `gcloud ai-platform jobs stream-logs`)',
+    'hptuning_config': 'use a trainingInput.hyperparameters block in --config',
+    'api_endpoint': 'drop it (gcloud chooses the endpoint)',
+}
 
 
 def define_submit_flags():
@@ -47,26 +69,29 @@ def _define_vertex_flags():
                       'gs:// base output directory of the CustomJob: Vertex AI sets AIP_MODEL_DIR, '
                       'AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR under it for the trainer.')
   flags.DEFINE_string('machine_type', 'n1-standard-8',
-                      'Machine type of every worker pool (cloud-tpu for a TPU VM).')
+                      'Vertex AI: machine type of every worker pool (cloud-tpu for a TPU VM).')
   flags.DEFINE_string('accelerator_type', None,
                       'NVIDIA_TESLA_T4, NVIDIA_TESLA_V100, NVIDIA_L4, NVIDIA_TESLA_A100, ... or '
                       'TPU_V2 / TPU_V3 (with --machine_type=cloud-tpu). Default: none (CPU).')
   flags.DEFINE_integer('accelerator_count', None,
                        'Accelerators per replica. Default: 1 GPU, 8 TPU cores.')
-  flags.DEFINE_integer('worker_count', 0, 'Replicas of worker pool 1 (workers).')
-  flags.DEFINE_integer('ps_count', 0, 'Replicas of worker pool 2 (parameter servers).')
+  flags.DEFINE_integer('worker_count', 0, 'Vertex AI: replicas of worker pool 1 (workers).')
+  flags.DEFINE_integer('ps_count', 0,
+                       'Vertex AI: replicas of worker pool 2 (parameter servers).')
   flags.DEFINE_string('container_uri', None,
                       'Executor image of the Python package. Default: the prebuilt Vertex AI '
                       'TensorFlow 2.15 training image for CPU, GPU or TPU (docs/cloud.md).')
   flags.DEFINE_string('display_name', None,
                       'Display name of the Vertex AI job. Default: tpu_pipeline_<UTC time>.')
-  flags.DEFINE_bool('wait', False, 'Poll the job until it ends, logging each state; exit 0 if it '
-                    'succeeded, 1 otherwise.')
-  flags.DEFINE_float('poll_interval', 30.0, 'Seconds between two polls of --wait.')
+  flags.DEFINE_bool('wait', False, 'Vertex AI: poll the job until it ends, logging each state; '
+                    'exit 0 if it succeeded, 1 otherwise.')
+  flags.DEFINE_float('poll_interval', 30.0, 'Vertex AI: seconds between two polls of --wait.')
   flags.DEFINE_string('hptuning_config', None,
                       'A YAML with studySpec, maxTrialCount and parallelTrialCount (as '
                       '`gcloud ai hp-tuning-jobs create --config`): submit a '
-                      'HyperparameterTuningJob whose trials run the CustomJob; see vertex/*.yaml.')
+                      'HyperparameterTuningJob whose trials run the CustomJob; see vertex/*.yaml. '
+                      'One metric: top_1_accuracy or top_5_accuracy (goal MAXIMIZE) or loss '
+                      '(MINIMIZE).')
   flags.DEFINE_string('api_endpoint', None,
                       'Vertex AI API endpoint. Default: REGION-aiplatform.googleapis.com. An '
                       'http:// URL (a local stand-in in tests) is called without credentials.')

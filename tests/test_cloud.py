@@ -111,7 +111,9 @@ def test_dry_run_prints_the_command_and_runs_nothing(fake_gcloud, tmp_path):
     (['--job_dir=gs://bkt/j', '--scale_tier=BASIC', '--job_name=9bad-name'], 'is invalid'),
     (['--job_dir=gs://bkt/j', '--scale_tier=BASIC', '--', '--job-dir=gs://x'], 'not after `--`'),
     (['--job_dir=gs://bkt/j', '--scale_tier=BASIC', '--machine_type=n1-standard-8'],
-     "--machine_type is Vertex AI's"),  # not silently dropped
+     "--machine_type is Vertex AI's, but --job_dir --scale_tier submits to the legacy AI Platform: "
+     'there, use --scale_tier or --config. To submit to Vertex AI instead, drop --job_dir '
+     '--scale_tier'),  # not silently dropped
 ])
 def test_submit_refuses_bad_requests_before_building(args, message, fake_gcloud, tmp_path):
   record, env = fake_gcloud

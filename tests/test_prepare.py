@@ -12,12 +12,20 @@ from trainer.errors import PipelineError
 from trainer.prepare import fashion_mnist
 
 
+def test_the_training_image_size_is_dataset_jsons_else_the_larger_stored_side():
+  imagenet = {'image_size': 224, 'image_height': 375, 'image_width': 500}
+  assert dataset_json.image_size(imagenet) == 224
+  assert dataset_json.image_size({'image_height': 375, 'image_width': 500}) == 500
+  assert dataset_json.image_size({'modality': 'text', 'max_seq_length': 64}) is None
+
+
 def _parse(record):
   return tf.train.Example.FromString(record).features.feature
 
 
 def test_fashion_mnist_has_every_example_in_the_imagenet_schema(fashion_mnist_dir):
   info = dataset_json.read(fashion_mnist_dir)
+  assert dataset_json.image_size(info) == 28  # the stored size, with no training size set
   assert (info['num_train_examples'], info['num_eval_examples'], info['num_classes']) == (
       60000, 10000, 10)
   assert info['label_offset'] == 0 and info['class_names'][9] == 'Ankle boot'

@@ -118,8 +118,11 @@ def test_gcloud_args_with_a_comma_use_another_delimiter():
   args = ('--predict_input=gs://b/a.png,gs://b/c.png', '--model=cnn')
   job = _job(trainer_args=args)
   command = vertex_job.gcloud_command(job, vertex_job.custom_job(job, 'gs://b/p'))
-  # ':' is in the gs:// paths, so the first delimiter free of every argument is '|'.
   assert "'--args=^|^--predict_input=gs://b/a.png,gs://b/c.png|--model=cnn'" in command
+  args = ('--predict_input=a|b,c', '--model=cnn')  # the delimiter grows until no value has it
+  job = _job(trainer_args=args)
+  command = vertex_job.gcloud_command(job, vertex_job.custom_job(job, 'gs://b/p'))
+  assert "'--args=^||^--predict_input=a|b,c||--model=cnn'" in command
 
 
 @pytest.mark.parametrize('overrides,message', [
@@ -144,6 +147,11 @@ def test_gcloud_args_with_a_comma_use_another_delimiter():
     (dict(trainer_args=('--job-dir=gs://bkt/j',)), "--job-dir is AI Platform's"),
     (dict(trainer_args=('--model_dir', '/tmp/m')), '--model_dir=/tmp/m after `--`'),
     (dict(trainer_args=('--data_dir=data/fashion_mnist',)), '--data_dir=data/fashion_mnist after'),
+    # absl reads the last value, and one dash too.
+    (dict(trainer_args=('--data_dir=gs://b/d', '--data_dir=/tmp/d')), '--data_dir=/tmp/d after'),
+    (dict(trainer_args=('-export_dir=/tmp/e',)), '--export_dir=/tmp/e after'),
+    (dict(trainer_args=('--data_dir=gs://',)), '--data_dir=gs:// after'),
+    (dict(trainer_args=('--model_dir',)), '--model_dir after `--` has no value'),
 ])
 def test_bad_requests_are_refused_before_any_upload(overrides, message):
   with pytest.raises(PipelineError) as raised:
@@ -208,15 +216,32 @@ def test_hptuning_job_of_the_shipped_yaml_is_accepted(standin):
     ({'studySpec': [], 'maxTrialCount': 2}, 'studySpec needs metrics'),
     ({'studySpec': {'metrics': 'top_1_accuracy', 'parameters': []}}, 'studySpec needs metrics'),
     ({'studySpec': {'metrics': [{'metricId': 'accuracy'}], 'parameters': [{}]},
-      'maxTrialCount': 2}, "one of top_1_accuracy, top_5_accuracy, loss; got \\['accuracy'\\]"),
+      'maxTrialCount': 2}, "metricId 'accuracy' is not a metric the trainer reports; use one of "
+                           "top_1_accuracy, top_5_accuracy, loss"),
     ({'studySpec': {'metrics': [{'metricId': 'loss'}, {'metricId': 'top_1_accuracy'}],
-                    'parameters': [{}]}, 'maxTrialCount': 2}, 'must be one metricId'),
+                    'parameters': [{}]}, 'maxTrialCount': 2}, 'keep one of the 2'),
+    ({'studySpec': {'metrics': ['top_1_accuracy'], 'parameters': [{}]}, 'maxTrialCount': 2},
+     'each entry of studySpec.metrics is a mapping'),
     ({'studySpec': {'metrics': [{'metricId': 'loss', 'goal': 'MAXIMIZE'}], 'parameters': [{}]},
-      'maxTrialCount': 2}, 'loss needs goal: MINIMIZE'),
+      'maxTrialCount': 2}, 'loss needs goal: MINIMIZE \\(given: MAXIMIZE\\)'),
+    ({'studySpec': {'metrics': [{'metricId': 'top_5_accuracy'}], 'parameters': [{}]},
+      'maxTrialCount': 2}, 'top_5_accuracy needs goal: MAXIMIZE \\(no goal given\\)'),
 ])
 def test_a_malformed_hptuning_config_is_refused(config, message):
   with pytest.raises(PipelineError, match=message):
     vertex_job.hyperparameter_tuning_job(_job(), 'gs://b/p', config)
+
+
+def test_every_pool_of_a_tuning_trial_gets_the_metric_and_a_trial_mode_is_train_and_eval():
+  study = {'studySpec': {'metrics': [{'metricId': 'loss', 'goal': 'MINIMIZE'}],
+                         'parameters': [{'parameterId': 'weight_decay'}]}, 'maxTrialCount': 2}
+  job = _job(worker_count=0, ps_count=1)  # pools: chief, the empty placeholder, parameter servers
+  pools = vertex_job.hyperparameter_tuning_job(job, 'gs://b/p', study)['trialJobSpec'][
+      'workerPoolSpecs']
+  assert pools[1] == {} and [p['pythonPackageSpec']['env'] for p in (pools[0], pools[2])] == [
+      [{'name': 'CLOUD_ML_HP_METRIC_TAG', 'value': 'loss'}]] * 2
+  with pytest.raises(PipelineError, match='--mode=train after `--`: a tuning trial reports loss'):
+    vertex_job.hyperparameter_tuning_job(_job(trainer_args=('--mode', 'train')), 'gs://b/p', study)
 
 
 @needs_rest
@@ -326,6 +351,20 @@ def test_ai_platform_still_prints_its_command_and_warns_of_the_shutdown(tmp_path
 
 def test_the_other_platforms_flags_are_refused_not_ignored(tmp_path):
   proc = _submit(tmp_path, *DISTRIBUTED, '--runtime_version=1.15', '--', *TRAINER_ARGS)
-  assert proc.returncode == 2 and "--runtime_version is AI Platform's" in proc.stderr, (
-      proc.stderr[-3000:])
+  assert proc.returncode == 2 and (
+      "--runtime_version is AI Platform's; with Vertex AI, use --container_uri" in proc.stderr), (
+          proc.stderr[-3000:])
   assert not (tmp_path / 'dist').exists()
+
+
+def test_every_submit_flag_belongs_to_one_platform_or_both():
+  """A new flag must be classified, or the other platform would silently ignore it."""
+  from flags import submit_flags  # pylint: disable=g-import-not-at-top
+  defined = json.loads(subprocess.check_output(  # a process of its own: absl's FLAGS is global
+      [sys.executable, '-c', 'import json; from absl import flags; from flags import submit_flags; '
+       'submit_flags.define_submit_flags(); print(json.dumps([f.name for f in '
+       'flags.FLAGS.get_flags_for_module("flags.submit_flags")]))'], cwd=REPO))
+  shared = {'platform', 'region', 'dist_dir', 'dry_run'}
+  vertex, ai_platform = set(submit_flags.VERTEX_ONLY), set(submit_flags.AI_PLATFORM_ONLY)
+  assert not (vertex & ai_platform) and not (shared & (vertex | ai_platform))
+  assert set(defined) == shared | vertex | ai_platform

@@ -51,11 +51,16 @@ def platform():
 
 def submit_ai_platform(trainer_args):
   """The legacy AI Platform Training submission (unchanged command); returns the exit status."""
-  for flag in submit_flags.VERTEX_ONLY:
+  if FLAGS['platform'].present:
+    chosen_by = '--platform=ai_platform'
+  else:
+    chosen_by = ' '.join('--' + f for f in submit_flags.AI_PLATFORM_SELECTORS if FLAGS[f].present)
+  for flag, instead in sorted(submit_flags.VERTEX_ONLY.items()):
     if FLAGS[flag].present:
-      raise PipelineError('--%s is Vertex AI\'s; AI Platform takes --job_dir, --scale_tier or '
-                          '--config, --job_name (docs/cloud.md), or drop --platform=ai_platform '
-                          'to submit to Vertex AI.' % flag)
+      raise PipelineError(
+          '--%s is Vertex AI\'s, but %s submits to the legacy AI Platform: there, %s. To submit '
+          'to Vertex AI instead, drop %s (docs/cloud.md).'
+          % (flag, chosen_by, instead, chosen_by))
   if FLAGS.job_dir is None:
     raise PipelineError('--platform=ai_platform needs --job_dir=gs://...')
   logging.warning('AI Platform Training was shut down on %s: this gcloud command no longer runs '
@@ -86,11 +91,10 @@ def vertex_request(trainer_args):
   Raises:
     PipelineError: a flag that cannot work.
   """
-  for flag in submit_flags.AI_PLATFORM_ONLY:
+  for flag, instead in sorted(submit_flags.AI_PLATFORM_ONLY.items()):
     if FLAGS[flag].present:
-      raise PipelineError('--%s is AI Platform\'s; with --platform=vertex use --staging_bucket, '
-                          '--base_output_dir, --machine_type, --display_name (docs/cloud.md).'
-                          % flag)
+      raise PipelineError('--%s is AI Platform\'s; with Vertex AI, %s (docs/cloud.md).'
+                          % (flag, instead))
   job = vertex_job.JobRequest(
       project=vertex_job.project_from(FLAGS.project), region=FLAGS.region,
       staging_bucket=FLAGS.staging_bucket, base_output_dir=FLAGS.base_output_dir,

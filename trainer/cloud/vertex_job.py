@@ -42,6 +42,7 @@ ACCELERATOR_REGIONS = {
     'asia-northeast1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_A100', 'NVIDIA_L4'),
     'asia-southeast1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_A100', 'NVIDIA_L4'),
 }
+_CLOUD_STORAGE_PATH = re.compile(r'^(gs://|/gcs/)[^/]+')  # with a bucket
 # Machine families of Vertex AI custom training (https://cloud.google.com/vertex-ai/docs/training/
 # configure-compute#machine-types) and which of them take GPUs.
 _MACHINE_TYPE = re.compile(
@@ -100,14 +101,34 @@ def _gcs_path(flag, value, required):
                         % (flag, value))
 
 
-def _trainer_flag(args, name):
-  """The value of trainer.main's --name in `args` (`--name=V` or `--name V`), else None."""
+def _trainer_flag_values(args, name):
+  """Every value of trainer.main's --name in `args`, in order, as absl reads them (`--name=V`,
+  `--name V`, and the same with one dash; the last one wins); None for a trailing `--name`."""
+  values = []
   for i, arg in enumerate(args):
-    if arg.startswith('--%s=' % name):
-      return arg.split('=', 1)[1]
-    if arg == '--' + name:
-      return args[i + 1] if i + 1 < len(args) else ''
-  return None
+    for dashes in ('--', '-'):
+      if arg.startswith('%s%s=' % (dashes, name)):
+        values.append(arg.split('=', 1)[1])
+      elif arg == dashes + name:
+        values.append(args[i + 1] if i + 1 < len(args) else None)
+  return values
+
+
+def _check_trainer_dirs(args):
+  """A Vertex AI replica reads and writes Cloud Storage, never the submitting machine."""
+  for flag in ('data_dir', 'model_dir', 'export_dir'):
+    for value in _trainer_flag_values(args, flag):
+      if value is None:
+        raise PipelineError('--%s after `--` has no value: give --%s=gs://BUCKET/...'
+                            % (flag, flag))
+      if not _CLOUD_STORAGE_PATH.match(value):
+        raise PipelineError(
+            '--%s=%s after `--`: a Vertex AI replica reads and writes Cloud Storage, not this '
+            'machine (its own disk is gone when the job ends). Pass --%s=gs://BUCKET/... (or its '
+            '/gcs/BUCKET/... mount)%s.' % (flag, value, flag, (
+                ': copy local data with `gcloud storage cp -r`, or prepare it straight to gs:// '
+                'with trainer.prepare' if flag == 'data_dir' else
+                ', or leave it out and give --base_output_dir to trainer.submit')))
 
 
 def _check_accelerator(job, warnings):
@@ -169,15 +190,10 @@ def validate(job):
     raise PipelineError('--region=%s is not a region name such as us-central1.' % job.region)
   _gcs_path('staging_bucket', job.staging_bucket, required=True)
   _gcs_path('base_output_dir', job.base_output_dir, required=False)
-  if not job.base_output_dir and _trainer_flag(job.trainer_args, 'model_dir') is None:
+  _check_trainer_dirs(job.trainer_args)
+  if not job.base_output_dir and not _trainer_flag_values(job.trainer_args, 'model_dir'):
     raise PipelineError('give --base_output_dir=gs://... (the trainer then writes under its '
                         'AIP_* directories) or --model_dir=gs://... after `--`.')
-  for flag in ('data_dir', 'model_dir', 'export_dir'):
-    value = _trainer_flag(job.trainer_args, flag)
-    if value is not None and not value.startswith(('gs://', '/gcs/')):
-      raise PipelineError('--%s=%s after `--`: a Vertex AI replica reads and writes Cloud Storage '
-                          '(gs://BUCKET/... or its /gcs/BUCKET/... mount), not this machine; its '
-                          'own disk is gone when the job ends.' % (flag, value))
   if any(a.split('=')[0] in ('--job-dir', '--job_dir') for a in job.trainer_args):
     raise PipelineError('--job-dir is AI Platform\'s: on Vertex AI pass --base_output_dir=gs://... '
                         'to trainer.submit.')
@@ -245,7 +261,8 @@ def hyperparameter_tuning_job(job, package_uri, config):
   CustomJobSpec of `job`.
 
   Raises:
-    PipelineError: a key missing or unknown, or no metric / parameter.
+    PipelineError: a key missing or unknown, no metric or parameter, a metric the trainer does
+      not report (see _tuning_metric), or a --mode other than train_and_eval in the trainer args.
   """
   allowed = ('studySpec', 'maxTrialCount', 'parallelTrialCount', 'maxFailedTrialCount')
   if not isinstance(config, dict):
@@ -262,25 +279,46 @@ def hyperparameter_tuning_job(job, package_uri, config):
                         'top_1_accuracy, goal: MAXIMIZE) and parameters (trainer.main flags).')
   if not config.get('maxTrialCount'):
     raise PipelineError('--hptuning_config: maxTrialCount is required.')
-  metric_ids = [m.get('metricId') if isinstance(m, dict) else m for m in study['metrics']]
-  if len(metric_ids) != 1 or metric_ids[0] not in aiplatform_env.TUNABLE_METRICS:
-    raise PipelineError('--hptuning_config: studySpec.metrics must be one metricId the trainer '
-                        'reports, one of %s; got %s.' % (', '.join(aiplatform_env.TUNABLE_METRICS),
-                                                         metric_ids))
-  goal = study['metrics'][0].get('goal') if isinstance(study['metrics'][0], dict) else None
-  if goal != ('MINIMIZE' if metric_ids[0] == 'loss' else 'MAXIMIZE'):
-    raise PipelineError('--hptuning_config: %s needs goal: %s (got %s).' % (
-        metric_ids[0], 'MINIMIZE' if metric_ids[0] == 'loss' else 'MAXIMIZE', goal))
+  metric = _tuning_metric(study['metrics'])
+  modes = _trainer_flag_values(job.trainer_args, 'mode')
+  if modes and modes[-1] != 'train_and_eval':
+    raise PipelineError('--mode=%s after `--`: a tuning trial reports %s from its evaluation, so '
+                        'it runs --mode=train_and_eval (the default): drop --mode.'
+                        % (modes[-1], metric))
   body = {'displayName': job.display_name}
   body.update((k, config[k]) for k in allowed if k in config)
   body['trialJobSpec'] = custom_job_spec(job, package_uri)
   # The trainer reports the metric named by $CLOUD_ML_HP_METRIC_TAG (aiplatform_env). Set it in
   # every replica rather than rely on Vertex AI to set it: without it a trial reports nothing.
-  tag = {'name': aiplatform_env.METRIC_TAG_ENV, 'value': metric_ids[0]}
+  tag = {'name': aiplatform_env.METRIC_TAG_ENV, 'value': metric}
   for pool in body['trialJobSpec']['workerPoolSpecs']:
     if pool:
       pool['pythonPackageSpec']['env'] = [tag]
   return body
+
+
+def _tuning_metric(metrics):
+  """The metricId of a studySpec's `metrics` list.
+
+  Raises:
+    PipelineError: not exactly one {metricId, goal} mapping, a metric the trainer does not report
+      (aiplatform_env.TUNABLE_METRICS), or a goal that optimises it the wrong way.
+  """
+  if not all(isinstance(m, dict) for m in metrics):
+    raise PipelineError('--hptuning_config: each entry of studySpec.metrics is a mapping '
+                        '(metricId: top_1_accuracy, goal: MAXIMIZE); got %s.' % (metrics,))
+  if len(metrics) != 1:
+    raise PipelineError('--hptuning_config: the trainer reports one metric; keep one of the %d in '
+                        'studySpec.metrics.' % len(metrics))
+  metric, goal = metrics[0].get('metricId'), metrics[0].get('goal')
+  if metric not in aiplatform_env.TUNABLE_METRICS:
+    raise PipelineError('--hptuning_config: metricId %r is not a metric the trainer reports; use '
+                        'one of %s.' % (metric, ', '.join(aiplatform_env.TUNABLE_METRICS)))
+  wanted = 'MINIMIZE' if metric == 'loss' else 'MAXIMIZE'
+  if goal != wanted:
+    raise PipelineError('--hptuning_config: %s needs goal: %s (%s).' % (
+        metric, wanted, 'given: %s' % goal if goal else 'no goal given'))
+  return metric
 
 
 def _pool_flag(pool):
@@ -317,14 +355,14 @@ def gcloud_command(job, body, hptuning=False):
 
 def _gcloud_list(values):
   """`values` as one gcloud list-flag value: comma-joined, or, when a value has a comma (e.g.
-  --predict_input=a,b), joined by another delimiter declared as `^D^` (`gcloud topic escaping`)."""
+  --predict_input=a,b), joined by another delimiter declared as `^D^` (`gcloud topic escaping`;
+  a delimiter may be several characters, so one that is in no value always exists)."""
   if not any(',' in v for v in values):
     return ','.join(values)
-  for delimiter in ':|;#~@%+':
-    if not any(delimiter in v for v in values):
-      return '^%s^%s' % (delimiter, delimiter.join(values))
-  raise PipelineError('the trainer arguments use every delimiter gcloud could split them by; '
-                      'submit without --dry_run, or pass the printed JSON as --config.')
+  delimiter = '|'
+  while any(delimiter in v for v in values):
+    delimiter += '|'
+  return '^%s^%s' % (delimiter, delimiter.join(values))
 
 
 # AI Platform scale tiers as Vertex AI flags (the nearest machines Vertex AI offers).
