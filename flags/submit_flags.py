@@ -13,8 +13,10 @@ SCALE_TIERS = ('BASIC', 'STANDARD_1', 'PREMIUM_1', 'BASIC_GPU', 'BASIC_TPU', 'CU
 PLATFORMS = ('vertex', 'ai_platform')
 # Flags that exist only for AI Platform: given without --platform, they select ai_platform.
 AI_PLATFORM_SELECTORS = ('job_dir', 'scale_tier', 'config')
+# The flags both platforms read.
+SHARED = ('platform', 'region', 'dist_dir', 'dry_run')
 # Each platform's own flags, with what to do on the other platform, which refuses them rather
-# than ignore them. The rest (platform, region, dist_dir, dry_run) are shared.
+# than ignore them.
 AI_PLATFORM_ONLY = {
     'job_dir': 'use --staging_bucket and --base_output_dir',
     'scale_tier': 'use --machine_type, --accelerator_type, --worker_count, --ps_count',

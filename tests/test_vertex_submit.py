@@ -364,7 +364,7 @@ def test_every_submit_flag_belongs_to_one_platform_or_both():
       [sys.executable, '-c', 'import json; from absl import flags; from flags import submit_flags; '
        'submit_flags.define_submit_flags(); print(json.dumps([f.name for f in '
        'flags.FLAGS.get_flags_for_module("flags.submit_flags")]))'], cwd=REPO))
-  shared = {'platform', 'region', 'dist_dir', 'dry_run'}
+  shared = set(submit_flags.SHARED)
   vertex, ai_platform = set(submit_flags.VERTEX_ONLY), set(submit_flags.AI_PLATFORM_ONLY)
   assert not (vertex & ai_platform) and not (shared & (vertex | ai_platform))
   assert set(defined) == shared | vertex | ai_platform

@@ -114,9 +114,17 @@ def _trainer_flag_values(args, name):
   return values
 
 
+_LOCAL_DIR_ADVICE = {
+    'data_dir': ': copy local data with `gcloud storage cp -r`, or prepare it straight to gs:// '
+                'with trainer.prepare',
+    'model_dir': ', or leave it out and give --base_output_dir to trainer.submit',
+    'export_dir': ', or leave it out and give --base_output_dir to trainer.submit',
+}
+
+
 def _check_trainer_dirs(args):
   """A Vertex AI replica reads and writes Cloud Storage, never the submitting machine."""
-  for flag in ('data_dir', 'model_dir', 'export_dir'):
+  for flag, advice in _LOCAL_DIR_ADVICE.items():
     for value in _trainer_flag_values(args, flag):
       if value is None:
         raise PipelineError('--%s after `--` has no value: give --%s=gs://BUCKET/...'
@@ -125,10 +133,7 @@ def _check_trainer_dirs(args):
         raise PipelineError(
             '--%s=%s after `--`: a Vertex AI replica reads and writes Cloud Storage, not this '
             'machine (its own disk is gone when the job ends). Pass --%s=gs://BUCKET/... (or its '
-            '/gcs/BUCKET/... mount)%s.' % (flag, value, flag, (
-                ': copy local data with `gcloud storage cp -r`, or prepare it straight to gs:// '
-                'with trainer.prepare' if flag == 'data_dir' else
-                ', or leave it out and give --base_output_dir to trainer.submit')))
+            '/gcs/BUCKET/... mount)%s.' % (flag, value, flag, advice))
 
 
 def _check_accelerator(job, warnings):
@@ -194,7 +199,7 @@ def validate(job):
   if not job.base_output_dir and not _trainer_flag_values(job.trainer_args, 'model_dir'):
     raise PipelineError('give --base_output_dir=gs://... (the trainer then writes under its '
                         'AIP_* directories) or --model_dir=gs://... after `--`.')
-  if any(a.split('=')[0] in ('--job-dir', '--job_dir') for a in job.trainer_args):
+  if any(_trainer_flag_values(job.trainer_args, name) for name in ('job-dir', 'job_dir')):
     raise PipelineError('--job-dir is AI Platform\'s: on Vertex AI pass --base_output_dir=gs://... '
                         'to trainer.submit.')
   if not _MACHINE_TYPE.match(job.machine_type):
