@@ -21,7 +21,9 @@ def define_benchmark_flags():
                     'time one path alone (the bare loop in a graph and session of its own).')
   flags.DEFINE_integer('epochs', 20, 'overhead: epochs over the 150 iris examples.')
   flags.DEFINE_string('output', None, 'Where to write the JSON record (default: '
-                      'runs/benchmarks/<sub-command>-<details>-<runtime>.json).')
+                      'runs/benchmarks/<sub-command>-<details>-<runtime>.json, which a re-run '
+                      'replaces). A file given here that exists is refused before any timing, '
+                      'unless --overwrite.')
   flags.DEFINE_string('reference', None, 'input: a checkout of tensorflow/tpu at branch r1.15 '
                       '(outside this repository): also time the Cloud TPU reference ResNet\'s '
                       'training input beside this project\'s, alternating windows, same records.')

@@ -23,6 +23,8 @@ def define_export_keras_flags():
   flags.DEFINE_string('serving_dir', None, 'Where to write the serving SavedModel (raw images or '
                       'texts in, as today\'s export). Not given: next to --output, named '
                       '<output without .keras>_serving; \'\' writes none. TensorFlow backend only.')
+  flags.DEFINE_boolean('overwrite', False, 'Replace an existing --output file and what '
+                       '--serving_dir holds (deleted first) instead of refusing before any work.')
   flags.DEFINE_string('check_predictions', None, 'The output of `trainer.main --mode=predict '
                       '--predict_logits` on --check_input: the converted model must give the '
                       'same logits for the same inputs (within --tolerance), or the command fails.')
@@ -58,6 +60,8 @@ def define_finetune_keras_flags():
                       'scored before and after.')
   flags.DEFINE_string('output', None, 'Where to write the fine-tuned model (.keras); its figures '
                       'go to <output without .keras>.results.json.')
+  flags.DEFINE_boolean('overwrite', False, 'Replace an existing --output (and its .results.json) '
+                       'instead of refusing before any work.')
   flags.DEFINE_integer('steps', 300, 'Training steps (batches).', lower_bound=1)
   flags.DEFINE_integer('batch_size', 64, 'Global batch size (summed over replicas).',
                        lower_bound=1)

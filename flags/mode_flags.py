@@ -24,6 +24,8 @@ READ_BY = {
     'predict_logits': (('predict',), False, True),
     'tpu_topology': (('dry_run',), None, True),
     'export_dir': (_CHECKED_BY_DRY_RUN, None, False),
+    # Replaces the export of train/eval runs and predict's output; a dry run writes neither.
+    'overwrite': (TRAINING_MODES + ('eval', 'predict'), False, False),
     'profile_steps': (TRAINING_MODES, None, False),
 }
 

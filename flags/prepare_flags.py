@@ -44,8 +44,8 @@ def _define_image_flags():
                     'imagenet, image_folder: leave out files that do not decode as images '
                     '(dataset.json lists them) instead of stopping with an error naming them.')
   flags.DEFINE_bool('overwrite', False,
-                    'imagenet, image_folder, photos: replace the shards and dataset.json of an '
-                    'earlier conversion in --output_dir instead of refusing.')
+                    'Replace an earlier conversion in --output_dir (its shards, dataset.json, '
+                    'vocab.txt: deleted first, other files left alone) instead of refusing.')
 
 
 def _define_beam_flags():

@@ -234,7 +234,12 @@ def define_output_flags():
                       'model_dir when --model_dir is not given (before $AIP_CHECKPOINT_DIR).')
   flags.DEFINE_string('export_dir', None, 'If set, a SavedModel for serving is exported here '
                       '(default in a Vertex AI training job: $AIP_MODEL_DIR; per trial as '
-                      '--model_dir).')
+                      '--model_dir). Refused, before any work, when it already holds '
+                      'something, unless --overwrite.')
+  flags.DEFINE_bool('overwrite', False,
+                    'Replace what --export_dir holds (its contents are deleted just before the '
+                    'export) or the file --predict_output names (trainer.benchmark: --output) '
+                    'instead of refusing to start.')
   flags.DEFINE_bool('skip_host_call', False, 'Do not write per-step TensorBoard summaries.')
   flags.DEFINE_list('profile_steps', None,
                     'START,END: write a full TensorFlow trace of each global step in [START, END) '

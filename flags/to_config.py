@@ -15,6 +15,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from flags import mode_flags
+from flags import value_checks
 from models.model_config import TEXT_MODELS, ModelConfig
 from models.recipes import MODEL_DEFAULTS
 from trainer.cloud import gcs_preflight
@@ -23,6 +24,7 @@ from trainer.data import dataset_json
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
 from trainer.run_config import Config
+from trainer.storage import patterns
 from trainer.tpu import topologies
 
 MAX_SEED = 2**31
@@ -105,6 +107,13 @@ def model_dir_of(f):
                         'results.json go there); on AI Platform --job-dir serves as its default, '
                         'in a Vertex AI job the baseOutputDirectory (its AIP_CHECKPOINT_DIR).')
   return model_dir
+
+
+def _model_dir_source(flag_values):
+  """The flag or variable model_dir came from, for messages."""
+  if flag_values.get('model_dir'):
+    return '--model_dir'
+  return '--job_dir' if flag_values.get('job_dir') else vertex_env.CHECKPOINT_DIR_ENV
 
 
 def with_vertex_dirs(f):
@@ -194,17 +203,11 @@ def _check_combinations(f):
         raise PipelineError('--%s=%s is a local path, which a Cloud TPU cannot read or write: '
                             'use a gs:// path.' % (name, value))
   _check_predict(f)
-  if f.early_stopping_evals < 0:
-    raise PipelineError('--early_stopping_evals must be >= 0, got %d.' % f.early_stopping_evals)
   if f.mode not in ('eval', 'predict') and (f.train_steps is None) == (f.train_epochs is None):
     raise PipelineError('give exactly one of --train_steps and --train_epochs.')
   if f.init_from_moving_average and not f.init_checkpoint:
     raise PipelineError('--init_from_moving_average reads the checkpoint of --init_checkpoint; '
                         'pass one, or drop --init_from_moving_average.')
-  for name in ('train_batch_size', 'eval_batch_size', 'steps_per_eval', 'iterations_per_loop',
-               'num_cores', 'preemption_grace_secs'):
-    if getattr(f, name) is not None and getattr(f, name) <= 0:
-      raise PipelineError('--%s must be positive, got %d.' % (name, getattr(f, name)))
 
 
 def _check_predict(f):
@@ -213,8 +216,6 @@ def _check_predict(f):
   if not f.predict_input or not f.predict_output:
     raise PipelineError('--mode=predict needs --predict_input (a glob of image files, TFRecords, '
                         'or .txt/.csv texts) and --predict_output (the JSON-lines file to write).')
-  if f.predict_top_k < 1:
-    raise PipelineError('--predict_top_k must be >= 1, got %d.' % f.predict_top_k)
   if f.use_tpu and not f.predict_input.startswith('gs://'):
     raise PipelineError('--predict_input=%s is a local path, which a Cloud TPU host cannot read: '
                         'use a gs:// path.' % f.predict_input)
@@ -227,8 +228,6 @@ def mirrored_devices_of(f):
     PipelineError: both given, with --use_tpu, a malformed device, more GPUs than TensorFlow
       sees, or a --train_batch_size the replicas cannot share evenly.
   """
-  if f.num_gpus < 0:
-    raise PipelineError('--num_gpus must be >= 0, got %d.' % f.num_gpus)
   if f.num_gpus and f.mirrored_devices:
     raise PipelineError('--num_gpus and --mirrored_devices both choose the MirroredStrategy '
                         'devices: pass one.')
@@ -313,10 +312,13 @@ def config_from_flags(flag_values):
   """
   f = types.SimpleNamespace(**flag_values)
   mode_flags.check(f)
+  value_checks.check(f)  # each flag's range, TF_CONFIG, CLUSTER_SPEC, output directories
   f = with_vertex_dirs(_dry_run_values(f))
   _check_combinations(f)
   seed = seed_of(f)
   model_dir = model_dir_of(f)
+  patterns.check_checkpoint_path(model_dir, _model_dir_source(flag_values))
+  patterns.check_checkpoint_path(f.init_checkpoint, '--init_checkpoint')
   mirrored_devices = mirrored_devices_of(f)
   profile_steps = profile_steps_of(f)
   if not f.fake_data:
@@ -390,4 +392,4 @@ def config_from_flags(flag_values):
       profile_steps=profile_steps, seed=seed, preemption_grace_secs=f.preemption_grace_secs,
       predict_input=f.predict_input, predict_output=f.predict_output,
       predict_top_k=f.predict_top_k, predict_logits=f.predict_logits, keep_best=f.keep_best,
-      early_stopping_evals=f.early_stopping_evals)
+      early_stopping_evals=f.early_stopping_evals, overwrite=f.overwrite)

@@ -5,6 +5,7 @@ GCE_METADATA_HOST=<server.host>."""
 
 import http.server
 import threading
+import time
 
 _PREFIX = '/computeMetadata/v1/instance/attributes/'
 
@@ -12,7 +13,9 @@ _PREFIX = '/computeMetadata/v1/instance/attributes/'
 class MetadataServer(object):
   """Context manager: serves `attributes` ({name: value}) while active; `.host` is host:port."""
 
-  def __init__(self, attributes):
+  def __init__(self, attributes, flavor=True, trickle_seconds=0.0):
+    """flavor=False: answers without the Metadata-Flavor header (not the real server);
+    trickle_seconds > 0: sends each answer one byte at a time, this far apart."""
     attributes = dict(attributes)
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -25,10 +28,16 @@ class MetadataServer(object):
           found = name in attributes
           body = str(attributes[name] if found else 'Not Found').encode('utf-8')
           self.send_response(200 if found else 404)
-          self.send_header('Metadata-Flavor', 'Google')
+          if flavor:
+            self.send_header('Metadata-Flavor', 'Google')
           self.send_header('Content-Length', str(len(body)))
           self.end_headers()
-          self.wfile.write(body)
+          for i in range(len(body)) if trickle_seconds else ():
+            self.wfile.write(body[i:i + 1])
+            self.wfile.flush()
+            time.sleep(trickle_seconds)
+          if not trickle_seconds:
+            self.wfile.write(body)
 
       def log_message(self, *args):  # quiet
         del args

@@ -184,3 +184,18 @@ def test_unknown_tuning_metric_tag_is_refused_before_training(small_dir, tmp_pat
 def test_missing_model_dir_and_job_dir_is_refused(small_dir):
   proc = run_main('--train_steps=1', '--data_dir=' + small_dir, *TINY)
   assert proc.returncode == 2 and '--model_dir is required' in proc.stderr
+
+
+def test_the_sdist_build_lock_never_follows_a_planted_link(tmp_path):
+  """The lock that makes sdist builds take turns lives in the repo, and a link planted in its
+  place is refused rather than followed (the old /tmp lock, opened with 'w', truncated the
+  link's target)."""
+  from trainer.cloud import aiplatform_job  # pylint: disable=g-import-not-at-top
+  from trainer.errors import PipelineError  # pylint: disable=g-import-not-at-top
+  repo, victim = tmp_path / 'repo', tmp_path / 'precious.txt'
+  repo.mkdir()
+  victim.write_text('keep me')
+  os.symlink(str(victim), str(repo / aiplatform_job.SDIST_LOCK))
+  with pytest.raises(PipelineError, match='build lock .* link'):
+    aiplatform_job.build_sdist(str(tmp_path / 'dist'), repo=str(repo))
+  assert victim.read_text() == 'keep me'

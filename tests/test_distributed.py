@@ -55,7 +55,7 @@ def test_a_tf_config_task_outside_its_cluster_is_refused(small_dir, tmp_path):
                'task': {'type': 'worker', 'index': 3}}
   proc = run_main('--train_steps=1', '--data_dir=' + small_dir, '--model_dir=' + str(tmp_path),
                   *TINY, env={'TF_CONFIG': json.dumps(tf_config)})
-  assert proc.returncode == 2 and 'is not in its cluster' in proc.stderr, proc.stderr[-3000:]
+  assert proc.returncode == 2 and 'outside "cluster"."worker"' in proc.stderr, proc.stderr[-3000:]
 
 
 def test_use_tpu_with_a_cpu_cluster_is_refused(tmp_path):

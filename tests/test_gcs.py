@@ -245,3 +245,22 @@ def test_imagenet_from_gcs_to_gcs(gcs_dir, tmp_path):
   names = [tf.train.Example.FromString(r).features.feature['image/filename'].bytes_list.value[0]
            for r in read_records(output + '/*-of-*')]
   assert sorted(n.decode() for n in names) == sorted(truth)
+
+
+def test_gs_paths_with_special_characters_are_data_not_patterns(gcs_dir):
+  """On gs:// as on disk: the shards of `d b[1]*?é` are found through the escaped pattern and a
+  sibling it would match as a pattern is not; the checkpoint listing of a prefix matches only
+  its own objects."""
+  from trainer import checkpoints  # pylint: disable=g-import-not-at-top
+  from trainer.data.data_config import DataConfig  # pylint: disable=g-import-not-at-top
+  from trainer.storage import patterns  # pylint: disable=g-import-not-at-top
+  for name in ('d b[1]*?é', 'd b1xé'):
+    for file_name in ('train-00000-of-00001', 'model.ckpt-1.index'):
+      with tf.io.gfile.GFile('%s/%s/%s' % (gcs_dir, name, file_name), 'w') as f:
+        f.write(name)
+  own = gcs_dir + '/d b[1]*?é'
+  data = DataConfig(data_dir=own, num_classes=2, num_train_examples=1, num_eval_examples=1,
+                    image_size=8)
+  assert tf.io.gfile.glob(data.file_pattern(True)) == [own + '/train-00000-of-00001']
+  assert patterns.files_matching(own, 'train-*') == [own + '/train-00000-of-00001']
+  assert checkpoints.checkpoint_files(own + '/model.ckpt-1') == [own + '/model.ckpt-1.index']

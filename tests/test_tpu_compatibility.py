@@ -88,6 +88,15 @@ def test_the_metadata_server_is_read_over_http_and_its_absence_means_off_google_
   assert compatibility.read_metadata({'GCE_METADATA_HOST': host}, timeout=2) is None  # gone
 
 
+def test_the_metadata_read_has_a_total_deadline_and_needs_the_metadata_flavor_header():
+  attributes = {'accelerator-type': 'v4-32', 'agent-worker-number': '0'}
+  # Each byte comes well within a per-read timeout, the whole answer does not within 1 s.
+  with MetadataServer(attributes, trickle_seconds=0.3) as server:
+    assert compatibility.read_metadata({'GCE_METADATA_HOST': server.host}, timeout=1.0) is None
+  with MetadataServer(attributes, flavor=False) as server:  # something else on that address
+    assert compatibility.read_metadata({'GCE_METADATA_HOST': server.host}) is None
+
+
 def test_dry_run_on_a_tpu_vm_slice_takes_its_slice_from_worker_0(pod_dir, tmp_path, monkeypatch):
   """`--mode=dry_run --use_tpu --tpu=NAME` on worker 0 of a TPU VM slice (stand-ins: the metadata
   server of a v4-32's worker 0, a TPUClusterResolver whose TPU answers on 127.0.0.1 as the

@@ -78,11 +78,17 @@ def test_tensorboard_dir_equal_to_model_dir_is_not_a_copy_target():
     ({'CLUSTER_SPEC': json.dumps({'task': {'type': 'workerpool0', 'index': 0, 'trial': '6'}})},
      '6'),
     ({'CLOUD_ML_TRIAL_ID': '4', 'CLUSTER_SPEC': json.dumps({'task': {'trial': '6'}})}, '4'),
-    ({'TF_CONFIG': '{not json'}, ''),
     ({}, ''),
 ])
 def test_trial_id_sources(env, expected):
   assert vertex_env.trial_id(env) == expected
+
+
+@pytest.mark.parametrize('env', [{'TF_CONFIG': '{not json'}, {'CLUSTER_SPEC': '[]'}])
+def test_trial_id_refuses_a_malformed_variable(env):
+  """trainer.cloud.cluster_env checks both variables; a bad one is refused, not ignored."""
+  with pytest.raises(PipelineError, match=sorted(env)[0]):
+    vertex_env.trial_id(env)
 
 
 def test_two_tuning_trials_of_one_job_never_share_a_directory():

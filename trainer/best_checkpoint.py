@@ -15,10 +15,46 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from trainer import checkpoints
+from trainer.errors import PipelineError
 
 BEST_DIR = 'best'
 STATE_FILE = 'best.json'
 METRIC = 'top_1_accuracy'  # higher is better
+
+
+def read_state(model_dir):
+  """The record <model_dir>/best/best.json, checked (called before any work, and by
+  `BestCheckpoint`).
+
+  Returns:
+    dict with "best" (None or a dict with global_step, METRIC and checkpoint) and "evaluations"
+    (a list of dicts with global_step and METRIC); None when there is no such file.
+
+  Raises:
+    PipelineError: the file is not such a record (truncated, edited), naming it and the fix.
+  """
+  path = '%s/%s/%s' % (model_dir.rstrip('/'), BEST_DIR, STATE_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path, 'rb') as f:
+    text = f.read()
+  try:
+    state = json.loads(text.decode('utf-8'))
+    if not isinstance(state, dict) or not isinstance(state.get('evaluations'), list):
+      raise ValueError('no "evaluations" list')
+    for entry in state['evaluations'] + ([state['best']] if state.get('best') is not None else []):
+      if not isinstance(entry, dict) or not isinstance(entry.get('global_step'), int) or \
+          isinstance(entry.get(METRIC), bool) or not isinstance(entry.get(METRIC), (int, float)):
+        raise ValueError('an evaluation without an integer global_step and a numeric %s' % METRIC)
+    if state.get('best') is not None and not isinstance(state['best'].get('checkpoint'), str):
+      raise ValueError('"best" names no checkpoint')
+  except ValueError as e:  # json's errors and UnicodeDecodeError are ValueErrors
+    raise PipelineError(
+        '%s is not a record of evaluations (%s): it is damaged (truncated by a full disk or an '
+        'interrupted copy?). Restore it from a backup, or delete it to start the record over '
+        '(the best checkpoint and the early-stopping count are then forgotten).' % (path, e))
+  state.setdefault('best', None)
+  return state
 
 
 class BestCheckpoint(object):
@@ -36,10 +72,8 @@ class BestCheckpoint(object):
     self.keep = keep
     self.best = None
     self.evaluations = []
-    state_path = self.directory + '/' + STATE_FILE
-    if tf.io.gfile.exists(state_path):
-      with tf.io.gfile.GFile(state_path) as f:
-        state = json.load(f)
+    state = read_state(model_dir)
+    if state:
       self.best, self.evaluations = state['best'], state['evaluations']
 
   @property

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from trainer.errors import PipelineError
+from trainer.storage import patterns
 
 DAMAGED_DIR = 'damaged'
 FULL_READ_BYTES = 512 * 2**20
@@ -30,8 +31,14 @@ _SHARD = re.compile(r'\.data-(\d{5})-of-(\d{5})$')
 
 
 def checkpoint_files(prefix):
-  """The files of the checkpoint `prefix` that exist: index, data shards and graph (.meta)."""
-  return sorted(tf.io.gfile.glob(prefix + '.*'))
+  """The files of the checkpoint `prefix` that exist: index, data shards and graph (.meta).
+  Only the suffix is a pattern: a directory such as `runs/exp[12]` never matches `runs/exp1`."""
+  return _files_with_suffix(prefix, '.*')
+
+
+def _files_with_suffix(prefix, suffix_pattern):
+  directory, name = patterns.split_prefix(prefix)
+  return patterns.files_matching(directory, patterns.glob_escape(name) + suffix_pattern)
 
 
 def checkpoint_damage(prefix):
@@ -39,7 +46,7 @@ def checkpoint_damage(prefix):
   when it is intact (see the module docstring for what is checked)."""
   if not tf.io.gfile.exists(prefix + '.index'):
     return 'its index file %s.index is missing' % prefix
-  data_files = tf.io.gfile.glob(prefix + '.data-*')
+  data_files = _files_with_suffix(prefix, '.data-*')
   shards = [_SHARD.search(f) for f in data_files]
   if not data_files or not all(shards):
     return 'its data files are missing' if not data_files else 'it has unexpected data files'

@@ -16,6 +16,7 @@ from trainer import checkpoints
 from trainer import dry_run as dry_run_lib
 from trainer import estimator as estimator_lib
 from trainer import hooks as hooks_lib
+from trainer import input_checks
 from trainer import network_record
 from trainer import predict as predict_lib
 from trainer import preemption
@@ -46,10 +47,17 @@ def run(config):
   chief of a cluster).
 
   Raises:
-    PipelineError: for anything the user must fix (data, TPU, checkpoints, cluster).
+    PipelineError: for anything the user must fix (data, TPU, checkpoints, cluster), among them
+      an --export_dir that already holds something or a --predict_output that exists, without
+      --overwrite (refused before any work); an export that failed (results.json is written).
     preemption.Preempted: on SIGTERM, after saving a checkpoint at the step reached.
   """
+  input_checks.check(config)  # vocab.txt, best.json, model_dir's checkpoint vs this network
   task = None if config.mode == 'dry_run' else aiplatform_env.distributed_task()
+  if config.mode == 'predict':
+    predict_lib.check_output(config)
+  elif not task or task[0] in ('chief', 'master'):  # the task that exports
+    results_lib.check_export_dir(config)
   watch = preemption.SigtermWatch(config.model_dir, config.preemption_grace_secs,
                                   saves_checkpoints=not task or task[0] in ('chief', 'master'))
   if task and task[0] == 'ps':  # holds nothing to save: SIGTERM may end it as it always did
@@ -80,8 +88,6 @@ def _run(config, watch, task):
     return _run_distributed(config, watch, *task)
   estimator = estimator_lib.build_estimator(config)  # resolves the TPU first with --use_tpu
   gcs_preflight.check_path_usable(config.model_dir, 'model_dir', config.use_tpu)
-  if config.export_dir:
-    gcs_preflight.check_path_usable(config.export_dir, 'export_dir', config.use_tpu)
   if config.mode != 'eval':  # training owns model_dir: a damaged newest checkpoint moves aside
     new_run = not checkpoints.newest_intact_checkpoint(config.model_dir)
     _record_network(config, new_run)

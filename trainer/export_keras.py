@@ -36,6 +36,8 @@ from trainer.data import input_fn as input_fn_lib
 from trainer.data import predict_input
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
+from trainer.storage import patterns
+from trainer.storage import outputs
 
 FLAGS = flags.FLAGS
 _CHECK_BATCH_SIZE = 64
@@ -106,6 +108,8 @@ def checkpoint_of(f):
   """
   if not (f.checkpoint or f.model_dir):
     raise PipelineError('pass --model_dir (a run of this pipeline) or --checkpoint.')
+  patterns.check_checkpoint_path(f.model_dir, '--model_dir')
+  patterns.check_checkpoint_path(f.checkpoint, '--checkpoint')
   path = f.checkpoint or f.model_dir
   try:
     return warm_start.checkpoint_prefix(path)
@@ -169,6 +173,20 @@ def check_predictions(model, data, predictions_path, input_pattern, tolerance):
   return result
 
 
+def serving_dir_of(f):
+  """Where the serving SavedModel goes: --serving_dir, else next to --output; '' for none
+  (--serving_dir='', or a backend other than TensorFlow, logged)."""
+  serving_dir = f.serving_dir
+  if serving_dir is None:
+    serving_dir = f.output[:-len('.keras')] + '_serving'
+  if serving_dir and keras.backend.backend() != 'tensorflow':
+    logging.warning('No serving export: it needs KERAS_BACKEND=tensorflow (backend: %s). The '
+                    '.keras file will be complete; run again on TensorFlow for the SavedModel.',
+                    keras.backend.backend())
+    serving_dir = ''
+  return serving_dir
+
+
 def convert(f):
   """Converts per the flag values `f`; returns the summary dict."""
   if not f.output.endswith('.keras'):
@@ -176,6 +194,10 @@ def convert(f):
   if bool(f.check_predictions) != bool(f.check_input):
     raise PipelineError('--check_predictions and --check_input go together: the prediction '
                         'output and the --predict_input it was made from.')
+  serving_dir = serving_dir_of(f)
+  outputs.check_output_file(f.output, '--output', f.overwrite)  # before any work
+  if serving_dir:
+    outputs.check_output_dir(serving_dir, '--serving_dir', f.overwrite)
   config, data = run_settings(f)
   if data.modality == 'text' and not data.data_dir and f.serving_dir != '':
     raise PipelineError('the text serving export needs the run\'s vocab.txt: pass --data_dir '
@@ -211,16 +233,10 @@ def convert(f):
                  check['examples'], check['max_abs_logit_difference'], check['classes_equal'])
   if os.path.dirname(f.output):
     tf.io.gfile.makedirs(os.path.dirname(f.output))
-  model.save(f.output)
-  serving_dir = f.serving_dir
-  if serving_dir is None:
-    serving_dir = f.output[:-len('.keras')] + '_serving'
-  if serving_dir and keras.backend.backend() != 'tensorflow':
-    logging.warning('No serving export: it needs KERAS_BACKEND=tensorflow (backend: %s). The '
-                    '.keras file is complete; run again on TensorFlow for the SavedModel.',
-                    keras.backend.backend())
-    serving_dir = ''
-  if serving_dir:
+  with outputs.staged_path(f.output) as path:
+    model.save(path)
+  if serving_dir:  # with --overwrite what the start check found there is deleted first
+    outputs.prepare_output_dir(serving_dir, '--serving_dir', f.overwrite)
     serving.export(model, serving_dir, data)
   summary = {'checkpoint': prefix, 'output': f.output, 'serving_dir': serving_dir or None,
              'backend': keras.backend.backend(), 'model': config.model, 'layout': report['layout'],

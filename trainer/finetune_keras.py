@@ -24,6 +24,7 @@ from flags import keras_flags
 from keras_models import build  # also registers the custom layers load_model needs
 from keras_models import datasets
 from trainer.errors import PipelineError
+from trainer.storage import outputs
 
 FLAGS = flags.FLAGS
 _EVAL_LOSS = 'xent'
@@ -79,6 +80,11 @@ def _labels_for(model, dataset):
   return dataset.map(lambda x, y: (x, {build.LOGITS: y, build.AUX_LOGITS: y}))
 
 
+def results_path_of(output):
+  """Where the figures of the model written to `output` (.keras) go."""
+  return output[:-len('.keras')] + '.results.json'
+
+
 def finetune(f):
   """Fine-tunes per the flag values `f`; returns the results dict."""
   if not f.output.endswith('.keras'):
@@ -87,6 +93,13 @@ def finetune(f):
     raise PipelineError('--steps=%d is not a multiple of --log_every_steps=%d (the steps are run '
                         'in that many at a time): change one of them.'
                         % (f.steps, f.log_every_steps))
+  results_path = results_path_of(f.output)
+  outputs.check_output_file(f.output, '--output', f.overwrite)  # before any work
+  outputs.check_file_usable(results_path, '--output')
+  if tf.io.gfile.exists(results_path) and not f.overwrite:
+    raise PipelineError('--output=%s: its results file %s already exists. Choose another '
+                        '--output, or pass --overwrite to replace both.'
+                        % (f.output, results_path))
   keras.utils.set_random_seed(f.seed)
   strategy = strategy_of(f.cpu_replicas)
   scope = strategy.scope() if strategy else contextlib.nullcontext()
@@ -115,7 +128,8 @@ def finetune(f):
                after['loss'], after['accuracy'])
   if os.path.dirname(f.output):
     tf.io.gfile.makedirs(os.path.dirname(f.output))
-  model.save(f.output)
+  with outputs.staged_path(f.output) as path:
+    model.save(path)
   results = {
       'model': f.model, 'output': f.output, 'data_dir': f.data_dir, 'backend':
       keras.backend.backend(), 'replicas': strategy.num_replicas_in_sync if strategy else 1,
@@ -125,7 +139,7 @@ def finetune(f):
       'examples_per_sec': epochs * f.log_every_steps * f.batch_size / seconds,
       'tensorflow_version': tf.__version__, 'keras_version': keras.__version__,
   }
-  with tf.io.gfile.GFile(f.output[:-len('.keras')] + '.results.json', 'w') as out:
+  with outputs.staged_file(results_path) as out:
     out.write(json.dumps(results, indent=2, sort_keys=True) + '\n')
   return results
 

@@ -21,9 +21,11 @@ import tensorflow.compat.v1 as tf
 from trainer import checkpoints
 from trainer import estimator as estimator_lib
 from trainer import run_errors
+from trainer.cloud import gcs_preflight
 from trainer.data import dataset_json
 from trainer.data import predict_input
 from trainer.errors import PipelineError
+from trainer.storage import outputs
 
 RESULTS_FILE = 'predict_results.json'
 
@@ -64,6 +66,20 @@ def prediction_line(name, probabilities, names, top_k, label=None, text=None, lo
   if logits is not None:
     line['logits'] = [float(x) for x in logits]  # float32 -> float is exact, and so is json
   return line
+
+
+def check_output(config):
+  """Refuses, before any work, a --predict_output that exists (unless config.overwrite) or that
+  cannot be written.
+
+  Raises:
+    PipelineError: naming --predict_output and what to do.
+  """
+  path = config.predict_output
+  if path.startswith('gs://'):  # before TF's gs:// client, which retries a missing bucket
+    gcs_preflight.check_path_usable(path.rstrip('/').rsplit('/', 1)[0], 'predict_output',
+                                    config.use_tpu)
+  outputs.check_output_file(path, '--predict_output', config.overwrite)
 
 
 def predict(estimator, config):

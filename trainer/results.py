@@ -1,8 +1,9 @@
-"""The end of every run: the evaluation of a checkpoint, the SavedModel export, and results.json
-(what the run measured and what it ran on). The single-process driver and the distributed chief
-share it."""
+"""The end of every run: the evaluation of a checkpoint, results.json (what the run measured and
+what it ran on) and then the SavedModel export, whose directory is checked before any work
+(`check_export_dir`). The single-process driver and the distributed chief share it."""
 
 import json
+import os
 import platform
 import time
 
@@ -11,9 +12,11 @@ import tensorflow.compat.v1 as tf
 
 from trainer import best_checkpoint
 from trainer import run_errors
+from trainer.cloud import gcs_preflight
 from trainer.cloud import vertex_env
 from trainer.data import serving
 from trainer.errors import PipelineError
+from trainer.storage import outputs
 
 RESULTS_FILE = 'results.json'
 
@@ -71,20 +74,70 @@ def export(estimator, config, checkpoint_path, export_dir=None):
   return path
 
 
+def export_dir_flag(export_dir, environ=None):
+  """What named `export_dir`, for messages: $AIP_MODEL_DIR in a Vertex AI job that set it (and
+  no --export_dir replaced it), else --export_dir."""
+  environ = os.environ if environ is None else environ
+  from_vertex = environ.get(vertex_env.MODEL_DIR_ENV, '').rstrip('/')
+  return vertex_env.MODEL_DIR_ENV if export_dir == from_vertex else '--export_dir'
+
+
+def check_export_dir(config):
+  """Refuses, before any work, an export_dir that cannot be written or already holds something
+  (unless config.overwrite: `finish` then deletes its contents just before exporting).
+
+  Raises:
+    PipelineError: naming the flag (or AIP_MODEL_DIR), the path, what is there and the fix.
+  """
+  if not config.export_dir or config.mode == 'dry_run':
+    return
+  flag = export_dir_flag(config.export_dir)
+  gcs_preflight.check_path_usable(config.export_dir, 'export_dir', config.use_tpu)  # gs:// only
+  outputs.check_output_dir(config.export_dir, flag, config.overwrite)
+
+
 def finish(estimator, config, results, checkpoint_path):
-  """Exports `checkpoint_path` when config.export_dir is set (and the best checkpoint that
-  results['best'] names, if any, under <export_dir>/best), then writes `results` (with
-  export_path, best_export_path) to <model_dir>/results.json, and copies the events files to a
-  Vertex AI job's AIP_TENSORBOARD_LOG_DIR. Returns the results dict."""
-  if config.export_dir:
-    results['export_path'] = export(estimator, config, checkpoint_path)
-    if results.get('best'):
-      results['best_export_path'] = export(
-          estimator, config, results['best']['checkpoint'],
-          config.export_dir.rstrip('/') + '/' + best_checkpoint.BEST_DIR)
+  """Writes `results` to <model_dir>/results.json and copies the events files to a Vertex AI
+  job's AIP_TENSORBOARD_LOG_DIR; then, when config.export_dir is set, exports `checkpoint_path`
+  (and the best checkpoint that results['best'] names, if any, under <export_dir>/best) and
+  writes results.json again with export_path (best_export_path). Results are written first so
+  that a failing export does not lose them.
+
+  Returns:
+    the results dict.
+
+  Raises:
+    PipelineError: the export failed (results.json is written), saying why.
+  """
   write_json(config.model_dir, RESULTS_FILE, results)
   vertex_env.copy_events(config.model_dir)
+  if not config.export_dir:
+    return results
+  flag = export_dir_flag(config.export_dir)
+  try:
+    if config.overwrite:  # what the start check found there (--overwrite), and anything since
+      outputs.clear_output_dir(config.export_dir, outputs.existing_entries(config.export_dir))
+    exported = {'export_path': export(estimator, config, checkpoint_path)}
+    if results.get('best'):
+      exported['best_export_path'] = export(
+          estimator, config, results['best']['checkpoint'],
+          config.export_dir.rstrip('/') + '/' + best_checkpoint.BEST_DIR)
+  except (tf.errors.OpError, OSError) as e:
+    raise PipelineError(
+        'the SavedModel export to %s=%s failed: %s. The run\'s results are in %s/%s (without '
+        'export_path) and its checkpoints are intact: once %s can be written, run the same '
+        'command again to export (with --overwrite if the failed export left files there).'
+        % (flag, config.export_dir, _first_line(e), config.model_dir.rstrip('/'), RESULTS_FILE,
+           flag))
+  results.update(exported)
+  write_json(config.model_dir, RESULTS_FILE, results)
   return results
+
+
+def _first_line(error):
+  """The first line of an exception's text (TensorFlow's errors add their op's context)."""
+  text = error.message if isinstance(error, tf.errors.OpError) else str(error)
+  return '%s: %s' % (type(error).__name__, text.strip().split('\n')[0])
 
 
 def run_facts(config, measured_steps, measured_seconds, start):
@@ -151,9 +204,10 @@ def tensorflow_runtime():
 
 
 def write_json(directory, name, value):
-  """Writes `value` as indented JSON to <directory>/<name> (local or gs://)."""
+  """Writes `value` as indented JSON to <directory>/<name> (local or gs://), aside and renamed
+  into place (`trainer.storage.outputs.staged_file`): never half a file."""
   tf.io.gfile.makedirs(directory)
-  with tf.io.gfile.GFile('%s/%s' % (directory.rstrip('/'), name), 'w') as f:
+  with outputs.staged_file('%s/%s' % (directory.rstrip('/'), name)) as f:
     f.write(json.dumps(value, indent=2, sort_keys=True) + '\n')
 
 

@@ -46,6 +46,7 @@ class Config:
   predict_logits: bool = False  # mode predict: write each input's logits too
   keep_best: bool = True  # train_and_eval: keep the best checkpoint (trainer.best_checkpoint)
   early_stopping_evals: int = 0  # train_and_eval: stop after this many evals without a better one
+  overwrite: bool = False  # replace what export_dir / predict_output hold (trainer.storage.outputs)
 
   @property
   def num_replicas(self):

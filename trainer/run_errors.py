@@ -12,7 +12,9 @@ from trainer.errors import PipelineError
 @contextlib.contextmanager
 def explain_checkpoint_mismatch(config):
   """A checkpoint written with another --moving_average_decay setting (or another model) lacks
-  variables this graph restores: say which setting to use instead of TF's key listing."""
+  variables this graph restores, or (TF 1.15) has one of another shape: say which setting to use
+  instead of TF's key listing. (`trainer.input_checks` refuses most such runs before any work;
+  this covers what it cannot see, e.g. a run without model_config.json.)"""
   try:
     yield
   except tf.errors.NotFoundError as e:
@@ -28,6 +30,16 @@ def explain_checkpoint_mismatch(config):
           '--model, --resnet_depth or --num_classes? Use the same flags or a new --model_dir.'
           % (config.model_dir, e.message.splitlines()[0][:300]))
     raise
+  except tf.errors.InvalidArgumentError as e:  # TF 1.15's restore of another shape
+    found = re.search(r'lhs shape= *(\[[\d, ]*\]) rhs shape= *(\[[\d, ]*\])', e.message)
+    if 'Assign requires shapes' not in e.message or not found:
+      raise
+    raise PipelineError(
+        'the checkpoint in %s is of another network: a variable has shape %s there and %s in '
+        'this network (was it written with another --model, --resnet_depth or --num_classes?). '
+        'Use the same flags, a new --model_dir, or --model_dir=NEW_DIR --init_checkpoint=%s to '
+        'start from its weights.' % (config.model_dir, found.group(2), found.group(1),
+                                     config.model_dir))
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ from trainer.benchmark import model_bench
 from trainer.benchmark import overhead_bench
 from trainer.benchmark import timing
 from trainer.errors import PipelineError
+from trainer.storage import outputs
 
 FLAGS = absl_flags.FLAGS
 SUBCOMMANDS = ('model', 'input', 'conv', 'overhead')
@@ -52,8 +53,11 @@ def benchmark(subcommand):
   """Runs `subcommand` (one of SUBCOMMANDS) with the parsed flags; returns its record.
 
   Raises:
-    PipelineError: a bad flag value or missing data.
+    PipelineError: a bad flag value or missing data; an --output that exists, without
+      --overwrite (the default record path is replaced: a re-run re-measures the same thing).
   """
+  if FLAGS.output:
+    outputs.check_output_file(FLAGS.output, '--output', FLAGS.overwrite)
   for name in ('warmup_steps', 'steps_per_window', 'windows', 'batch_size', 'epochs'):
     if getattr(FLAGS, name) < 1:
       raise PipelineError('--%s must be >= 1, got %d.' % (name, getattr(FLAGS, name)))

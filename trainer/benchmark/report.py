@@ -9,6 +9,7 @@ import time
 import tensorflow.compat.v1 as tf
 
 from trainer import results
+from trainer.storage import outputs
 
 
 def runtime_facts():
@@ -42,14 +43,15 @@ def runtime_tag(facts):
 
 
 def write_record(name, config, measurements, rows, columns, output=None):
-  """Prints the table, writes the JSON record (to `output`, default
-  runs/benchmarks/<name>-<details>-<runtime>.json) and returns it."""
+  """Prints the table, writes the JSON record (to `output`, which the command checked before
+  timing anything; default runs/benchmarks/<name>-<details>-<runtime>.json, replaced by a re-run
+  of the same benchmark on the same runtime) aside and renamed into place, and returns it."""
   facts = runtime_facts()
   record = {'benchmark': name, 'runtime': facts, 'config': config, 'measurements': measurements}
   path = output or os.path.join(
       'runs', 'benchmarks', '%s-%s.json' % (_details(name, config), runtime_tag(facts)))
   tf.io.gfile.makedirs(os.path.dirname(path) or '.')
-  with tf.io.gfile.GFile(path, 'w') as f:
+  with outputs.staged_file(path) as f:
     f.write(json.dumps(record, indent=2, sort_keys=True) + '\n')
   widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(columns)]
   print('%s on TF %s (%s, MKL %s), %s, %d cores' % (

@@ -7,11 +7,11 @@ metric is reported through the cloudml-hypertune package, which writes it to a l
 (CLOUD_ML_HP_METRIC_FILE, default /tmp/hypertune/output.metrics) that the service collects.
 """
 
-import json
 import os
 
 from absl import logging
 
+from trainer.cloud import cluster_env
 from trainer.errors import PipelineError
 
 METRIC_TAG_ENV = 'CLOUD_ML_HP_METRIC_TAG'
@@ -26,19 +26,12 @@ def distributed_task(environ=None):
     AI Platform's BASIC tiers: a lone 'master'/'chief').
 
   Raises:
-    PipelineError: TF_CONFIG is not JSON, has no valid task for its cluster, or makes this
+    PipelineError: TF_CONFIG is malformed (`trainer.cloud.cluster_env.tf_config`), or makes this
       process an evaluator (not run: the chief evaluates).
   """
-  environ = os.environ if environ is None else environ
-  raw = environ.get('TF_CONFIG')
-  if not raw:
-    return None
-  try:
-    tf_config = json.loads(raw)
-  except ValueError as e:
-    raise PipelineError('TF_CONFIG is not valid JSON (%s): %r' % (e, raw[:200]))
+  tf_config = cluster_env.tf_config(environ)
   cluster = tf_config.get('cluster') or {}
-  if (tf_config.get('task') or {}).get('type') == 'evaluator':
+  if (tf_config.get('task') or {}).get('type') == cluster_env.EVALUATOR:
     # Before the single-process case: an evaluator beside a lone chief would train too.
     raise PipelineError(
         'TF_CONFIG makes this process an evaluator (Vertex AI worker pool 3, AI Platform '
@@ -46,11 +39,8 @@ def distributed_task(environ=None):
         'final checkpoint and writes results.json. Remove the evaluator pool from the job.')
   if not any(cluster.get(k) for k in cluster if k not in ('master', 'chief')):
     return None
-  task = tf_config.get('task') or {}
-  task_type, index = task.get('type'), task.get('index', 0)
-  if task_type not in cluster or not 0 <= index < len(cluster[task_type]):
-    raise PipelineError('TF_CONFIG task %s is not in its cluster %s.' % (task, sorted(cluster)))
-  return task_type, index, cluster
+  task = tf_config['task']  # cluster_env checked it is in the cluster
+  return task['type'], task.get('index', 0), cluster
 
 
 # The evaluation metrics in results.json that a tuning job can optimise.

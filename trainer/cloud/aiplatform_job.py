@@ -7,7 +7,6 @@ requires no TensorFlow: the 1.15 runtime brings its own, which pip must not repl
 
 import fcntl
 import glob
-import hashlib
 import os
 import re
 import shutil
@@ -18,6 +17,7 @@ import tempfile
 from trainer.errors import PipelineError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SDIST_LOCK = '.sdist.lock'  # in the repo; .gitignore lists it
 _JOB_NAME = re.compile(r'^[A-Za-z][A-Za-z0-9_]{0,127}$')
 
 
@@ -29,10 +29,16 @@ def build_sdist(dist_dir, repo=REPO):
   """
   os.makedirs(dist_dir, exist_ok=True)
   # setup.py sdist assembles its tree inside `repo`: two builds at once (two submissions, or
-  # parallel tests) would delete each other's files, so builds of one repo take turns.
-  lock_path = os.path.join(tempfile.gettempdir(), 'tpu-pipeline-sdist-%s.lock'
-                           % hashlib.sha1(os.path.abspath(repo).encode('utf-8')).hexdigest()[:12])
-  with open(lock_path, 'w') as lock, tempfile.TemporaryDirectory() as scratch:
+  # parallel tests) would delete each other's files, so builds of one repo take turns on a lock
+  # file inside the repo (which setup.py writes to anyway), never at a guessable path in a
+  # shared /tmp: opened without following a link and without truncating.
+  lock_path = os.path.join(repo, SDIST_LOCK)
+  try:
+    lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+  except OSError as e:
+    raise PipelineError('cannot open the build lock %s (%s): it must be a plain file this user '
+                        'can write; remove it if it is a link.' % (lock_path, e.strerror))
+  with os.fdopen(lock_fd, 'r+') as lock, tempfile.TemporaryDirectory() as scratch:
     fcntl.flock(lock, fcntl.LOCK_EX)
     proc = subprocess.run([sys.executable, 'setup.py', '-q', 'sdist', '--formats=gztar',
                            '--dist-dir', scratch], cwd=repo, stdout=subprocess.PIPE,

@@ -19,15 +19,17 @@ What Vertex AI sets (Google's pages, as of 2025):
 - CLOUD_ML_TRIAL_ID names the trial as on AI Platform (read first when present).
 
 The trainer runs TF_CONFIG's cluster (`trainer.cloud.aiplatform_env.distributed_task`); CLUSTER_SPEC
-is read for the trial id only.
+is read for the trial id only. Both are parsed and checked by `trainer.cloud.cluster_env`.
 """
 
 import collections
-import json
 import os
 
 from absl import logging
 import tensorflow.compat.v1 as tf
+
+from trainer.cloud import cluster_env
+from trainer.storage import patterns
 
 MODEL_DIR_ENV = 'AIP_MODEL_DIR'
 CHECKPOINT_DIR_ENV = 'AIP_CHECKPOINT_DIR'
@@ -47,34 +49,32 @@ OutputDirs = collections.namedtuple('OutputDirs', ['model_dir', 'export_dir'])
 def trial_id(environ=None):
   """The hyperparameter-tuning trial this process runs, '' outside a tuning job.
 
-  CLOUD_ML_TRIAL_ID, else TF_CONFIG's task.trial, else CLUSTER_SPEC's task.trial. JSON that does
-  not parse is left to `aiplatform_env.distributed_task` to refuse (TF_CONFIG) or ignored
-  (CLUSTER_SPEC, which the trainer does not otherwise read).
+  CLOUD_ML_TRIAL_ID, else TF_CONFIG's task.trial, else CLUSTER_SPEC's task.trial.
+
+  Raises:
+    PipelineError: TF_CONFIG or CLUSTER_SPEC is malformed (`trainer.cloud.cluster_env`).
   """
   environ = os.environ if environ is None else environ
   if environ.get(TRIAL_ENV):
     return str(environ[TRIAL_ENV])
-  for name in ('TF_CONFIG', 'CLUSTER_SPEC'):
-    try:
-      task = (json.loads(environ.get(name) or '{}') or {}).get('task') or {}
-    except (ValueError, AttributeError):
-      continue
-    if isinstance(task, dict) and task.get('trial'):
+  for spec in (cluster_env.tf_config(environ), cluster_env.cluster_spec(environ)):
+    task = spec.get('task') or {}
+    if task.get('trial'):
       return str(task['trial'])
   return ''
 
 
 def in_vertex_job(environ=None):
   """True when the environment is a Vertex AI custom job's: an AIP_* output directory is set, or
-  CLUSTER_SPEC names Vertex's worker pools (workerpool0, ...)."""
+  CLUSTER_SPEC names Vertex's worker pools (workerpool0, ...).
+
+  Raises:
+    PipelineError: CLUSTER_SPEC is malformed (`trainer.cloud.cluster_env.cluster_spec`).
+  """
   environ = os.environ if environ is None else environ
   if any(environ.get(name) for name in (MODEL_DIR_ENV, CHECKPOINT_DIR_ENV, TENSORBOARD_DIR_ENV)):
     return True
-  try:
-    cluster = (json.loads(environ.get('CLUSTER_SPEC') or '{}') or {}).get('cluster') or {}
-  except (ValueError, AttributeError):
-    return False
-  return isinstance(cluster, dict) and 'workerpool0' in cluster
+  return 'workerpool0' in (cluster_env.cluster_spec(environ).get('cluster') or {})
 
 
 def _per_trial(path, trial, flag):
@@ -166,7 +166,7 @@ def _copy_events(model_dir, logs):
   for sub in EVENT_SUBDIRS:
     source = '/'.join(p for p in (model_dir.rstrip('/'), sub) if p)
     target = '/'.join(p for p in (logs, sub) if p)
-    for path in tf.io.gfile.glob(source + '/' + _EVENTS_GLOB):
+    for path in patterns.files_matching(source, _EVENTS_GLOB):
       destination = target + '/' + path.rsplit('/', 1)[-1]
       if (tf.io.gfile.exists(destination) and
           tf.io.gfile.stat(destination).length == tf.io.gfile.stat(path).length):

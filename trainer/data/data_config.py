@@ -6,6 +6,7 @@ from typing import Optional
 from models import features
 from trainer.data import shards
 from trainer.data import tokenizer
+from trainer.storage import patterns
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +68,13 @@ class DataConfig:
     return '%s/%s' % (self.data_dir.rstrip('/'), self.vocab_file)
 
   def file_pattern(self, is_training):
-    """Glob of the training or evaluation shards, e.g. gs://bucket/data/train-*."""
+    """Glob of the training or evaluation shards, e.g. gs://bucket/data/train-*: data_dir
+    escaped (`trainer.storage.patterns.glob_escape`: a data_dir `d[12]` never reads `d1`'s
+    shards), the file-name pattern as dataset.json gives it."""
+    return '%s/%s' % (patterns.glob_escape(self.data_dir.rstrip('/')),
+                      self.train_pattern if is_training else self.eval_pattern)
+
+  def shown_pattern(self, is_training):
+    """file_pattern as the user wrote the directory, for messages."""
     return '%s/%s' % (self.data_dir.rstrip('/'),
                       self.train_pattern if is_training else self.eval_pattern)

@@ -1,16 +1,35 @@
 """The shard layout that `trainer.prepare` writes and the input_fns read: `train-00000-of-00016`
-and `validation-00000-of-00004`, the names of converted ImageNet."""
+and `validation-00000-of-00004`, the names of converted ImageNet; and what else a conversion
+owns in its output directory, which every converter refuses to mix with and --overwrite
+replaces (`prepare_output_dir`)."""
+
+import os
+import re
+import uuid
 
 from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from trainer.data import dataset_json
+from trainer.data import tokenizer
 from trainer.errors import PipelineError
+from trainer.storage import outputs
 
 TRAIN_SPLIT = 'train'
 EVAL_SPLIT = 'validation'
 TRAIN_PATTERN = TRAIN_SPLIT + '-*'
 EVAL_PATTERN = EVAL_SPLIT + '-*'
+# The Beam converters' plan of the shards to write (trainer/prepare/beam_convert.py).
+PLAN_DIR = '.prepare-plan'
+# What a conversion writes into output_dir, and all that --overwrite deletes there: the shards,
+# dataset.json, the text vocabulary, the Beam plan folder, and the temporaries they are written
+# under (a shard's hidden `.train-...tmp-<hex>`, which no train-* matches; dataset.json.tmp).
+# Other files there are the user's and are left alone.
+_CONVERSION_NAME = re.compile(
+    r'^\.?((%s|%s)-\d{5}-of-\d{5}|%s|%s|%s)(\.tmp(-[0-9a-f]{32})?)?$'
+    % (TRAIN_SPLIT, EVAL_SPLIT, re.escape(dataset_json.FILENAME),
+       re.escape(tokenizer.VOCAB_FILENAME), re.escape(PLAN_DIR)))
 
 
 def shard_name(split, index, num_shards):
@@ -26,16 +45,68 @@ def shard_bounds(num_examples, num_shards):
   return list(zip(bounds[:-1], bounds[1:]))
 
 
+def is_conversion_output(name):
+  """True for a file name in an output_dir that a conversion wrote (see _CONVERSION_NAME)."""
+  return bool(_CONVERSION_NAME.match(name))
+
+
+def temporary_path(path):
+  """The hidden sibling a conversion writes `path` under before renaming it into place
+  (`dir/.train-00000-of-00004.tmp-<32 hex>`): owned by the conversion, read by no pattern."""
+  directory, name = os.path.split(path)
+  return os.path.join(directory, '.%s.tmp-%s' % (name, uuid.uuid4().hex))
+
+
+def existing_conversion(output_dir):
+  """The paths of what a conversion wrote in `output_dir` (sorted; [] when it does not exist)."""
+  return ['%s/%s' % (output_dir.rstrip('/'), name)
+          for name in outputs.existing_entries(output_dir) if is_conversion_output(name)]
+
+
+def _describe(names):
+  if dataset_json.FILENAME in names:
+    return 'a converted dataset'
+  return 'the shards of an incomplete conversion'
+
+
+def check_output_dir(output_dir, overwrite):
+  """Refuses an --output_dir holding a conversion (complete or not) unless `overwrite`; the
+  user's other files there do not count. Run before any work.
+
+  Returns:
+    list of str names of the conversion's files and folders there.
+
+  Raises:
+    PipelineError: naming --output_dir, what it holds and --overwrite.
+  """
+  return outputs.check_output_dir(output_dir, '--output_dir', overwrite,
+                                  owned=is_conversion_output, describe=_describe)
+
+
+def prepare_output_dir(output_dir, overwrite):
+  """`check_output_dir`, then deletes the earlier conversion's files (never the user's) and
+  creates `output_dir`: new shards are never mixed with old ones."""
+  outputs.clear_output_dir(output_dir, check_output_dir(output_dir, overwrite))
+  tf.io.gfile.makedirs(output_dir)
+
+
 def write_shards(output_dir, split, examples, num_shards):
   """Writes serialized `examples` (a list of bytes) as <split>-0000i-of-0000N in `output_dir`
-  (local or gs://), in order, in contiguous runs of (almost) equal size. Fewer shards than
-  `num_shards` are written when there are fewer examples."""
+  (local or gs://), in order, in contiguous runs of (almost) equal size, each under a
+  `temporary_path` renamed when complete. Fewer shards than `num_shards` are written when there
+  are fewer examples."""
   runs = shard_bounds(len(examples), num_shards)
   for i, (start, end) in enumerate(runs):
     path = '%s/%s' % (output_dir.rstrip('/'), shard_name(split, i, len(runs)))
-    with tf.io.TFRecordWriter(path) as writer:
-      for example in examples[start:end]:
-        writer.write(example)
+    temporary = temporary_path(path)
+    try:
+      with tf.io.TFRecordWriter(temporary) as writer:
+        for example in examples[start:end]:
+          writer.write(example)
+      tf.io.gfile.rename(temporary, path, overwrite=True)
+    finally:
+      if tf.io.gfile.exists(temporary):
+        tf.io.gfile.remove(temporary)
   logging.info('wrote %d %s examples in %d shards to %s', len(examples), split, len(runs),
                output_dir)
 
@@ -56,7 +127,7 @@ def check_shards_exist(data, is_training_splits):
           'no TFRecord files match %s. Point --data_dir at a directory of shards (%s, %s), e.g. '
           'one made by `python -m trainer.prepare fashion_mnist` (or `rotten_tomatoes` / `text` '
           'for bilstm) `--output_dir DIR`, or use --fake_data for a smoke test.'
-          % (data.file_pattern(is_training), TRAIN_PATTERN, EVAL_PATTERN))
+          % (data.shown_pattern(is_training), TRAIN_PATTERN, EVAL_PATTERN))
   if data.modality == 'text' and not tf.io.gfile.exists(data.vocab_path):
     raise PipelineError('%s is missing: text data needs the vocabulary its token ids come from. '
                         'Re-run `python -m trainer.prepare text` into %s.'

@@ -19,6 +19,8 @@ import collections
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from trainer.errors import PipelineError
+
 PAD = '<pad>'
 UNK = '<unk>'
 PAD_ID = 0
@@ -101,6 +103,33 @@ def read_vocabulary(path):
     raise ValueError('%s must start with the lines %s and %s (ids %d and %d)'
                      % (path, PAD, UNK, PAD_ID, UNK_ID))
   return vocabulary
+
+
+def check_vocabulary(path, vocab_size):
+  """Refuses, before any work, a vocab.txt that is missing, lacks the PAD and UNK first lines
+  this module writes, or whose line count is not dataset.json's vocab_size (a file cut short
+  would map most words to UNK and still train, export and serve).
+
+  Args:
+    path: str, the data set's vocab.txt (local or gs://).
+    vocab_size: int, dataset.json's vocab_size (the ids its records hold).
+
+  Raises:
+    PipelineError: naming the file, both sizes (or the header) and the fix.
+  """
+  fix = ('Re-run `python -m trainer.prepare text` (or rotten_tomatoes) with --overwrite into %s '
+         'to write the records and their vocabulary again.' % path.rpartition('/')[0])
+  if not tf.io.gfile.exists(path):
+    raise PipelineError('%s is missing: text data needs the vocabulary its token ids come from. %s'
+                        % (path, fix))
+  try:
+    vocabulary = read_vocabulary(path)
+  except ValueError as e:  # not UTF-8 (UnicodeDecodeError), no PAD/UNK header
+    raise PipelineError('%s is not a vocabulary of this pipeline (%s). %s' % (path, e, fix))
+  if len(vocabulary) != vocab_size:
+    raise PipelineError('%s has %d lines but dataset.json says vocab_size %d: the file is cut '
+                        'short or from another conversion, so words would map to %s. %s'
+                        % (path, len(vocabulary), vocab_size, UNK, fix))
 
 
 def ids_python(tokens, vocabulary, max_seq_length):

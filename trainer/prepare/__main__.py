@@ -22,11 +22,13 @@ from absl import logging
 
 from flags import prepare_flags
 from trainer.cloud import gcs_preflight
+from trainer.data import shards
 from trainer.errors import PipelineError
 from trainer.prepare import fashion_mnist
 from trainer.prepare import ilsvrc_layout
 from trainer.prepare import rotten_tomatoes
 from trainer.prepare import text_csv
+from trainer.storage import outputs
 
 FLAGS = absl_flags.FLAGS
 SOURCES = ('imagenet', 'image_folder', 'fashion_mnist', 'text', 'rotten_tomatoes', 'photos')
@@ -64,7 +66,7 @@ def beam_options(beam_convert):
 def _text_options():
   return dict(vocab_size=FLAGS.vocab_size, min_count=FLAGS.min_count,
               max_seq_length=FLAGS.max_seq_length, train_shards=FLAGS.train_shards,
-              validation_shards=FLAGS.validation_shards)
+              validation_shards=FLAGS.validation_shards, overwrite=FLAGS.overwrite)
 
 
 def prepare(source):
@@ -72,13 +74,15 @@ def prepare(source):
   dataset.json dict it wrote.
 
   Raises:
-    PipelineError: what was wrong with the input or the flags.
+    PipelineError: what was wrong with the input or the flags; --output_dir holds a conversion
+      and --overwrite is not given.
   """
+  shards.check_output_dir(FLAGS.output_dir, FLAGS.overwrite)  # before reading any input
   if source in ('imagenet', 'image_folder', 'photos'):
     return _prepare_on_beam(source)
   if source == 'fashion_mnist':
     return fashion_mnist.prepare(FLAGS.output_dir, FLAGS.source_dir, FLAGS.train_shards,
-                                 FLAGS.validation_shards)
+                                 FLAGS.validation_shards, overwrite=FLAGS.overwrite)
   if source == 'text':
     return text_csv.prepare(
         FLAGS.input, FLAGS.output_dir, validation_input=FLAGS.validation_input,
@@ -123,6 +127,7 @@ def main(argv):
                          '--helpfull' % ','.join(SOURCES))
   try:
     gcs_preflight.check_path_usable(FLAGS.output_dir, 'output_dir')
+    outputs.check_directory_usable(FLAGS.output_dir, '--output_dir')
     info = prepare(argv[1])
   except PipelineError as e:
     print('error: %s' % e, file=sys.stderr)

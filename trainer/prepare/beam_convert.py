@@ -21,8 +21,6 @@ import collections
 import json
 import os
 import random
-import re
-import uuid
 
 from absl import logging
 import apache_beam as beam
@@ -36,19 +34,11 @@ from trainer.data import shards
 from trainer.errors import PipelineError
 from trainer.prepare import image_coder
 
-PLAN_DIR = '.prepare-plan'
+PLAN_DIR = shards.PLAN_DIR
 SHARDS_PER_PLAN_FILE = 64
 # Images read and checked per session call (ImageCoder.convert_many); about 3.5 MB of ImageNet
 # JPEGs held at a time per worker.
 IMAGES_PER_CALL = 32
-
-# What a conversion writes into output_dir, and all that --overwrite deletes there: the shards,
-# a shard's temporary (hidden, so the trainer's train-* never matches it), dataset.json and its
-# temporary, and the plan folder.
-_OUTPUT_NAME = re.compile(
-    r'^(\.?(%s|%s)-\d{5}-of-\d{5}(\.tmp-[0-9a-f]{32})?|%s(\.tmp)?|%s)$'
-    % (shards.TRAIN_SPLIT, shards.EVAL_SPLIT, re.escape(dataset_json.FILENAME),
-       re.escape(PLAN_DIR)))
 
 # One image to convert: where its bytes are, its label as stored, its class name (synset) and the
 # name recorded as image/filename.
@@ -71,35 +61,19 @@ def plan_shards(items, split, num_shards, shuffle_seed=None):
 
 def existing_output(output_dir):
   """The shards, temporaries, dataset.json and plan an earlier run left in `output_dir`
-  (sorted paths); other files there are not the converter's and are left alone."""
-  if not tf.io.gfile.isdir(output_dir):
-    return []
-  names = (name.rstrip('/') for name in tf.io.gfile.listdir(output_dir))
-  return sorted('%s/%s' % (output_dir.rstrip('/'), name) for name in names
-                if _OUTPUT_NAME.match(name))
+  (sorted paths; `trainer.data.shards.is_conversion_output`); other files there are not the
+  converter's and are left alone."""
+  return shards.existing_conversion(output_dir)
 
 
 def prepare_output_dir(output_dir, overwrite):
   """Creates `output_dir`; refuses one holding an earlier conversion unless `overwrite`, which
-  then deletes only that conversion's files (shards, dataset.json, plan).
+  then deletes only that conversion's files (`trainer.data.shards.prepare_output_dir`).
 
   Raises:
     PipelineError: output_dir holds shards or dataset.json and overwrite is False.
   """
-  found = existing_output(output_dir)
-  if found and not overwrite:
-    complete = any(os.path.basename(p) == dataset_json.FILENAME for p in found)
-    raise PipelineError(
-        '%s already holds %s (%d files, e.g. %s). Choose another --output_dir, or pass '
-        '--overwrite to delete them and convert again.'
-        % (output_dir, 'a converted dataset' if complete else
-           'the shards of an incomplete conversion', len(found), os.path.basename(found[0])))
-  for path in found:
-    if os.path.basename(path) == PLAN_DIR:
-      tf.io.gfile.rmtree(path)
-    else:
-      tf.io.gfile.remove(path)
-  tf.io.gfile.makedirs(output_dir)
+  shards.prepare_output_dir(output_dir, overwrite)
 
 
 def write_plan(output_dir, shard_plans):
@@ -173,7 +147,7 @@ class WriteShard(beam.DoFn):
                                                            shard['num_shards']))
     # Hidden: a worker killed mid-shard leaves a file no train-* pattern reads (removed when
     # dataset.json is written).
-    temporary = '%s/.%s.tmp-%s' % (self._output_dir, os.path.basename(final), uuid.uuid4().hex)
+    temporary = shards.temporary_path(final)
     heights, widths = collections.Counter(), collections.Counter()
     items = [Item(*item) for item in shard['items']]
     try:

@@ -72,11 +72,17 @@ def _find_fashion_mnist(source_dir):
       % (candidates[0], ', '.join(needed), DEFAULT_SOURCE_DIR))
 
 
-def prepare(output_dir, source_dir=None, train_shards=16, validation_shards=4):
+def prepare(output_dir, source_dir=None, train_shards=16, validation_shards=4, overwrite=False):
   """Converts Fashion-MNIST (Xiao et al. 2017; 60,000 train / 10,000 test, 28x28 grayscale) into
-  PNG TFRecords; the test set becomes the `validation` split. Returns the dataset.json dict."""
+  PNG TFRecords; the test set becomes the `validation` split. Returns the dataset.json dict.
+
+  Raises:
+    PipelineError: the files are missing or damaged, or output_dir holds a conversion and
+      `overwrite` is False (with it, that conversion is deleted first).
+  """
+  shards.check_output_dir(output_dir, overwrite)
   source_dir = _find_fashion_mnist(source_dir)
-  tf.io.gfile.makedirs(output_dir)
+  shards.prepare_output_dir(output_dir, overwrite)
   counts, mean, std = {}, None, None
   for split, (images_file, labels_file) in FILES.items():
     images = read_idx(os.path.join(source_dir, images_file))

@@ -23,10 +23,16 @@ def _open_text(path):
     data = gzip.decompress(data)
   elif path.endswith('.bz2'):
     data = bz2.decompress(data)
+  if b'\0' in data:  # Python 3.7's csv refuses NUL bytes with a traceback, 3.11's keeps them
+    raise PipelineError('%s line %d holds a NUL byte: it is not a text CSV/TSV file (a binary or '
+                        'UTF-16 file?). Remove the NUL bytes (`tr -d \'\\000\'`) or re-save it '
+                        'as UTF-8 CSV.' % (path, data[:data.index(b'\0')].count(b'\n') + 1))
   try:
     return io.StringIO(data.decode('utf-8'), newline='')
   except UnicodeDecodeError as e:
-    raise PipelineError('%s is not UTF-8 text (%s); re-save it as UTF-8.' % (path, e))
+    raise PipelineError('%s is not UTF-8 text: line %d has the byte 0x%02x, which UTF-8 does not '
+                        'allow there (%s). Re-save it as UTF-8.'
+                        % (path, data[:e.start].count(b'\n') + 1, data[e.start], e.reason))
 
 
 def read_table(path, text_column, label_column):
@@ -36,24 +42,40 @@ def read_table(path, text_column, label_column):
   blank texts are kept (they classify from no tokens).
 
   Raises:
-    PipelineError: missing file or column, or a row without a label.
+    PipelineError: missing file or column, a row without a label, a file that is not UTF-8
+      text or not CSV (a NUL byte), naming the file and line.
   """
   if not tf.io.gfile.exists(path):
     raise PipelineError('input file %s does not exist.' % path)
   delimiter = '\t' if '.tsv' in os.path.basename(path).lower() else ','
-  rows = []
   with _open_text(path) as f:
     reader = csv.DictReader(f, delimiter=delimiter)
-    header = reader.fieldnames or []
-    for column in (text_column, label_column):
-      if column not in header:
-        raise PipelineError('%s has no column %r (header: %s); pass --text_column / '
-                            '--label_column.' % (path, column, ', '.join(header)))
-    for line, row in enumerate(reader, start=2):
-      label = (row[label_column] or '').strip()
-      if not label:
-        raise PipelineError('%s row %d has an empty %r label.' % (path, line, label_column))
-      rows.append((row[text_column] or '', label))
+    try:
+      return _rows(reader, path, text_column, label_column)
+    except csv.Error as e:  # e.g. a field larger than csv.field_size_limit()
+      raise PipelineError('%s line %d cannot be read as %s (%s): fix that line or re-save the '
+                          'file as UTF-8 CSV.' % (path, reader.line_num,
+                                                  'TSV' if delimiter == '\t' else 'CSV', e))
+
+
+def _rows(reader, path, text_column, label_column):
+  """The (text, label) pairs of a csv.DictReader over `path`.
+
+  Raises:
+    PipelineError: a column missing, or a row without a label.
+    csv.Error: the file is not CSV.
+  """
+  header = reader.fieldnames or []
+  for column in (text_column, label_column):
+    if column not in header:
+      raise PipelineError('%s has no column %r (header: %s); pass --text_column / '
+                          '--label_column.' % (path, column, ', '.join(header)))
+  rows = []
+  for line, row in enumerate(reader, start=2):
+    label = (row[label_column] or '').strip()
+    if not label:
+      raise PipelineError('%s row %d has an empty %r label.' % (path, line, label_column))
+    rows.append((row[text_column] or '', label))
   return rows
 
 

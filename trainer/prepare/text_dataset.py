@@ -42,7 +42,7 @@ def split_rows(rows, validation_fraction, seed):
 
 def write_text_dataset(train_rows, validation_rows, output_dir, name, vocab_size=20000,
                        min_count=1, max_seq_length=0, train_shards=4, validation_shards=1,
-                       class_names=None, source=None):
+                       class_names=None, source=None, overwrite=False):
   """Tokenizes, builds the vocabulary on train_rows, writes shards, vocab.txt and dataset.json.
 
   Args:
@@ -53,13 +53,16 @@ def write_text_dataset(train_rows, validation_rows, output_dir, name, vocab_size
     min_count: minimum training-set count of a token to enter the vocabulary.
     max_seq_length: tokens kept per text; 0 derives it from the longest training text.
     class_names: class order (label ids); default `class_names_of` the training labels.
+    overwrite: replace a conversion in output_dir (deleted first) instead of refusing.
 
   Returns:
     the dataset.json dict.
 
   Raises:
-    PipelineError: fewer than two classes, empty splits, or validation labels unseen in training.
+    PipelineError: fewer than two classes, empty splits, validation labels unseen in training,
+      or output_dir holds a conversion and `overwrite` is False.
   """
+  shards.check_output_dir(output_dir, overwrite)
   class_names = list(class_names or class_names_of([label for _, label in train_rows]))
   if len(class_names) < 2 or not train_rows or not validation_rows:
     raise PipelineError('text data needs at least two classes and examples in both splits (got %d '
@@ -80,7 +83,7 @@ def write_text_dataset(train_rows, validation_rows, output_dir, name, vocab_size
   if not max_seq_length:
     max_seq_length = min(MAX_DERIVED_SEQ_LENGTH, max(8, int(math.ceil(longest / 8.0)) * 8))
   vocab_index = {t: i for i, t in enumerate(vocabulary)}
-  tf.io.gfile.makedirs(output_dir)
+  shards.prepare_output_dir(output_dir, overwrite)
   counts, truncated, unknown_rate = {}, {}, {}
   for split, rows, tokens, num_shards in (
       (shards.TRAIN_SPLIT, train_rows, train_tokens, train_shards),
@@ -93,8 +96,10 @@ def write_text_dataset(train_rows, validation_rows, output_dir, name, vocab_size
     truncated[split] = sum(len(t) > max_seq_length for t in tokens)
     total = sum(len(i) for i in ids)
     unknown_rate[split] = sum(i.count(tokenizer.UNK_ID) for i in ids) / float(max(total, 1))
-  tokenizer.write_vocabulary('%s/%s' % (output_dir.rstrip('/'), tokenizer.VOCAB_FILENAME),
-                             vocabulary)
+  vocab_path = '%s/%s' % (output_dir.rstrip('/'), tokenizer.VOCAB_FILENAME)
+  temporary = shards.temporary_path(vocab_path)
+  tokenizer.write_vocabulary(temporary, vocabulary)
+  tf.io.gfile.rename(temporary, vocab_path, overwrite=True)
   class_counts = {c: sum(1 for _, label in train_rows + validation_rows if label == c)
                   for c in class_names}
   info = {

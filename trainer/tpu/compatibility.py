@@ -17,10 +17,10 @@ What is known (sources in docs/platforms.md):
 """
 
 import dataclasses
+from http import client as http_client
 import os
+import time
 from typing import Mapping, Optional
-from urllib import error as url_error
-from urllib import request as url_request
 
 from absl import logging
 
@@ -33,6 +33,7 @@ LOCAL_TPU = 'local'
 # google-auth and TensorFlow honour the same override variable.
 _METADATA_HOST_ENV = 'GCE_METADATA_HOST'
 _METADATA_HOST = '169.254.169.254'
+_MAX_ATTRIBUTE_BYTES = 4096  # accelerator-type and agent-worker-number are a few bytes
 _ATTRIBUTES = ('accelerator-type', 'agent-worker-number')
 _PJRT_VARIABLES = ('NEXT_PLUGGABLE_DEVICE_USE_C_API', 'TF_PLUGGABLE_DEVICE_LIBRARY_PATH')
 
@@ -66,25 +67,67 @@ class TpuHost:
 
 def read_metadata(environ=None, timeout=2.0):
   """The TPU VM attributes of the GCE metadata server ({name: value}, missing ones left out), or
-  None when no metadata server answers (not on Google Cloud)."""
+  None when no metadata server answers (not on Google Cloud).
+
+  `timeout` (seconds) bounds the whole read, every attribute together: a server that trickles
+  its bytes cannot hold the start-up longer (a socket timeout alone restarts at every byte). Only
+  answers marked `Metadata-Flavor: Google` count, as Google's client libraries require ("Metadata
+  server", Compute Engine docs): anything else on that address is not the metadata server.
+  """
   environ = os.environ if environ is None else environ
   host = environ.get(_METADATA_HOST_ENV) or _METADATA_HOST
-  opener = url_request.build_opener(url_request.ProxyHandler({}))  # never through a proxy
+  deadline = time.monotonic() + timeout
   attributes = {}
   for name in _ATTRIBUTES:
-    request = url_request.Request(
-        'http://%s/computeMetadata/v1/instance/attributes/%s' % (host, name),
-        headers={'Metadata-Flavor': 'Google'})
     try:
-      with opener.open(request, timeout=timeout) as response:
-        attributes[name] = response.read().decode('utf-8').strip()
-    except url_error.HTTPError as e:
-      if e.headers.get('Metadata-Flavor') != 'Google':
-        return None  # not the metadata server answering
-      continue  # the server answered: this machine lacks the attribute
-    except (url_error.URLError, OSError):
+      status, body = _get_attribute(host, name, deadline)
+    except _NotMetadataServer as e:
+      logging.warning('No GCE metadata server at %s (%s): taking this machine for one off '
+                      'Google Cloud.', host, e)
       return None
+    if status == 200:
+      attributes[name] = body
+    # 404: the server answered: this machine lacks the attribute
   return attributes
+
+
+class _NotMetadataServer(Exception):
+  """No answer, a late answer, or an answer not marked as the metadata server's."""
+
+
+def _get_attribute(host, name, deadline):
+  """(HTTP status, body text) of one instance attribute, read before `deadline`
+  (time.monotonic()); connects directly, never through a proxy."""
+  def remaining():
+    left = deadline - time.monotonic()
+    if left <= 0:
+      raise _NotMetadataServer('no complete answer within the time allowed')
+    return left
+  connection = http_client.HTTPConnection(host, timeout=remaining())
+  try:
+    connection.request('GET', '/computeMetadata/v1/instance/attributes/' + name,
+                       headers={'Metadata-Flavor': 'Google'})
+    sock = connection.sock  # the connection lets go of it once an HTTP/1.0 answer starts
+    response = connection.getresponse()
+    if response.getheader('Metadata-Flavor') != 'Google':
+      raise _NotMetadataServer('an answer without the Metadata-Flavor: Google header')
+    chunks, size = [], 0
+    while True:
+      sock.settimeout(remaining())
+      chunk = response.read1(1024) if hasattr(response, 'read1') else response.read(1024)
+      if not chunk:
+        break
+      size += len(chunk)
+      if size > _MAX_ATTRIBUTE_BYTES:
+        raise _NotMetadataServer('an attribute of over %d bytes' % _MAX_ATTRIBUTE_BYTES)
+      chunks.append(chunk)
+    if response.status not in (200, 404):
+      raise _NotMetadataServer('HTTP %d' % response.status)
+    return response.status, b''.join(chunks).decode('utf-8', 'replace').strip()
+  except (OSError, http_client.HTTPException) as e:
+    raise _NotMetadataServer(str(e) or type(e).__name__)
+  finally:
+    connection.close()
 
 
 def host_of(metadata, environ, tensorflow_version):
