@@ -15,6 +15,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from flags import mode_flags
+from flags import recorded_network
 from flags import value_checks
 from models.model_config import TEXT_MODELS, ModelConfig
 from models.recipes import MODEL_DEFAULTS
@@ -297,12 +298,14 @@ def seed_of(f):
   return f.seed
 
 
-def config_from_flags(flag_values):
+def config_from_flags(flag_values, given=None):
   """Builds the run Config.
 
   Args:
     flag_values: mapping of every flag of `flags.run_flags` to its value, e.g.
       `absl.flags.FLAGS.flag_values_dict()`.
+    given: names of the flags given on the command line; the network flags not among them come
+      from the run's record (`flags.recorded_network`). None: flags and defaults only.
 
   Returns:
     `trainer.run_config.Config`.
@@ -314,6 +317,7 @@ def config_from_flags(flag_values):
   mode_flags.check(f)
   value_checks.check(f)  # each flag's range, TF_CONFIG, CLUSTER_SPEC, output directories
   f = with_vertex_dirs(_dry_run_values(f))
+  f = recorded_network.with_recorded_network(f, given, f.model_dir or f.job_dir)
   _check_combinations(f)
   seed = seed_of(f)
   model_dir = model_dir_of(f)

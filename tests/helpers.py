@@ -293,6 +293,8 @@ def config_from_args(*args):
   absl_flags.FLAGS.unparse_flags()
   try:
     absl_flags.FLAGS(['trainer.main'] + list(args))
-    return to_config.config_from_flags(absl_flags.FLAGS.flag_values_dict())
+    flag_values = absl_flags.FLAGS
+    return to_config.config_from_flags(flag_values.flag_values_dict(),
+                                       given={n for n in flag_values if flag_values[n].present})
   finally:
     absl_flags.FLAGS.unparse_flags()

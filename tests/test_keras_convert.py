@@ -175,7 +175,7 @@ def test_bad_requests_are_refused_with_what_to_do(pipeline_runs, tmp_path):
   refused(proc, 'holds no moving averages', 'without --use_moving_average')
   proc, _ = export_keras('--model_dir=' + run['model_dir'], '--output=' + str(tmp_path / 'x.keras'),
                          '--num_classes=7')
-  refused(proc, 'logits/kernel', 'do not match its checkpoint')
+  refused(proc, '--num_classes=7 disagrees with the network recorded in', '(num_classes=10)')
   proc, _ = export_keras('--model_dir=' + run['model_dir'], '--output=' + str(tmp_path / 'x.keras'),
                          '--check_predictions=' + run['predictions'])
   refused(proc, '--check_predictions and --check_input go together')

@@ -12,6 +12,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from flags import help_text
+from flags import recorded_network
 from trainer import network_record
 from trainer.data import dataset_json
 from helpers import (TINY, TINY_BY_MODEL, config_from_args, ok, predict_in_fresh_process,
@@ -141,8 +142,12 @@ def test_export_and_predict_mode_classify_real_examples_alike(model, request, tm
   if model != 'inception_v3':  # 20-step InceptionV3: eval logits ~1e8, the softmax saturates
     np.testing.assert_allclose(_mean_xent(logits, labels), results['loss'], rtol=1e-3)
 
-  # --mode=predict on the labelled validation records: one line per record in file order.
-  lines = _predict_lines(model_dir, data_dir, args, os.path.join(data_dir, 'validation-*'),
+  # --mode=predict on the labelled validation records: one line per record in file order. The
+  # run remembers its network (model_config.json): no --model, --resnet_depth, --image_size or
+  # BiLSTM sizes are passed again.
+  not_network = [a for a in args if a.split('=')[0][2:] not in recorded_network.NETWORK_FLAGS]
+  lines = _predict_lines(model_dir, data_dir, not_network,
+                         os.path.join(data_dir, 'validation-*'),
                          str(tmp_path / 'predictions.jsonl'))
   _check_lines_match(lines, classes, probabilities)
   assert [line['label'] for line in lines] == list(labels)

@@ -34,7 +34,7 @@ def test_the_record_gives_back_the_configs_it_was_written_from(written, tmp_path
   assert network_record.read(str(tmp_path / 'elsewhere')) is None  # runs of earlier versions
 
   # Written again (a restarted run): replaced, not appended to.
-  other = config_from_args('--fake_data', '--model=cnn', '--model_dir=' + model_dir,
+  other = config_from_args('--fake_data', '--model=cnn', '--model_dir=' + str(tmp_path / 'b'),
                            '--image_size=28', '--train_steps=10')
   network_record.write(model_dir, other)
   assert network_record.read(model_dir) == (other.model, other.data)
@@ -78,3 +78,54 @@ def test_a_damaged_record_is_refused_with_what_to_do(written, damage, message):
     network_record.read(model_dir)
   assert str(refusal.value).startswith(network_record.path(model_dir))
   assert "delete it and pass the network's settings as flags." in str(refusal.value)
+
+
+def _recorded(model_dir, *args):
+  """Records the network of `args` (a fake-data run) in model_dir, as training does."""
+  network_record.write(model_dir, config_from_args('--fake_data', '--model_dir=' + model_dir,
+                                                   '--train_steps=10', *args))
+
+
+def test_a_run_remembers_its_network_in_every_mode(tmp_path):
+  model_dir = str(tmp_path / 'run')
+  _recorded(model_dir, '--model=resnet', '--resnet_depth=18', '--image_size=16',
+            '--num_classes=7')
+  for mode in ('eval', 'train'):
+    config = config_from_args('--fake_data', '--mode=' + mode, '--model_dir=' + model_dir,
+                              '--train_steps=20')
+    model = config.model
+    assert (model.model, model.resnet_depth, model.image_size, model.num_classes) == (
+        'resnet', 18, 16, 7), mode
+  # A flag that agrees with the record is fine.
+  assert config_from_args('--fake_data', '--mode=eval', '--model_dir=' + model_dir,
+                          '--resnet_depth=18').model.resnet_depth == 18
+
+
+@pytest.mark.parametrize('flag', ['--resnet_depth=50', '--model=cnn', '--num_classes=10',
+                                  '--image_size=32'])
+def test_a_network_flag_that_disagrees_with_the_record_is_refused(tmp_path, flag):
+  model_dir = str(tmp_path / 'run')
+  _recorded(model_dir, '--model=resnet', '--resnet_depth=18', '--image_size=16',
+            '--num_classes=7')
+  name, value = flag[2:].split('=')
+  with pytest.raises(PipelineError) as refusal:
+    config_from_args('--fake_data', '--mode=eval', '--model_dir=' + model_dir, flag)
+  message = str(refusal.value)
+  assert message.startswith('%s disagrees with the network recorded in %s' % (
+      flag, network_record.path(model_dir)))
+  assert '(%s=' % name in message and 'Leave --%s out' % name in message
+  assert value not in message.split('(')[1].split(')')[0]  # the recorded value is the other
+
+
+def test_a_warm_start_takes_the_backbone_of_the_checkpoints_run(tmp_path):
+  source = str(tmp_path / 'source')
+  _recorded(source, '--model=resnet', '--resnet_depth=34', '--image_size=16', '--num_classes=7')
+  config = config_from_args('--fake_data', '--mode=train', '--model_dir=' + str(tmp_path / 'new'),
+                            '--init_checkpoint=' + source, '--num_classes=3', '--image_size=24',
+                            '--train_steps=5')
+  assert (config.model.resnet_depth, config.model.num_classes, config.model.image_size) == (
+      34, 3, 24)
+  with pytest.raises(PipelineError, match="--resnet_depth=50 disagrees .*--init_checkpoint's "
+                     'weights only fit that network'):
+    config_from_args('--fake_data', '--mode=train', '--model_dir=' + str(tmp_path / 'new'),
+                     '--init_checkpoint=' + source, '--resnet_depth=50', '--train_steps=5')

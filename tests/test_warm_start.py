@@ -204,7 +204,8 @@ def test_fine_tuning_through_the_cli(small_dir, four_classes_dir, tmp_path):
   refused(run_main('--data_dir=' + four_classes_dir, '--model_dir=' + str(tmp_path / 'r'),
                    '--init_checkpoint=' + pretrained, '--train_steps=1', '--model=resnet',
                    '--resnet_depth=18', '--image_size=28', '--train_batch_size=32'),
-          'matches only', 'another --model')
+          '--model=resnet disagrees with the network recorded in %s/model_config.json '
+          '(model=cnn)' % pretrained, "--init_checkpoint's weights only fit that network")
 
 
 def test_warm_start_on_a_tpu_slice_goes_through_scaffold_fn(small_dir, tmp_path, monkeypatch):

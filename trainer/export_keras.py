@@ -77,8 +77,8 @@ def _settings_from_flags(f):
 
 
 def run_settings(f):
-  """The network's ModelConfig and the run's DataConfig: model_config.json of f.model_dir, with
-  any settings flags given on top; from the flags and --data_dir without one.
+  """The network's ModelConfig and the run's DataConfig: model_config.json of f.model_dir (a
+  settings flag may repeat its value, not change it); from the flags and --data_dir without one.
 
   Raises:
     PipelineError: settings missing or invalid, with what to pass.
@@ -90,8 +90,16 @@ def run_settings(f):
     model, data = _settings_from_flags(f)
   for name in keras_flags.SETTINGS:
     value = getattr(f, name)
-    if value is not None:
-      model[name] = int(value) if name == 'resnet_depth' else value
+    if value is None:
+      continue
+    value = int(value) if name == 'resnet_depth' else value
+    if record and value != model[name]:
+      # The record's network is the one the checkpoint's weights fit (flags.recorded_network).
+      raise PipelineError(
+          '--%s=%s disagrees with the network recorded in %s (%s=%s). Leave --%s out to convert '
+          'the recorded network.' % (name, value, network_record.path(f.model_dir), name,
+                                     model[name], name))
+    model[name] = value
   if f.data_dir and record:
     data = dataclasses.replace(data, data_dir=f.data_dir)
   try:

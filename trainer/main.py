@@ -33,7 +33,8 @@ def main(argv):
     raise app.UsageError('unexpected arguments: %s' % ' '.join(argv[1:]))
   try:
     aiplatform_env.check_hypertune_tag()
-    config = to_config.config_from_flags(FLAGS.flag_values_dict())
+    config = to_config.config_from_flags(FLAGS.flag_values_dict(),
+                                         given={n for n in FLAGS if FLAGS[n].present})
     results = driver.run(config)
     aiplatform_env.report_hypertune_metric(results)
   except PipelineError as e:

@@ -1,0 +1,108 @@
+"""A run remembers its network: the flags that shape the network (--model, --resnet_depth,
+--num_classes, --image_size, the BiLSTM's sizes) default to what the run recorded in
+<model_dir>/model_config.json (`trainer.network_record`, written when training starts), so
+`--mode=eval`, `--mode=predict`, a dry run and a resumed training need only --model_dir. A flag
+given on the command line that disagrees with the record is refused, naming the flag, both
+values and the record: the checkpoint's weights only fit the recorded network.
+
+A warm start (--init_checkpoint of a run of this pipeline) takes the backbone's settings (network
+and sizes, not the classes or image size, which follow the new data) from that run's record the
+same way.
+"""
+
+import types
+
+import tensorflow.compat.v1 as tf
+
+from models.model_config import TEXT_MODELS
+from trainer import network_record
+from trainer.errors import PipelineError
+
+# flag -> the networks it shapes (None: every network).
+NETWORK_FLAGS = {
+    'model': None,
+    'resnet_depth': ('resnet',),
+    'num_classes': None,
+    'image_size': 'image',
+    'max_seq_length': tuple(TEXT_MODELS),
+    'embedding_dim': tuple(TEXT_MODELS),
+    'lstm_hidden_units': tuple(TEXT_MODELS),
+    'lstm_layers': tuple(TEXT_MODELS),
+    'lstm_pooling': tuple(TEXT_MODELS),
+}
+# What a warm start inherits: the backbone, not the classifier's width or the input size.
+BACKBONE_FLAGS = ('model', 'resnet_depth', 'embedding_dim', 'lstm_hidden_units', 'lstm_layers',
+                  'lstm_pooling')
+_RESUMING_MODES = ('train', 'train_and_eval', 'eval', 'predict', 'dry_run')
+
+
+def _shapes(name, model):
+  networks = NETWORK_FLAGS[name]
+  if networks is None:
+    return True
+  if networks == 'image':
+    return model not in TEXT_MODELS
+  return model in networks
+
+
+def _apply(f, given, recorded, names, record_path, fix):
+  """`f` with each flag of `names` that `recorded` (a ModelConfig) shapes set from it; a given
+  flag that disagrees is refused with `fix`."""
+  values = {}
+  model = recorded.model
+  for name in names:
+    if not _shapes(name, model):
+      continue
+    then = getattr(recorded, name)
+    if name in given and getattr(f, name) is not None and getattr(f, name) != then:
+      raise PipelineError(
+          '--%s=%s disagrees with the network recorded in %s (%s=%s). %s'
+          % (name, getattr(f, name), record_path, name, then, fix % {'flag': '--' + name}))
+    values[name] = then
+  return types.SimpleNamespace(**dict(vars(f), **values))
+
+
+def _record_of_checkpoint(init_checkpoint):
+  """The record of the run that wrote `init_checkpoint` (its directory, or the prefix's), or
+  None."""
+  directory = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
+               else init_checkpoint.rstrip('/').rpartition('/')[0])
+  if not directory:
+    return None, None
+  record = network_record.read(directory)
+  return (record[0] if record else None), network_record.path(directory)
+
+
+def with_recorded_network(f, given, model_dir):
+  """`f` (the flags as a namespace) with the network flags the user did not give taken from the
+  record of `model_dir` (every mode) and, in a warm start, the backbone flags from the record of
+  the --init_checkpoint's run.
+
+  Args:
+    f: types.SimpleNamespace of the flag values.
+    given: the names of the flags given on the command line (absl's `.present`); None: take
+      nothing from records (callers that build a config from defaults, e.g. benchmarks).
+    model_dir: str, the run's model_dir (local or gs://).
+
+  Returns:
+    types.SimpleNamespace: `f` with the recorded values.
+
+  Raises:
+    PipelineError: a given network flag disagrees with a record (naming the flag, both values,
+      the record and what to do), or a record cannot be read.
+  """
+  if given is None or f.mode not in _RESUMING_MODES:
+    return f
+  record = network_record.read(model_dir) if model_dir else None
+  if record:
+    f = _apply(f, given, record[0], NETWORK_FLAGS, network_record.path(model_dir),
+               'Leave %(flag)s out to use the recorded network, or use a new --model_dir for '
+               'another network (--init_checkpoint=' + model_dir + ' starts it from these '
+               'weights).')
+  elif f.init_checkpoint and f.mode in ('train', 'train_and_eval'):
+    recorded, record_path = _record_of_checkpoint(f.init_checkpoint)
+    if recorded:
+      f = _apply(f, given, recorded, BACKBONE_FLAGS, record_path,
+                 "--init_checkpoint's weights only fit that network: leave %(flag)s out, or "
+                 'start from a checkpoint of this network.')
+  return f
