@@ -74,7 +74,7 @@ ifeq ($(strip $(TRAIN_FLAGS)),)
   $(error MODEL must be resnet, inception_v3, cnn or bilstm, got '$(MODEL)')
 endif
 
-.PHONY: help train test bench venvs prepare fashion-mnist-source clean-runs clean
+.PHONY: help train test bench venvs prepare fashion-mnist-source container clean-runs clean
 help:
 	@echo "make train   train ResNet-18 on real Fashion-MNIST, print test accuracy (TF 1.15 MKL)"
 	@echo "             MODEL=cnn | MODEL=inception_v3 train another network on Fashion-MNIST"
@@ -83,6 +83,8 @@ help:
 	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11, and the"
 	@echo "             Keras 3 migration tests on TF 2.21/Keras 3.15/JAX"
 	@echo "make bench   the benchmarks of BENCHMARKS.md on one runtime (RUNTIME=tf2 | TF1=stock)"
+	@echo "make container  build the trainer image (Dockerfile, target cpu) with the project's own"
+	@echo "             Docker daemon, as make test does (root; docs/container.md)"
 
 train: PREP_VENV := $(TRAIN_VENV)
 train: $(TRAIN_VENV)/.installed $(DATA_DIR)/dataset.json
@@ -103,10 +105,44 @@ test: PREP_VENV := .venv
 # the two pipeline runtimes, converted and fine-tuned on TF 2.21 + Keras 3 + JAX).
 KERAS_PYTEST_ARGS = -q -rs --durations=10 -n $(TEST_WORKERS) tests/test_keras_*.py
 test: .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv/.bench \
-      .venv-tf2/.bench .venv-keras/.scattertext $(FASHION_MNIST_DIR)/dataset.json
-	FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) $(TEST_SANDBOX) bash -c \
+      .venv-tf2/.bench .venv-keras/.scattertext $(FASHION_MNIST_DIR)/dataset.json container
+	$(CONTAINER_TEST_ENV) FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) \
+	  $(TEST_SANDBOX) bash -c \
 	  '.venv/bin/python -m pytest $(PYTEST_ARGS) && .venv-tf2/bin/python -m pytest $(PYTEST_ARGS) \
 	  && .venv-keras/bin/python -m pytest $(KERAS_PYTEST_ARGS)'
+
+# The trainer image that tests/test_container.py runs (Dockerfile, target cpu), built by the
+# project's own Docker daemon (scripts/docker-daemon: a private socket and data-root under
+# DOCKER_STATE_DIR, no bridge, no iptables) from a debootstrap Debian base, with no registry but
+# PyPI and Debian's (scripts/build-image). Needs root: elsewhere nothing is built and that test is
+# skipped with the reason shown. The daemon stays up after make test (scripts/docker-daemon stop);
+# the stamp makes a re-run a no-op until the Dockerfile, setup.py, the pins or the code change.
+TRAINER_IMAGE ?= tpu-estimator-pipeline:cpu
+DOCKER_STATE_DIR ?= /var/tmp/tpu-estimator-pipeline-docker
+export DOCKER_STATE_DIR
+IS_ROOT := $(filter 0,$(shell id -u))
+# Debian's client beside Debian's daemon (a newer client on PATH may lack BuildKit's builder).
+DOCKER_CLIENT := $(firstword $(wildcard /usr/bin/docker) docker)
+DOCKER_ENV := DOCKER=$(DOCKER_CLIENT) DOCKER_HOST=unix://$(DOCKER_STATE_DIR)/docker.sock
+CONTAINER_STAMP := $(DOCKER_STATE_DIR)/trainer-cpu.built
+CONTAINER_INPUTS := Dockerfile .dockerignore setup.py constraints/py311.txt scripts/build-image \
+  $(shell find trainer models flags keras_models -name '*.py' 2>/dev/null)
+CONTAINER_TEST_ENV := $(if $(IS_ROOT),TRAINER_IMAGE=$(TRAINER_IMAGE) $(DOCKER_ENV))
+container:
+ifeq ($(IS_ROOT),)
+	@echo "make container: not root, so no Docker daemon of our own: the image is not built and" \
+	  "tests/test_container.py is skipped"
+else
+	scripts/install-docker
+	scripts/docker-daemon start
+	@$(DOCKER_ENV) $(DOCKER_CLIENT) image inspect $(TRAINER_IMAGE) >/dev/null 2>&1 \
+	  || rm -f $(CONTAINER_STAMP)
+	$(MAKE) --no-print-directory $(CONTAINER_STAMP)
+endif
+
+$(DOCKER_STATE_DIR)/trainer-cpu.built: $(CONTAINER_INPUTS)
+	scripts/build-image cpu $(TRAINER_IMAGE)
+	touch $@
 
 # make bench: every measurement of BENCHMARKS.md on one runtime; records in runs/benchmarks/.
 # Needs the machine to itself (no other training or tests running).

@@ -1,7 +1,10 @@
-"""`python -m trainer.main --help`: the pipeline's own flags, grouped as `flags.run_flags` defines
-them, each with its default. absl's and TensorFlow's own flags (--v, --logtostderr, --flagfile,
+"""`--help` of every entry point (`trainer.main`, `trainer.prepare`, `trainer.submit`, ...): the
+command's own flags, grouped as its flags module defines them (`define_groups`), each with its
+default. absl's and TensorFlow's own flags (--v, --logtostderr, --flagfile,
 ...) stay out of it; `--helpfull` still lists everything, in absl's format.
 """
+
+import sys
 
 from absl import flags
 
@@ -20,13 +23,32 @@ def wants_help(argv):
   return False
 
 
-def render(usage, groups, flag_values=flags.FLAGS):
+def define_groups(definers, flag_values=flags.FLAGS):
+  """Runs each define function of `definers` ([(title, function), ...]) and returns the groups
+  --help shows: [(title, [the names it defined, in order]), ...]."""
+  groups = []
+  for title, define in definers:
+    before = set(flag_values)
+    define()
+    groups.append((title, [name for name in flag_values if name not in before]))
+  return groups
+
+
+def exit_if_help_asked(argv, usage, groups, guide):
+  """Prints `render(usage, groups, guide=guide)` and exits 0 when `argv` asks for --help."""
+  if wants_help(argv):
+    sys.stdout.write(render(usage, groups, guide=guide))
+    sys.exit(0)
+
+
+def render(usage, groups, flag_values=flags.FLAGS, guide='docs/training.md'):
   """The --help text.
 
   Args:
     usage: the command's usage paragraph (its module docstring).
     groups: [(title, [flag name, ...]), ...] as `run_flags.define_run_flags()` returns.
     flag_values: the FlagValues holding those flags.
+    guide: the doc that explains the command, named on the last line.
 
   Returns:
     str: the usage, then one block per group: `--name: help` and `(default: value)` per flag,
@@ -38,8 +60,7 @@ def render(usage, groups, flag_values=flags.FLAGS):
     for name in names:
       lines.append(_flag_text(flag_values[name]))
     lines.append('')
-  lines.append('Every flag, absl\'s and TensorFlow\'s too: --helpfull. Guide and recipes: '
-               'docs/training.md.')
+  lines.append('Every flag, absl\'s and TensorFlow\'s too: --helpfull. Guide: %s.' % guide)
   return '\n'.join(lines) + '\n'
 
 

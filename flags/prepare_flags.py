@@ -3,13 +3,27 @@
 
 from absl import flags
 
+from flags import help_text
+
 from trainer.prepare import fashion_mnist
 from trainer.prepare import ilsvrc_layout
 from trainer.prepare import text_dataset
 
 
 def define_prepare_flags():
-  """Defines the flags of every converter of `trainer.prepare` (once per process)."""
+  """Defines the flags of every converter of `trainer.prepare` (once per process).
+
+  Returns:
+    The groups `trainer.prepare --help` shows (`flags.help_text.define_groups`).
+  """
+  return help_text.define_groups([('Every converter', _define_common_flags),
+                                  ('imagenet, image_folder', _define_image_flags),
+                                  ('Apache Beam (imagenet, image_folder, photos)',
+                                   _define_beam_flags),
+                                  ('text, rotten_tomatoes', _define_text_flags)])
+
+
+def _define_common_flags():
   flags.DEFINE_string('output_dir', None, 'Where the TFRecord shards and dataset.json are written '
                       '(local or gs://).')
   flags.DEFINE_string('source_dir', None,
@@ -28,9 +42,9 @@ def define_prepare_flags():
   flags.DEFINE_integer('num_images', 2000, 'photos: JPEG crops to cut from the scikit-image '
                        'sample photos.')
   flags.mark_flag_as_required('output_dir')
-  _define_image_flags()
-  _define_beam_flags()
-  _define_text_flags()
+  flags.DEFINE_bool('overwrite', False,
+                    'Replace an earlier conversion in --output_dir (its shards, dataset.json, '
+                    'vocab.txt: deleted first, other files left alone) instead of refusing.')
 
 
 def _define_image_flags():
@@ -43,9 +57,6 @@ def _define_image_flags():
   flags.DEFINE_bool('skip_unreadable', False,
                     'imagenet, image_folder: leave out files that do not decode as images '
                     '(dataset.json lists them) instead of stopping with an error naming them.')
-  flags.DEFINE_bool('overwrite', False,
-                    'Replace an earlier conversion in --output_dir (its shards, dataset.json, '
-                    'vocab.txt: deleted first, other files left alone) instead of refusing.')
 
 
 def _define_beam_flags():

@@ -7,6 +7,7 @@ recipe (`models.recipes`); `flags.to_config.config_from_flags` combines and chec
 
 from absl import flags
 
+from flags import help_text
 from flags import tpu_flags
 from models import bilstm
 from models import inception_v3
@@ -24,18 +25,14 @@ def define_run_flags():
     The groups `trainer.main --help` shows: a list of (title, [flag names in definition order]),
     one per define_* function below, in this order.
   """
-  groups = []
-  for title, define in (('Model', define_model_flags),
-                        ('Optimizer (unset: the --model recipe)', define_optimizer_flags),
-                        ('Data', define_data_flags),
-                        ('Mode, schedule and checkpoints', define_schedule_flags),
-                        ('Cloud TPU', tpu_flags.define_tpu_flags),
-                        ('GPUs', define_gpu_flags),
-                        ('Output', define_output_flags)):
-    before = set(flags.FLAGS)
-    define()
-    groups.append((title, [name for name in flags.FLAGS if name not in before]))
-  return groups
+  return help_text.define_groups([
+      ('Model', define_model_flags),
+      ('Optimizer (unset: the --model recipe)', define_optimizer_flags),
+      ('Data', define_data_flags),
+      ('Mode, schedule and checkpoints', define_schedule_flags),
+      ('Cloud TPU', tpu_flags.define_tpu_flags),
+      ('GPUs', define_gpu_flags),
+      ('Output', define_output_flags)])
 
 
 def define_model_flags():

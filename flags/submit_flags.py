@@ -9,6 +9,8 @@ command.
 
 from absl import flags
 
+from flags import help_text
+
 SCALE_TIERS = ('BASIC', 'STANDARD_1', 'PREMIUM_1', 'BASIC_GPU', 'BASIC_TPU', 'CUSTOM')
 PLATFORMS = ('vertex', 'ai_platform')
 # Flags that exist only for AI Platform: given without --platform, they select ai_platform.
@@ -37,6 +39,11 @@ VERTEX_ONLY = {
     'worker_count': 'use --config',
     'ps_count': 'use --config',
     'container_uri': 'use --runtime_version',
+    'executor_image_uri': 'use --runtime_version',
+    'build_image': 'drop it (AI Platform runs a package, not an image)',
+    'docker': 'drop it (AI Platform runs a package, not an image)',
+    'tensorboard': 'drop it (TensorBoard reads --job_dir)',
+    'service_account': 'use a trainingInput.serviceAccount in --config',
     'display_name': 'use --job_name',
     'wait': 'drop it (follow the job with `gcloud ai-platform jobs stream-logs`)',
     'poll_interval': 'drop it (follow the job with `gcloud ai-platform jobs stream-logs`)',
@@ -46,7 +53,18 @@ VERTEX_ONLY = {
 
 
 def define_submit_flags():
-  """Defines the flags of `trainer.submit` (once per process)."""
+  """Defines the flags of `trainer.submit` (once per process).
+
+  Returns:
+    The groups `trainer.submit --help` shows (`flags.help_text.define_groups`).
+  """
+  return help_text.define_groups([('Every platform', _define_common_flags),
+                                  ('Vertex AI', _define_vertex_flags),
+                                  ('AI Platform (shut down on 2025-01-31)',
+                                   _define_ai_platform_flags)])
+
+
+def _define_common_flags():
   flags.DEFINE_enum('platform', 'vertex', PLATFORMS,
                     'vertex: a Vertex AI CustomJob (or HyperparameterTuningJob). ai_platform: the '
                     'legacy `gcloud ai-platform jobs submit training` command (service shut down '
@@ -57,8 +75,6 @@ def define_submit_flags():
   flags.DEFINE_bool('dry_run', False,
                     'Print the request (Vertex: the job JSON and the equivalent gcloud command; AI '
                     'Platform: the gcloud command); upload and create nothing.')
-  _define_vertex_flags()
-  _define_ai_platform_flags()
 
 
 def _define_vertex_flags():
@@ -66,7 +82,7 @@ def _define_vertex_flags():
                       '$GOOGLE_CLOUD_PROJECT, else $CLOUDSDK_CORE_PROJECT.')
   flags.DEFINE_string('staging_bucket', None,
                       'gs://BUCKET[/PREFIX] where the source distribution is uploaded '
-                      '(<prefix>/<display name>/<sdist>).')
+                      '(<prefix>/<display name>/<sdist>); with --executor_image_uri only.')
   flags.DEFINE_string('base_output_dir', None,
                       'gs:// base output directory of the CustomJob: Vertex AI sets AIP_MODEL_DIR, '
                       'AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR under it for the trainer.')
@@ -81,8 +97,28 @@ def _define_vertex_flags():
   flags.DEFINE_integer('ps_count', 0,
                        'Vertex AI: replicas of worker pool 2 (parameter servers).')
   flags.DEFINE_string('container_uri', None,
-                      'Executor image of the Python package. Default: the prebuilt Vertex AI '
-                      'TensorFlow 2.15 training image for CPU, GPU or TPU (docs/cloud.md).')
+                      'The trainer\'s own image (containerSpec.imageUri), built from the '
+                      'repository\'s Dockerfile: '
+                      'REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG. '
+                      'Its entrypoint runs trainer.main with the flags after `--`. This or '
+                      '--executor_image_uri is required (docs/cloud.md).')
+  flags.DEFINE_bool('build_image', False,
+                    'Before submitting, build --container_uri from the repository root (`docker '
+                    'build --target cpu|gpu|tpu`, by --accelerator_type) and push it. With '
+                    '--dry_run the commands are printed, not run.')
+  flags.DEFINE_string('docker', 'docker', 'The docker executable of --build_image.')
+  flags.DEFINE_string('executor_image_uri', None,
+                      'A prebuilt Vertex AI training image to run the source distribution in '
+                      '(pythonPackageSpec; the package is staged under --staging_bucket). The '
+                      'TensorFlow 2.15 images, the last with tf.estimator, reached end of '
+                      'availability: one past its date is refused.')
+  flags.DEFINE_string('tensorboard', None,
+                      'projects/PROJECT/locations/REGION/tensorboards/ID: a Vertex AI TensorBoard '
+                      'instance the job streams its logs to. Needs --service_account and '
+                      '--base_output_dir.')
+  flags.DEFINE_string('service_account', None,
+                      'Service account e-mail the job runs as (CustomJobSpec.serviceAccount). '
+                      'Default: Vertex AI\'s Custom Code Service Agent.')
   flags.DEFINE_string('display_name', None,
                       'Display name of the Vertex AI job. Default: tpu_pipeline_<UTC time>.')
   flags.DEFINE_bool('wait', False, 'Vertex AI: poll the job until it ends, logging each state; '

@@ -9,8 +9,9 @@ def define_tpu_flags():
   flags.DEFINE_bool('use_tpu', False, 'Train on a Cloud TPU; otherwise on the local CPU/GPU.')
   flags.DEFINE_string('tpu', None,
                       'Cloud TPU name or grpc://host:8470; `local` on a single-host TPU VM; on '
-                      'a TPU VM slice, the TPU\'s name, from worker 0 (default: $TPU_NAME or '
-                      '$COLAB_TPU_ADDR). Checked at start: docs/platforms.md.')
+                      'a TPU VM slice, the TPU\'s name, from worker 0 (default: $TPU_NAME, '
+                      '$COLAB_TPU_ADDR, or $KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS on GKE and AI '
+                      'Platform). Checked at start: docs/platforms.md.')
   flags.DEFINE_string('tpu_zone', None, 'GCE zone of the TPU (default: from the metadata server).')
   flags.DEFINE_string('gcp_project', None,
                       'GCP project of the TPU (default: from the metadata server).')

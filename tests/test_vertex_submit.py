@@ -1,14 +1,15 @@
 """Vertex AI submission (`trainer.submit --platform=vertex`): the request it builds and refuses,
 the real google-cloud-aiplatform JobServiceClient talking REST to a local stand-in of the API
-(tests/vertex_standin.py; nothing leaves the machine), the package staged on the GCS emulator and
-installed as the prebuilt TF 2.15 container would, the hyperparameter-tuning job of the shipped
-YAML, and the legacy AI Platform warning.
+(tests/vertex_standin.py, which refuses what the service refuses; nothing leaves the machine),
+the trainer's own image in containerSpec, the package of a prebuilt image staged on the GCS
+emulator and installed as the TF 2.15 container would, the hyperparameter-tuning job of the
+shipped YAML, and the legacy AI Platform warning. tests/test_vertex_rules.py has the rules.
 
-Runtimes: the request building, the refusals and --dry_run run on both. What talks to the
-stand-in runs where the library has a REST transport: google-cloud-aiplatform 1.34.0, the last
-release for Python 3.7, has gRPC only (the same code sends over gRPC there, untested).
+Runtimes: the request, the refusals and --dry_run run on both; what talks to the stand-in runs
+where the library has REST (1.34.0, the last release for Python 3.7, has gRPC only: untested).
 """
 
+import datetime
 import glob
 import json
 import os
@@ -44,10 +45,13 @@ needs_gcs = pytest.mark.skipif(
 HPT_YAML = os.path.join(REPO, 'vertex', 'hptuning_resnet.yaml')
 TRAINER_ARGS = ('--data_dir=gs://bkt/fashion_mnist', '--resnet_depth=18', '--train_epochs=1')
 DISTRIBUTED = ('--project=test-project', '--region=us-central1', '--display_name=vtx_test',
-               '--staging_bucket=gs://bkt/staging', '--base_output_dir=gs://bkt/out/vtx',
+               '--container_uri=' + 'us-central1-docker.pkg.dev/test-project/trainer/tp:gpu',
+               '--base_output_dir=gs://bkt/out/vtx',
                '--machine_type=n1-standard-8', '--accelerator_type=NVIDIA_TESLA_T4',
                '--accelerator_count=2', '--worker_count=2', '--ps_count=1')
-IMAGE = 'us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-15.py310:latest'
+IMAGE = 'us-central1-docker.pkg.dev/test-project/trainer/tp:gpu'
+PREBUILT = 'us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-15.py310:latest'
+BEFORE_END = datetime.date(2025, 1, 1)  # the TF 2.15 prebuilt images still ran
 
 
 def _submit(tmp_path, *args, env=None):
@@ -61,7 +65,7 @@ def _job(**overrides):
   fields = dict(project='test-project', region='us-central1', staging_bucket='gs://bkt/staging',
                 base_output_dir='gs://bkt/out', machine_type='n1-standard-8',
                 accelerator_type=None, accelerator_count=0, worker_count=0, ps_count=0,
-                container_uri=None, display_name='j', trainer_args=TRAINER_ARGS)
+                container_uri=IMAGE, display_name='j', trainer_args=TRAINER_ARGS)
   fields.update(overrides)
   return vertex_job.JobRequest(**fields)
 
@@ -78,7 +82,7 @@ def _normal(body):
   return json.loads(vertex_submit.message_json(aiplatform_v1.CustomJob, body)[1])
 
 
-def _check_pools(spec, package_uri):
+def _check_pools(spec):
   chief, workers, ps = spec['workerPoolSpecs']
   assert [p['replicaCount'] for p in (chief, workers, ps)] == ['1', '2', '1']
   gpu = {'machineType': 'n1-standard-8', 'acceleratorType': 'NVIDIA_TESLA_T4',
@@ -86,48 +90,67 @@ def _check_pools(spec, package_uri):
   assert chief['machineSpec'] == workers['machineSpec'] == gpu
   assert ps['machineSpec'] == {'machineType': 'n1-standard-8'}
   for pool in (chief, workers, ps):
-    assert pool['pythonPackageSpec'] == {'executorImageUri': IMAGE, 'packageUris': [package_uri],
-                                         'pythonModule': 'trainer.main',
-                                         'args': list(TRAINER_ARGS)}
+    assert pool['containerSpec'] == {'imageUri': IMAGE, 'args': list(TRAINER_ARGS)}
   assert spec['baseOutputDirectory'] == {'outputUriPrefix': 'gs://bkt/out/vtx'}
 
 
-def test_dry_run_prints_the_request_json_and_the_gcloud_command(tmp_path):
+def _dry_run_parts(stdout):
+  """A dry run's request (a dict), its shell lines and the gcloud --config file (a dict)."""
+  body, end = json.JSONDecoder().raw_decode(stdout)
+  lines = stdout[end:].strip().splitlines()
+  start, stop = lines.index("cat > job_spec.json <<'EOF'"), lines.index('EOF')
+  return body, lines, json.loads('\n'.join(lines[start + 1:stop]))
+
+
+def test_dry_run_prints_the_request_the_docker_and_the_gcloud_commands(tmp_path):
   proc = _submit(tmp_path, '--dry_run', *DISTRIBUTED, '--', *TRAINER_ARGS)
   assert proc.returncode == 0, proc.stderr[-3000:]
-  text, command = proc.stdout.rstrip().rsplit('\n', 1)
-  body = json.loads(text)
-  (package,) = glob.glob(str(tmp_path / 'dist' / '*.tar.gz'))
-  package_uri = 'gs://bkt/staging/vtx_test/' + os.path.basename(package)
+  body, lines, config = _dry_run_parts(proc.stdout)
   assert body['displayName'] == 'vtx_test'
-  _check_pools(body['jobSpec'], package_uri)
-  # The library reads the printed JSON back into the same CustomJob.
-  assert aiplatform_v1.CustomJob.from_json(text).job_spec.worker_pool_specs[1].replica_count == 2
-  assert command.startswith('gcloud ai custom-jobs create --project=test-project '
-                            '--region=us-central1 --display-name=vtx_test --config=JOB.json ')
-  assert ('--worker-pool-spec=machine-type=n1-standard-8,replica-count=1,accelerator-type='
-          'NVIDIA_TESLA_T4,accelerator-count=2,executor-image-uri=%s,python-module=trainer.main'
-          % IMAGE) in command
-  assert '--python-package-uris=' + package_uri in command
-  assert '--args=' + ','.join(TRAINER_ARGS) in command
+  _check_pools(body['jobSpec'])
+  assert not (tmp_path / 'dist').exists()  # an image of its own: no package is built
+  assert 'docker build --target gpu -t %s .' % IMAGE in lines
+  assert 'docker push ' + IMAGE in lines
+  assert lines[-1] == ('gcloud ai custom-jobs create --project=test-project --region=us-central1 '
+                       '--display-name=vtx_test --config=job_spec.json')
+  # gcloud reads --config as a CustomJobSpec: the file holds the jobSpec, in its field names.
+  assert config == body['jobSpec']
+  fields = {f.json_name for f in aiplatform_v1.CustomJobSpec.pb().DESCRIPTOR.fields}
+  assert 'workerPoolSpecs' in config and set(config) <= fields
   assert 'Staged' not in proc.stderr and 'Created' not in proc.stderr
 
 
-def test_gcloud_args_with_a_comma_use_another_delimiter():
-  """gcloud splits --args at commas unless the value declares another delimiter (^D^)."""
-  args = ('--predict_input=gs://b/a.png,gs://b/c.png', '--model=cnn')
-  job = _job(trainer_args=args)
-  command = vertex_job.gcloud_command(job, vertex_job.custom_job(job, 'gs://b/p'))
-  assert "'--args=^|^--predict_input=gs://b/a.png,gs://b/c.png|--model=cnn'" in command
-  args = ('--predict_input=a|b,c', '--model=cnn')  # the delimiter grows until no value has it
-  job = _job(trainer_args=args)
-  command = vertex_job.gcloud_command(job, vertex_job.custom_job(job, 'gs://b/p'))
-  assert "'--args=^||^--predict_input=a|b,c||--model=cnn'" in command
+def test_tensorboard_and_service_account_go_into_the_job_spec():
+  job = _job(tensorboard='projects/p/locations/us-central1/tensorboards/7',
+             service_account='trainer@p.iam.gserviceaccount.com')
+  assert vertex_job.validate(job) == []
+  spec = vertex_job.custom_job_spec(job)
+  assert spec['tensorboard'] == 'projects/p/locations/us-central1/tensorboards/7'
+  assert spec['serviceAccount'] == 'trainer@p.iam.gserviceaccount.com'
+
+
+def test_the_parameter_servers_of_a_g2_job_keep_the_machines_gpu():
+  job = _job(machine_type='g2-standard-24', accelerator_type='NVIDIA_L4', accelerator_count=2,
+             worker_count=1, ps_count=1)
+  vertex_job.validate(job)
+  pools = vertex_job.custom_job_spec(job)['workerPoolSpecs']
+  assert [p['machineSpec'] for p in pools] == [{
+      'machineType': 'g2-standard-24', 'acceleratorType': 'NVIDIA_L4', 'acceleratorCount': 2}] * 3
+
+
+def test_a_prebuilt_image_runs_the_staged_package_while_it_is_available():
+  job = _job(container_uri=None, executor_image_uri=PREBUILT)
+  vertex_job.validate(job, today=BEFORE_END)
+  (pool,) = vertex_job.custom_job_spec(job, 'gs://bkt/p.tar.gz')['workerPoolSpecs']
+  assert pool['pythonPackageSpec'] == {'executorImageUri': PREBUILT,
+                                       'packageUris': ['gs://bkt/p.tar.gz'],
+                                       'pythonModule': 'trainer.main', 'args': list(TRAINER_ARGS)}
 
 
 @pytest.mark.parametrize('overrides,message', [
     (dict(staging_bucket='/tmp/staging'), '--staging_bucket=/tmp/staging must be a gs://'),
-    (dict(staging_bucket=None), '--staging_bucket=gs://BUCKET/... is required'),
+    (dict(staging_bucket=None, container_uri=None, executor_image_uri=PREBUILT),
+     'is required'),
     (dict(base_output_dir='out'), '--base_output_dir=out must be a gs://'),
     (dict(base_output_dir=None), 'give --base_output_dir'),
     (dict(machine_type='n1-superfast-8'), 'unknown --machine_type=n1-superfast-8'),
@@ -140,7 +163,7 @@ def test_gcloud_args_with_a_comma_use_another_delimiter():
     (dict(accelerator_type='TPU_V2', accelerator_count=8), 'runs on --machine_type=cloud-tpu'),
     (dict(accelerator_type='NVIDIA_TESLA_K80', accelerator_count=1), 'unknown --accelerator_type'),
     (dict(machine_type='e2-standard-8', accelerator_type='NVIDIA_TESLA_T4', accelerator_count=1),
-     'GPUs attach to n1-, a2- or g2-'),
+     'does not attach to --machine_type=e2-standard-8'),
     (dict(worker_count=-1), '--worker_count=-1'),
     (dict(ps_count=-2), '--ps_count=-2'),
     (dict(project='My Project'), 'is not a project ID'),
@@ -155,7 +178,7 @@ def test_gcloud_args_with_a_comma_use_another_delimiter():
 ])
 def test_bad_requests_are_refused_before_any_upload(overrides, message):
   with pytest.raises(PipelineError) as raised:
-    vertex_job.validate(_job(**overrides))
+    vertex_job.validate(_job(**overrides), today=BEFORE_END)
   assert message in str(raised.value)
 
 
@@ -181,8 +204,7 @@ def test_tpu_job_is_one_tpu_vm_with_the_tpu_image():
   (pool,) = vertex_job.custom_job_spec(job, 'gs://bkt/p.tar.gz')['workerPoolSpecs']
   assert pool['machineSpec'] == {'machineType': 'cloud-tpu', 'acceleratorType': 'TPU_V3',
                                  'acceleratorCount': 8}
-  assert pool['pythonPackageSpec']['executorImageUri'] == (
-      'europe-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest')
+  assert pool['containerSpec']['imageUri'] == IMAGE
 
 
 @needs_rest
@@ -203,9 +225,9 @@ def test_hptuning_job_of_the_shipped_yaml_is_accepted(standin):
   assert [p['parameterId'] for p in sent['studySpec']['parameters']] == [
       'base_learning_rate', 'weight_decay', 'label_smoothing']
   (pool,) = sent['trialJobSpec']['workerPoolSpecs']
-  assert pool['pythonPackageSpec']['pythonModule'] == 'trainer.main'
+  assert pool['containerSpec']['imageUri'] == IMAGE
   # The metric the trainer reports, whether or not Vertex AI sets the variable itself.
-  assert pool['pythonPackageSpec']['env'] == [
+  assert pool['containerSpec']['env'] == [
       {'name': 'CLOUD_ML_HP_METRIC_TAG', 'value': 'top_1_accuracy'}]
   assert [r['method'] for r in standin.requests] == ['POST', 'GET', 'GET', 'GET']
 
@@ -214,6 +236,8 @@ def test_hptuning_job_of_the_shipped_yaml_is_accepted(standin):
     ({'studySpec': {}, 'trialJobSpec': {}}, 'unknown key'),
     (None, 'must be a YAML mapping'),  # an empty file: never a plain CustomJob instead
     ({'studySpec': [], 'maxTrialCount': 2}, 'studySpec needs metrics'),
+    ({'studySpec': {'metrics': [{'metricId': 'loss', 'goal': 'MINIMIZE'}], 'parameters': [{}]},
+      'parallelTrialCount': 2}, 'maxTrialCount is required'),
     ({'studySpec': {'metrics': 'top_1_accuracy', 'parameters': []}}, 'studySpec needs metrics'),
     ({'studySpec': {'metrics': [{'metricId': 'accuracy'}], 'parameters': [{}]},
       'maxTrialCount': 2}, "metricId 'accuracy' is not a metric the trainer reports; use one of "
@@ -228,17 +252,20 @@ def test_hptuning_job_of_the_shipped_yaml_is_accepted(standin):
       'maxTrialCount': 2}, 'top_5_accuracy needs goal: MAXIMIZE \\(no goal given\\)'),
 ])
 def test_a_malformed_hptuning_config_is_refused(config, message):
+  if isinstance(config, dict) and 'maxTrialCount' in config:
+    config = dict(config, parallelTrialCount=1)
   with pytest.raises(PipelineError, match=message):
     vertex_job.hyperparameter_tuning_job(_job(), 'gs://b/p', config)
 
 
 def test_every_pool_of_a_tuning_trial_gets_the_metric_and_a_trial_mode_is_train_and_eval():
   study = {'studySpec': {'metrics': [{'metricId': 'loss', 'goal': 'MINIMIZE'}],
-                         'parameters': [{'parameterId': 'weight_decay'}]}, 'maxTrialCount': 2}
+                         'parameters': [{'parameterId': 'weight_decay'}]}, 'maxTrialCount': 2,
+           'parallelTrialCount': 1}
   job = _job(worker_count=0, ps_count=1)  # pools: chief, the empty placeholder, parameter servers
   pools = vertex_job.hyperparameter_tuning_job(job, 'gs://b/p', study)['trialJobSpec'][
       'workerPoolSpecs']
-  assert pools[1] == {} and [p['pythonPackageSpec']['env'] for p in (pools[0], pools[2])] == [
+  assert pools[1] == {} and [p['containerSpec']['env'] for p in (pools[0], pools[2])] == [
       [{'name': 'CLOUD_ML_HP_METRIC_TAG', 'value': 'loss'}]] * 2
   with pytest.raises(PipelineError, match='--mode=train after `--`: a tuning trial reports loss'):
     vertex_job.hyperparameter_tuning_job(_job(trainer_args=('--mode', 'train')), 'gs://b/p', study)
@@ -254,7 +281,7 @@ def test_a_failed_job_exits_1_with_its_error(standin):
 
 @pytest.fixture(scope='module')
 def submitted(tmp_path_factory):
-  """One real submission with --wait against the stand-in: (process, stand-in, dist dir)."""
+  """One real submission with --wait against the stand-in: (process, stand-in, tmp dir)."""
   tmp_path = tmp_path_factory.mktemp('vertex')
   server = vertex_standin.VertexStandIn().start()
   try:
@@ -265,19 +292,16 @@ def submitted(tmp_path_factory):
   return proc, server, tmp_path
 
 
-@needs_gcs
 @needs_rest
-def test_submission_stages_the_package_creates_the_job_and_waits_for_success(submitted):
+def test_submission_creates_the_job_of_the_image_and_waits_for_success(submitted):
   proc, server, tmp_path = submitted
   assert proc.returncode == 0, proc.stderr[-3000:]
-  (package,) = glob.glob(str(tmp_path / 'dist' / '*.tar.gz'))
-  package_uri = 'gs://bkt/staging/vtx_test/' + os.path.basename(package)
   post = server.requests[0]
   assert post['method'] == 'POST'
   assert post['path'] == '/v1/projects/test-project/locations/us-central1/customJobs'
   sent = _normal(post['body'])
   assert sent['displayName'] == 'vtx_test'
-  _check_pools(sent['jobSpec'], package_uri)
+  _check_pools(sent['jobSpec'])
   assert [r['method'] for r in server.requests] == ['POST', 'GET', 'GET', 'GET']
   link = ('https://console.cloud.google.com/vertex-ai/locations/us-central1/training/1000'
           '?project=test-project')
@@ -286,23 +310,28 @@ def test_submission_stages_the_package_creates_the_job_and_waits_for_success(sub
   assert proc.stdout.strip() == 'projects/test-project/locations/us-central1/customJobs/1000'
   # The dry run of the same flags prints the very body the submission sent.
   dry = _submit(tmp_path, '--dry_run', *DISTRIBUTED, '--', *TRAINER_ARGS)
-  assert json.loads(dry.stdout.rstrip().rsplit('\n', 1)[0]) == sent
+  assert _dry_run_parts(dry.stdout)[0] == sent
 
 
 @needs_gcs
 @needs_rest
-def test_staged_package_installs_and_imports_as_in_the_prebuilt_tf215_container(submitted):
-  """The sdist downloaded from the emulator goes into a fresh venv that sees TF 2.15 (as the
-  tf-cpu.2-15 image has it) with pip --no-index: nothing is downloaded or replaced."""
+def test_staged_package_installs_and_imports_as_in_the_prebuilt_tf215_container(tmp_path):
+  """The package of a prebuilt executor image, staged on the emulator and downloaded, goes into a
+  fresh venv that sees TF 2.15 (as the tf-cpu.2-15 image had it) with pip --no-index: nothing is
+  downloaded or replaced."""
   from google.cloud import storage  # pylint: disable=g-import-not-at-top
-  proc, _, tmp_path = submitted
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  (package,) = glob.glob(str(tmp_path / 'dist' / '*.tar.gz'))
+  from trainer.cloud import aiplatform_job  # pylint: disable=g-import-not-at-top
+  package = aiplatform_job.build_sdist(str(tmp_path / 'dist'))
+  job = _job(container_uri=None, executor_image_uri=PREBUILT)
+  package_uri = vertex_job.staged_package_uri('gs://bkt/staging', 'vtx_test', package)
+  vertex_submit.stage_package(package, package_uri, 'test-project')
   staged = tmp_path / 'staged' / os.path.basename(package)
   staged.parent.mkdir()
   blob = storage.Client(project='test-project').bucket('bkt').blob(
       'staging/vtx_test/' + os.path.basename(package))
   blob.download_to_filename(str(staged))
+  assert vertex_job.custom_job(job, package_uri)['jobSpec']['workerPoolSpecs'][0][
+      'pythonPackageSpec']['packageUris'] == ['gs://bkt/staging/vtx_test/' + staged.name]
   subprocess.run([sys.executable, '-m', 'venv', str(tmp_path / 'runtime')], check=True)
   (site,) = glob.glob(str(tmp_path / 'runtime/lib/python3.*/site-packages'))
   ours = [p for p in sys.path if p.endswith('site-packages')][0]
@@ -324,7 +353,6 @@ def test_staged_package_installs_and_imports_as_in_the_prebuilt_tf215_container(
   assert version.startswith('2.15') and main_file.startswith(site)
 
 
-@needs_gcs
 @needs_rest
 def test_permission_denied_is_one_error_line_and_exit_2(standin, tmp_path):
   standin.deny = 403
@@ -344,7 +372,8 @@ def test_ai_platform_still_prints_its_command_and_warns_of_the_shutdown(tmp_path
   assert proc.stdout.startswith('gcloud ai-platform jobs submit training j --region=us-central1 ')
   assert 'shut down on 2025-01-31' in proc.stderr
   assert ('python -m trainer.submit --platform=vertex --region=us-central1 '
-          '--staging_bucket=gs://bkt/staging --base_output_dir=gs://bkt/jobs/j '
+          '--build_image --container_uri=REGION-docker.pkg.dev/PROJECT/REPOSITORY/tpu-pipeline:TAG '
+          '--base_output_dir=gs://bkt/jobs/j '
           '--machine_type=n1-standard-8 --accelerator_type=NVIDIA_TESLA_T4 -- --use_tpu'
           in proc.stderr)
 

@@ -3,8 +3,10 @@ real `google.cloud.aiplatform_v1.JobServiceClient` over its REST transport (test
 test_vertex_submit.py points --api_endpoint at it).
 
 It records every request (method, path without the query, JSON body) and answers:
-  POST /v1/projects/P/locations/R/customJobs (or hyperparameterTuningJobs): the job with a name
-      and state JOB_STATE_QUEUED;
+  POST /v1/projects/P/locations/R/customJobs (or hyperparameterTuningJobs): 400
+      INVALID_ARGUMENT when the service would refuse the body (tests/vertex_rules.py: REQUIRED
+      fields, prebuilt executor images, machine / accelerator pairs and counts, TPU regions;
+      `rules=False` turns that off), else the job with a name and state JOB_STATE_QUEUED;
   GET  /v1/<that name>: the job, its state moving one step per GET through JOB_STATE_PENDING,
       JOB_STATE_RUNNING, then `final_state` (JOB_STATE_SUCCEEDED unless told otherwise);
   anything else: 404 in the google.rpc.Status JSON shape of Google's APIs.
@@ -16,10 +18,12 @@ import json
 import re
 import threading
 
+import vertex_rules
+
 _STATUS = {400: 'INVALID_ARGUMENT', 403: 'PERMISSION_DENIED', 404: 'NOT_FOUND',
            429: 'RESOURCE_EXHAUSTED', 500: 'INTERNAL'}
 _COLLECTION = re.compile(
-    r'^/v1/(projects/[^/]+/locations/[^/]+)/(customJobs|hyperparameterTuningJobs)$')
+    r'^/v1/(projects/[^/]+/locations/([^/]+))/(customJobs|hyperparameterTuningJobs)$')
 _JOB = re.compile(r'^/v1/(projects/[^/]+/locations/[^/]+/'
                   r'(?:customJobs|hyperparameterTuningJobs)/\d+)$')
 PROGRESS = ('JOB_STATE_PENDING', 'JOB_STATE_RUNNING')
@@ -28,8 +32,11 @@ PROGRESS = ('JOB_STATE_PENDING', 'JOB_STATE_RUNNING')
 class VertexStandIn(object):
   """The server: `start()` it, use `endpoint`, read `requests`, `stop()` it."""
 
-  def __init__(self, final_state='JOB_STATE_SUCCEEDED', error_message='Replica chief exited 1'):
+  def __init__(self, final_state='JOB_STATE_SUCCEEDED', error_message='Replica chief exited 1',
+               rules=True, today=None):
     self.requests = []
+    self.rules = rules
+    self.today = today  # the date the images' end of availability is compared with
     self.jobs = {}  # name -> [job dict, GETs answered]
     self.deny = None
     self.final_state = final_state
@@ -89,8 +96,11 @@ class VertexStandIn(object):
     match = _COLLECTION.match(path)
     if not match:
       return self._error(404, 'no such collection: %s' % path)
+    refusal = self.rules and vertex_rules.refusal(match.group(3), body, match.group(2), self.today)
+    if refusal:
+      return self._error(400, refusal)
     with self._lock:
-      name = '%s/%s/%d' % (match.group(1), match.group(2), 1000 + len(self.jobs))
+      name = '%s/%s/%d' % (match.group(1), match.group(3), 1000 + len(self.jobs))
       job = dict(body or {}, name=name, state='JOB_STATE_QUEUED',
                  createTime='2026-01-01T00:00:00Z')
       self.jobs[name] = [job, 0]

@@ -23,6 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from flags import help_text
 from flags import keras_flags
 from keras_models import build
 from keras_models import checkpoint_map
@@ -266,7 +267,8 @@ def main(argv):
 
 def run():
   """The console entry point (`tpu-pipeline-export-keras`)."""
-  keras_flags.define_export_keras_flags()
+  groups = help_text.define_groups([('Conversion', keras_flags.define_export_keras_flags)])
+  help_text.exit_if_help_asked(sys.argv, __doc__, groups, 'docs/migration.md')
   logging.set_verbosity(logging.INFO)
   app.run(main)
 

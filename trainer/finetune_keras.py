@@ -20,6 +20,7 @@ from absl import logging
 import keras
 import tensorflow as tf
 
+from flags import help_text
 from flags import keras_flags
 from keras_models import build  # also registers the custom layers load_model needs
 from keras_models import datasets
@@ -155,7 +156,8 @@ def main(argv):
 
 def run():
   """The console entry point (`tpu-pipeline-finetune-keras`)."""
-  keras_flags.define_finetune_keras_flags()
+  groups = help_text.define_groups([('Fine-tuning', keras_flags.define_finetune_keras_flags)])
+  help_text.exit_if_help_asked(sys.argv, __doc__, groups, 'docs/migration.md')
   logging.set_verbosity(logging.INFO)
   app.run(main)
 

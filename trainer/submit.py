@@ -2,10 +2,12 @@
 
 --platform=vertex (the default): a Vertex AI CustomJob, or with --hptuning_config a
 HyperparameterTuningJob (trainer/cloud/vertex_job.py builds it, trainer/cloud/vertex_submit.py
-stages the source distribution and sends it; needs `pip install '.[cloud]'`):
+sends it; needs `pip install '.[cloud]'`). The job runs the trainer's own image (--container_uri,
+built from the repository's Dockerfile; --build_image builds and pushes it first):
 
-  python -m trainer.submit --project=PROJECT --region=us-central1 \\
-      --staging_bucket=gs://BUCKET/staging --base_output_dir=gs://BUCKET/jobs/r18 \\
+  python -m trainer.submit --project=PROJECT --region=us-central1 --build_image \\
+      --container_uri=us-central1-docker.pkg.dev/PROJECT/REPO/tpu-pipeline:gpu \\
+      --base_output_dir=gs://BUCKET/jobs/r18 \\
       --machine_type=n1-standard-8 --accelerator_type=NVIDIA_TESLA_T4 --wait \\
       -- --data_dir=gs://BUCKET/fashion_mnist --resnet_depth=18 --train_epochs=9
 
@@ -18,6 +20,7 @@ built or uploaded; every refusal is one `error: ...` line on stderr and exit sta
 """
 
 import datetime
+import json
 import shlex
 import shutil
 import subprocess
@@ -27,8 +30,10 @@ from absl import app
 from absl import flags as absl_flags
 from absl import logging
 
+from flags import help_text
 from flags import submit_flags
 from trainer.cloud import aiplatform_job
+from trainer.cloud import image_build
 from trainer.cloud import vertex_job
 from trainer.errors import PipelineError
 
@@ -99,11 +104,19 @@ def vertex_request(trainer_args):
       project=vertex_job.project_from(FLAGS.project), region=FLAGS.region,
       staging_bucket=FLAGS.staging_bucket, base_output_dir=FLAGS.base_output_dir,
       machine_type=FLAGS.machine_type, accelerator_type=FLAGS.accelerator_type,
-      accelerator_count=vertex_job.resolve_accelerator_count(FLAGS.accelerator_type,
-                                                             FLAGS.accelerator_count),
+      accelerator_count=vertex_job.resolve_accelerator_count(
+          FLAGS.accelerator_type, FLAGS.accelerator_count, FLAGS.machine_type),
       worker_count=FLAGS.worker_count, ps_count=FLAGS.ps_count,
       container_uri=FLAGS.container_uri, display_name=FLAGS.display_name or _default_name(),
-      trainer_args=tuple(trainer_args))
+      trainer_args=tuple(trainer_args), executor_image_uri=FLAGS.executor_image_uri,
+      tensorboard=FLAGS.tensorboard, service_account=FLAGS.service_account)
+  if FLAGS.build_image:
+    if not job.container_uri:
+      raise PipelineError('--build_image builds and pushes --container_uri: give it, e.g. '
+                          '--container_uri=%s.' % vertex_job.IMAGE_EXAMPLE)
+    if not vertex_job.ARTIFACT_REGISTRY_IMAGE.match(job.container_uri):
+      raise PipelineError('--build_image pushes to Artifact Registry: --container_uri=%s must read '
+                          '%s.' % (job.container_uri, vertex_job.IMAGE_EXAMPLE))
   for warning in vertex_job.validate(job):
     logging.warning('%s', warning)
   return job
@@ -121,6 +134,19 @@ def _hptuning_config(path):
     raise PipelineError('--hptuning_config=%s cannot be read: %s' % (path, e))
 
 
+def _print_dry_run(job, text, hptuning):
+  """The request JSON, then the shell commands: build and push the image (--container_uri), and
+  the same job with gcloud."""
+  print(text)
+  if job.container_uri:
+    print('# The image, built and pushed from the repository root%s:' % (
+        '' if FLAGS.build_image else ' (what --build_image runs)'))
+    target = vertex_job.docker_target(job.accelerator_type)
+    print('\n'.join(image_build.shell_lines(job.container_uri, target, FLAGS.docker)))
+  print('# The same job with gcloud:')
+  print('\n'.join(vertex_job.gcloud_commands(job, json.loads(text), hptuning)))
+
+
 def submit_vertex(trainer_args):
   """The Vertex AI submission; returns the exit status."""
   from trainer.cloud import vertex_submit  # pylint: disable=g-import-not-at-top
@@ -133,17 +159,22 @@ def submit_vertex(trainer_args):
   if hptuning:  # its errors (an empty or malformed file too) before building anything
     vertex_job.hyperparameter_tuning_job(job, 'gs://x/p.tar.gz', config)
   v1 = vertex_submit.aiplatform_v1()
-  package = aiplatform_job.build_sdist(FLAGS.dist_dir)
-  package_uri = vertex_job.staged_package_uri(job.staging_bucket, job.display_name, package)
+  package = package_uri = None
+  if job.executor_image_uri:  # a prebuilt image runs the staged source distribution
+    package = aiplatform_job.build_sdist(FLAGS.dist_dir)
+    package_uri = vertex_job.staged_package_uri(job.staging_bucket, job.display_name, package)
   body = (vertex_job.hyperparameter_tuning_job(job, package_uri, config) if hptuning else
           vertex_job.custom_job(job, package_uri))
   _, text = vertex_submit.message_json(v1.HyperparameterTuningJob if hptuning else v1.CustomJob,
                                        body)
   if FLAGS.dry_run:
-    print(text)
-    print(vertex_job.gcloud_command(job, body, hptuning))
+    _print_dry_run(job, text, hptuning)
     return 0
-  vertex_submit.stage_package(package, package_uri, job.project)
+  if FLAGS.build_image:
+    image_build.build_and_push(job.container_uri, vertex_job.docker_target(job.accelerator_type),
+                               FLAGS.docker)
+  if package:
+    vertex_submit.stage_package(package, package_uri, job.project)
   return vertex_submit.send(body, hptuning, job.project, job.region, FLAGS.api_endpoint,
                             FLAGS.wait, FLAGS.poll_interval)
 
@@ -161,7 +192,8 @@ def main(argv):
 
 def run():
   """The console entry point (`tpu-pipeline-submit`)."""
-  submit_flags.define_submit_flags()
+  groups = submit_flags.define_submit_flags()
+  help_text.exit_if_help_asked(sys.argv, __doc__, groups, 'docs/cloud.md')
   logging.set_verbosity(logging.INFO)
   app.run(main)
 

@@ -24,6 +24,7 @@ from absl import flags as absl_flags
 from absl import logging
 
 from flags import benchmark_flags
+from flags import help_text
 from flags import run_flags
 from flags import to_config
 from trainer.benchmark import conv_bench
@@ -93,8 +94,9 @@ def main(argv):
 
 def run():
   """Defines the flags and runs the command."""
-  run_flags.define_run_flags()
-  benchmark_flags.define_benchmark_flags()
+  groups = run_flags.define_run_flags() + help_text.define_groups(
+      [('Benchmark', benchmark_flags.define_benchmark_flags)])
+  help_text.exit_if_help_asked(sys.argv, __doc__, groups, 'BENCHMARKS.md')
   logging.set_verbosity(logging.WARNING)
   app.run(main)
 

@@ -1,7 +1,9 @@
 """A Vertex AI custom training job of this package, as the REST API takes it: validation of the
-submission's flags, the CustomJob / HyperparameterTuningJob request (a camelCase dict), the
-default executor image and the equivalent gcloud command. No network and no Vertex AI client
-library here (trainer/cloud/vertex_submit.py sends the request).
+submission's flags (machine rules in trainer/cloud/machine_rules.py, prebuilt images in
+trainer/cloud/prebuilt_images.py), the CustomJob / HyperparameterTuningJob request (a camelCase
+dict: containerSpec for the trainer's own image, pythonPackageSpec for a prebuilt one) and the
+equivalent gcloud command. No network and no Vertex AI client library here
+(trainer/cloud/vertex_submit.py sends the request).
 
 Worker pools (https://cloud.google.com/vertex-ai/docs/training/distributed-training): pool 0 is
 the chief (1 replica), pool 1 the workers, pool 2 the parameter servers; Vertex AI gives each
@@ -9,69 +11,44 @@ replica a TF_CONFIG with task types chief / worker / ps (trainer/cloud/vertex_en
 """
 
 import collections
+import json
 import os
 import re
 import shlex
 
 from trainer.cloud import aiplatform_env
+from trainer.cloud import machine_rules
+from trainer.cloud import prebuilt_images
 from trainer.errors import PipelineError
 
 JobRequest = collections.namedtuple(
     'JobRequest', 'project region staging_bucket base_output_dir machine_type accelerator_type '
-    'accelerator_count worker_count ps_count container_uri display_name trainer_args')
+    'accelerator_count worker_count ps_count container_uri display_name trainer_args '
+    'executor_image_uri tensorboard service_account', defaults=(None, None, None))
 
 PYTHON_MODULE = 'trainer.main'
-TPU_MACHINE_TYPE = 'cloud-tpu'
-TPU_CORES = 8  # a single-host TPU v2-8 / v3-8 VM
-GPUS = ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_V100', 'NVIDIA_TESLA_P100', 'NVIDIA_TESLA_P4',
-        'NVIDIA_TESLA_A100', 'NVIDIA_A100_80GB', 'NVIDIA_L4')
-TPUS = ('TPU_V2', 'TPU_V3')
-# Where each accelerator is offered for custom training, per Vertex AI's "Vertex AI locations"
-# page, section "Accelerator availability" (https://cloud.google.com/vertex-ai/docs/general/
-# locations#accelerators), for the regions below only: a region missing here is not checked (a
-# warning says so) rather than refused, as the table is a snapshot and Google adds regions.
-ACCELERATOR_REGIONS = {
-    'us-central1': GPUS + TPUS,
-    'us-east1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_V100', 'NVIDIA_TESLA_P100'),
-    'us-east4': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_P4', 'NVIDIA_A100_80GB', 'NVIDIA_L4'),
-    'us-west1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_V100', 'NVIDIA_TESLA_P100', 'NVIDIA_L4'),
-    'europe-west1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_P100', 'NVIDIA_L4'),
-    'europe-west4': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_V100', 'NVIDIA_TESLA_P100',
-                     'NVIDIA_TESLA_P4', 'NVIDIA_TESLA_A100', 'NVIDIA_L4', 'TPU_V2', 'TPU_V3'),
-    'asia-east1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_P100', 'NVIDIA_L4', 'TPU_V2'),
-    'asia-northeast1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_A100', 'NVIDIA_L4'),
-    'asia-southeast1': ('NVIDIA_TESLA_T4', 'NVIDIA_TESLA_A100', 'NVIDIA_L4'),
-}
 _CLOUD_STORAGE_PATH = re.compile(r'^(gs://|/gcs/)[^/]+')  # with a bucket
-# Machine families of Vertex AI custom training (https://cloud.google.com/vertex-ai/docs/training/
-# configure-compute#machine-types) and which of them take GPUs.
-_MACHINE_TYPE = re.compile(
-    r'^(?:(?P<family>n1|n2|n2d|e2|c2|a2|g2)-(?:standard|highmem|highcpu|highgpu|megagpu|ultragpu)'
-    r'-\d+g?|cloud-tpu)$')
-_GPU_FAMILIES = ('n1', 'a2', 'g2')
 _PROJECT = re.compile(r'^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|\d+)$')
 _REGION = re.compile(r'^[a-z]+-[a-z]+\d+$')
 _DISPLAY_NAME_MAX = 128
+# An image reference: [HOST[:PORT]/]PATH[:TAG][@DIGEST], lowercase path.
+_IMAGE = re.compile(r'^[a-z0-9.-]+(?::\d+)?/[a-z0-9._/-]+(?::[\w][\w.-]{0,127})?'
+                    r'(?:@sha256:[0-9a-f]{64})?$')
+# An Artifact Registry image: REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE[:TAG].
+ARTIFACT_REGISTRY_IMAGE = re.compile(
+    r'^[a-z0-9-]+-docker\.pkg\.dev/[a-z0-9-]+/[a-z0-9._-]+/[a-z0-9._/-]+(?::[\w][\w.-]{0,127})?$')
+# CustomJobSpec.tensorboard (custom_job.proto): projects/{project}/locations/{location}/
+# tensorboards/{tensorboard}.
+_TENSORBOARD = re.compile(r'^projects/[^/]+/locations/(?P<location>[^/]+)/tensorboards/[^/]+$')
+_SERVICE_ACCOUNT = re.compile(r'^[^@\s]+@[a-z0-9.-]+\.[a-z]+$')
+IMAGE_EXAMPLE = 'REGION-docker.pkg.dev/PROJECT/REPOSITORY/tpu-pipeline:TAG'
 
-# The executor image: Vertex AI's prebuilt TensorFlow 2.15 (Python 3.10) training images, the
-# newest TensorFlow these images offer (https://cloud.google.com/vertex-ai/docs/training/
-# pre-built-containers; end of patch Nov 14, 2024 / Oct 23, 2024 for TPU, end of availability a
-# year later). Both of this project's runtimes submit this image: the trainer runs on TF 2.15 with
-# tensorflow-estimator (the .venv-tf2 runtime, which its tests cover); Vertex AI's TF 1.15 training
-# images were deprecated and are no longer offered, so a TF 1.15 job needs --container_uri with an
-# image of your own. The images come in us-, europe- and asia-docker.pkg.dev copies: the one
-# nearest the region is used.
-IMAGES = {'cpu': 'tf-cpu.2-15.py310', 'gpu': 'tf-gpu.2-15.py310', 'tpu': 'tf-tpu.2-15.cp310'}
-_IMAGE_URI = '%s-docker.pkg.dev/vertex-ai/training/%s:latest'
 
-
-def default_image(region, accelerator_type=None):
-  """The prebuilt TF 2.15 training image URI for `region` and the accelerator (None: CPU)."""
-  kind = 'cpu' if not accelerator_type else 'tpu' if accelerator_type in TPUS else 'gpu'
-  continent = region.split('-')[0]
-  repository = ('europe' if continent == 'europe' else
-                'asia' if continent in ('asia', 'australia', 'me') else 'us')
-  return _IMAGE_URI % (repository, IMAGES[kind])
+def docker_target(accelerator_type):
+  """The Dockerfile target (cpu, gpu or tpu) of the image for `accelerator_type`."""
+  if not accelerator_type:
+    return 'cpu'
+  return 'tpu' if accelerator_type in machine_rules.TPUS else 'gpu'
 
 
 def project_from(flag_value, environ=None):
@@ -136,53 +113,67 @@ def _check_trainer_dirs(args):
             '/gcs/BUCKET/... mount)%s.' % (flag, value, flag, advice))
 
 
-def _check_accelerator(job, warnings):
-  machine, accelerator, count = job.machine_type, job.accelerator_type, job.accelerator_count
-  family = _MACHINE_TYPE.match(machine).group('family')
-  if machine == TPU_MACHINE_TYPE and accelerator not in TPUS:
-    raise PipelineError('--machine_type=cloud-tpu needs --accelerator_type=TPU_V2 or TPU_V3.')
-  if accelerator is None:
-    if count:
-      raise PipelineError('--accelerator_count=%d needs --accelerator_type.' % count)
+def _check_image(job, today):
+  """The image: --container_uri (an image of your own, containerSpec) or --executor_image_uri (a
+  prebuilt one, pythonPackageSpec); never both, never neither."""
+  if job.container_uri and job.executor_image_uri:
+    raise PipelineError('give --container_uri (your own image) or --executor_image_uri (a prebuilt '
+                        'Vertex AI image), not both.')
+  if job.executor_image_uri:
+    prebuilt_images.check_executor_image(job.executor_image_uri, today)
+    _gcs_path('staging_bucket', job.staging_bucket, required=True)
     return
-  if accelerator not in GPUS + TPUS:
-    raise PipelineError('unknown --accelerator_type=%s: one of %s.'
-                        % (accelerator, ', '.join(GPUS + TPUS)))
-  if accelerator in TPUS:
-    if machine != TPU_MACHINE_TYPE:
-      raise PipelineError('--accelerator_type=%s runs on --machine_type=cloud-tpu (a TPU VM), not '
-                          '%s.' % (accelerator, machine))
-    if count != TPU_CORES:
-      raise PipelineError('--accelerator_count=%d: a single-host %s VM has %d cores; pass '
-                          '--accelerator_count=%d.' % (count, accelerator, TPU_CORES, TPU_CORES))
-    if job.worker_count or job.ps_count:
-      raise PipelineError('a TPU job is a single TPU VM: --worker_count and --ps_count must be 0 '
-                          '(TPUEstimator spreads the work over the 8 cores itself).')
-    if not {'--use_tpu', '--tpu=local'} <= set(job.trainer_args):
-      warnings.append('a %s job trains on its TPU only with `--use_tpu --tpu=local` after `--` '
-                      '(the TPU of the TPU VM the trainer runs on); without them it trains on '
-                      'the CPU or stops for want of a TPU name.' % accelerator)
-  else:
-    if family not in _GPU_FAMILIES:
-      raise PipelineError('GPUs attach to n1-, a2- or g2- machine types, not --machine_type=%s.'
-                          % machine)
-    if count not in (1, 2, 4, 8, 16):
-      raise PipelineError('--accelerator_count=%d: a machine takes 1, 2, 4, 8 (or 16 on '
-                          'a2-megagpu-16g) GPUs.' % count)
-  offered = ACCELERATOR_REGIONS.get(job.region)
-  if offered is None:
-    warnings.append('region %s is not in the accelerator table of trainer/cloud/vertex_job.py: '
-                    'whether it offers %s is not checked.' % (job.region, accelerator))
-  elif accelerator not in offered:
-    elsewhere = sorted(r for r, accs in ACCELERATOR_REGIONS.items() if accelerator in accs)
-    raise PipelineError('--accelerator_type=%s is not offered for training in --region=%s; it is '
-                        'in %s (https://cloud.google.com/vertex-ai/docs/general/locations).'
-                        % (accelerator, job.region, ', '.join(elsewhere)))
+  if not job.container_uri:
+    target = docker_target(job.accelerator_type)
+    raise PipelineError(
+        'no image to run: Vertex AI\'s prebuilt TensorFlow images with tf.estimator reached their '
+        'end of availability (trainer/cloud/prebuilt_images.py), so the job runs in the trainer\'s '
+        'own image. Build and push it from the repository root: `docker build --target %s -t %s . '
+        '&& docker push %s`, then pass --container_uri=%s (or add --build_image to do both here); '
+        'see docs/cloud.md.' % (target, IMAGE_EXAMPLE, IMAGE_EXAMPLE, IMAGE_EXAMPLE))
+  if prebuilt_images.is_prebuilt(job.container_uri):
+    raise PipelineError('--container_uri=%s is a prebuilt Vertex AI image: it holds no trainer. '
+                        'Pass an image built from the repository\'s Dockerfile (docs/cloud.md).'
+                        % job.container_uri)
+  if not _IMAGE.match(job.container_uri):
+    raise PipelineError('--container_uri=%s is not an image name such as %s.'
+                        % (job.container_uri, IMAGE_EXAMPLE))
+  if job.staging_bucket is not None:
+    _gcs_path('staging_bucket', job.staging_bucket, required=False)
 
 
-def validate(job):
+def _check_tensorboard(job):
+  """--tensorboard streams AIP_TENSORBOARD_LOG_DIR (set only with a base output directory:
+  custom_job.proto, CustomJobSpec.base_output_directory) to a Vertex AI TensorBoard instance of
+  the job's region, as a service account of yours ("Set up Vertex AI TensorBoard": the
+  integration with custom training requires attaching a service account)."""
+  if job.service_account and not _SERVICE_ACCOUNT.match(job.service_account):
+    raise PipelineError('--service_account=%s is not a service account e-mail such as '
+                        'NAME@PROJECT.iam.gserviceaccount.com.' % job.service_account)
+  if not job.tensorboard:
+    return
+  match = _TENSORBOARD.match(job.tensorboard)
+  if not match:
+    raise PipelineError('--tensorboard=%s is not a TensorBoard instance name: '
+                        'projects/PROJECT/locations/REGION/tensorboards/ID.' % job.tensorboard)
+  if match.group('location') != job.region:
+    raise PipelineError('--tensorboard=%s is in %s, the job in --region=%s: the instance and the '
+                        'job must share a region.' % (job.tensorboard, match.group('location'),
+                                                      job.region))
+  if not job.service_account:
+    raise PipelineError('--tensorboard needs --service_account=NAME@PROJECT.iam.gserviceaccount.com'
+                        ' (with roles/storage.admin and roles/aiplatform.user): Vertex AI uploads '
+                        'the logs as that account.')
+  if not job.base_output_dir:
+    raise PipelineError('--tensorboard needs --base_output_dir=gs://...: Vertex AI uploads what '
+                        'the trainer writes under its AIP_TENSORBOARD_LOG_DIR, which only a base '
+                        'output directory sets.')
+
+
+def validate(job, today=None):
   """Checks everything about `job` (a JobRequest, accelerator_count resolved) that can be checked
-  without the network; returns the list of warnings (unchecked facts).
+  without the network; returns the list of warnings (unchecked facts). `today`: the date the
+  images' end of availability is compared with (default: today).
 
   Raises:
     PipelineError: what is wrong and what to pass instead.
@@ -193,7 +184,6 @@ def validate(job):
                         'nor a project number.' % job.project)
   if not _REGION.match(job.region):
     raise PipelineError('--region=%s is not a region name such as us-central1.' % job.region)
-  _gcs_path('staging_bucket', job.staging_bucket, required=True)
   _gcs_path('base_output_dir', job.base_output_dir, required=False)
   _check_trainer_dirs(job.trainer_args)
   if not job.base_output_dir and not _trainer_flag_values(job.trainer_args, 'model_dir'):
@@ -202,27 +192,29 @@ def validate(job):
   if any(_trainer_flag_values(job.trainer_args, name) for name in ('job-dir', 'job_dir')):
     raise PipelineError('--job-dir is AI Platform\'s: on Vertex AI pass --base_output_dir=gs://... '
                         'to trainer.submit.')
-  if not _MACHINE_TYPE.match(job.machine_type):
-    raise PipelineError('unknown --machine_type=%s: a Vertex AI training machine type such as '
-                        'n1-standard-8, n1-highmem-16, a2-highgpu-1g, g2-standard-8, or cloud-tpu '
-                        '(https://cloud.google.com/vertex-ai/docs/training/configure-compute).'
-                        % job.machine_type)
   for flag in ('worker_count', 'ps_count'):
     if getattr(job, flag) < 0:
       raise PipelineError('--%s=%d: a replica count is 0 or more.' % (flag, getattr(job, flag)))
   if job.ps_count and not job.worker_count:
     warnings.append('parameter servers without workers: only the chief trains.')
-  _check_accelerator(job, warnings)
+  machine_rules.check(job, warnings)
   if not job.display_name or len(job.display_name) > _DISPLAY_NAME_MAX:
     raise PipelineError('--display_name must have 1 to %d characters.' % _DISPLAY_NAME_MAX)
+  _check_tensorboard(job)
+  _check_image(job, today)
   return warnings
 
 
-def resolve_accelerator_count(accelerator_type, accelerator_count):
-  """The flag's value, else 8 for a TPU, 1 for a GPU, 0 without an accelerator."""
+def resolve_accelerator_count(accelerator_type, accelerator_count, machine_type=None):
+  """The flag's value, else the fixed count of an accelerator-optimized machine type, 8 for a
+  TPU, 1 for a GPU, 0 without an accelerator."""
   if accelerator_count is not None:
     return accelerator_count
-  return 0 if not accelerator_type else TPU_CORES if accelerator_type in TPUS else 1
+  if not accelerator_type:
+    return 0
+  if machine_type in machine_rules.FIXED_GPU_MACHINES:
+    return machine_rules.FIXED_GPU_MACHINES[machine_type][1]
+  return machine_rules.TPU_CORES if accelerator_type in machine_rules.TPUS else 1
 
 
 def staged_package_uri(staging_bucket, display_name, package_path):
@@ -230,32 +222,48 @@ def staged_package_uri(staging_bucket, display_name, package_path):
   return '%s/%s/%s' % (staging_bucket.rstrip('/'), display_name, os.path.basename(package_path))
 
 
-def _pool(job, replicas, image, package_uri, accelerated=True):
+def _pool(job, replicas, package_uri, chief_or_worker=True):
   machine = {'machineType': job.machine_type}
-  if accelerated and job.accelerator_type:
-    machine.update(acceleratorType=job.accelerator_type, acceleratorCount=job.accelerator_count)
-  return {'machineSpec': machine, 'replicaCount': str(replicas),
-          'pythonPackageSpec': {'executorImageUri': image, 'packageUris': [package_uri],
-                                'pythonModule': PYTHON_MODULE, 'args': list(job.trainer_args)}}
+  accelerator = machine_rules.pool_accelerator(job.machine_type, job.accelerator_type,
+                                               job.accelerator_count, chief_or_worker)
+  if accelerator:
+    machine.update(acceleratorType=accelerator[0], acceleratorCount=accelerator[1])
+  pool = {'machineSpec': machine, 'replicaCount': str(replicas)}
+  if job.container_uri:  # the image's ENTRYPOINT is `python -m trainer.main`
+    pool['containerSpec'] = {'imageUri': job.container_uri, 'args': list(job.trainer_args)}
+  else:
+    pool['pythonPackageSpec'] = {'executorImageUri': job.executor_image_uri,
+                                 'packageUris': [package_uri], 'pythonModule': PYTHON_MODULE,
+                                 'args': list(job.trainer_args)}
+  return pool
 
 
-def custom_job_spec(job, package_uri):
+def task_spec(pool):
+  """The containerSpec or pythonPackageSpec of a worker pool dict."""
+  return pool.get('containerSpec') or pool['pythonPackageSpec']
+
+
+def custom_job_spec(job, package_uri=None):
   """The CustomJobSpec of `job` as a camelCase dict: pool 0 chief, 1 workers, 2 parameter servers
-  (without accelerators); an empty pool stands for workers when only parameter servers are asked.
+  (an N1 machine's GPUs left out); an empty pool stands for workers when only parameter servers
+  are asked. `package_uri`: the staged sdist, for a prebuilt executor image only.
   """
-  image = job.container_uri or default_image(job.region, job.accelerator_type)
-  pools = [_pool(job, 1, image, package_uri)]
+  pools = [_pool(job, 1, package_uri)]
   if job.worker_count or job.ps_count:
-    pools.append(_pool(job, job.worker_count, image, package_uri) if job.worker_count else {})
+    pools.append(_pool(job, job.worker_count, package_uri) if job.worker_count else {})
   if job.ps_count:
-    pools.append(_pool(job, job.ps_count, image, package_uri, accelerated=False))
+    pools.append(_pool(job, job.ps_count, package_uri, chief_or_worker=False))
   spec = {'workerPoolSpecs': pools}
   if job.base_output_dir:
     spec['baseOutputDirectory'] = {'outputUriPrefix': job.base_output_dir}
+  if job.service_account:
+    spec['serviceAccount'] = job.service_account
+  if job.tensorboard:
+    spec['tensorboard'] = job.tensorboard
   return spec
 
 
-def custom_job(job, package_uri):
+def custom_job(job, package_uri=None):
   """The CustomJob request body of `job`."""
   return {'displayName': job.display_name, 'jobSpec': custom_job_spec(job, package_uri)}
 
@@ -282,8 +290,10 @@ def hyperparameter_tuning_job(job, package_uri, config):
       or not study['metrics'] or not study['parameters']):
     raise PipelineError('--hptuning_config: studySpec needs metrics (e.g. metricId: '
                         'top_1_accuracy, goal: MAXIMIZE) and parameters (trainer.main flags).')
-  if not config.get('maxTrialCount'):
-    raise PipelineError('--hptuning_config: maxTrialCount is required.')
+  for key in ('maxTrialCount', 'parallelTrialCount'):  # REQUIRED (hyperparameter_tuning_job.proto)
+    if not isinstance(config.get(key), int) or isinstance(config[key], bool) or config[key] < 1:
+      raise PipelineError('--hptuning_config: %s is required, a whole number of 1 or more '
+                          '(the API refuses a study without it; gcloud would fill in 1).' % key)
   metric = _tuning_metric(study['metrics'])
   modes = _trainer_flag_values(job.trainer_args, 'mode')
   if modes and modes[-1] != 'train_and_eval':
@@ -298,7 +308,7 @@ def hyperparameter_tuning_job(job, package_uri, config):
   tag = {'name': aiplatform_env.METRIC_TAG_ENV, 'value': metric}
   for pool in body['trialJobSpec']['workerPoolSpecs']:
     if pool:
-      pool['pythonPackageSpec']['env'] = [tag]
+      task_spec(pool)['env'] = [tag]
   return body
 
 
@@ -326,48 +336,21 @@ def _tuning_metric(metrics):
   return metric
 
 
-def _pool_flag(pool):
-  if not pool:
-    return None
-  machine, package = pool['machineSpec'], pool['pythonPackageSpec']
-  parts = ['machine-type=' + machine['machineType'], 'replica-count=' + pool['replicaCount']]
-  if 'acceleratorType' in machine:
-    parts += ['accelerator-type=' + machine['acceleratorType'],
-              'accelerator-count=%d' % machine['acceleratorCount']]
-  parts += ['executor-image-uri=' + package['executorImageUri'],
-            'python-module=' + package['pythonModule']]
-  return ','.join(parts)
-
-
-def gcloud_command(job, body, hptuning=False):
-  """The equivalent gcloud command (a string). For a tuning job, and for a base output
-  directory, whose gcloud flags do not exist, the printed JSON is to be passed as --config."""
-  spec = body['trialJobSpec'] if hptuning else body['jobSpec']
+def gcloud_commands(job, body, hptuning=False):
+  """The gcloud command that creates the same job, as lines of shell: the --config file first
+  (a here-document), then the command. `gcloud ai custom-jobs create --config` reads a
+  CustomJobSpec (google-cloud-sdk lib/googlecloudsdk/command_lib/ai/flags.py, CUSTOM_JOB_CONFIG;
+  lib/surface/ai/custom_jobs/create.py imports the file as 'CustomJobSpec'), so the file holds
+  body['jobSpec']; `gcloud ai hp-tuning-jobs create --config` reads a whole
+  HyperparameterTuningJob (lib/googlecloudsdk/api_lib/ai/hp_tuning_jobs/client.py), so it holds
+  the body. `body`: the request as the API's JSON (camelCase, enum names)."""
+  config = body if hptuning else body['jobSpec']
+  name = 'hptuning_job.json' if hptuning else 'job_spec.json'
   command = ['gcloud', 'ai', 'hp-tuning-jobs' if hptuning else 'custom-jobs', 'create',
              '--project=' + job.project, '--region=' + job.region,
-             '--display-name=' + job.display_name]
-  if hptuning or 'baseOutputDirectory' in spec:
-    command.append('--config=JOB.json')  # the JSON printed above, saved as JOB.json
-  if not hptuning:
-    command.append('--python-package-uris=' +
-                   spec['workerPoolSpecs'][0]['pythonPackageSpec']['packageUris'][0])
-    pools = [_pool_flag(p) for p in spec['workerPoolSpecs']]
-    command += ['--worker-pool-spec=' + (p or '') for p in pools]
-    if job.trainer_args:
-      command.append('--args=' + _gcloud_list(job.trainer_args))
-  return ' '.join(shlex.quote(c) for c in command)
-
-
-def _gcloud_list(values):
-  """`values` as one gcloud list-flag value: comma-joined, or, when a value has a comma (e.g.
-  --predict_input=a,b), joined by another delimiter declared as `^D^` (`gcloud topic escaping`;
-  a delimiter may be several characters, so one that is in no value always exists)."""
-  if not any(',' in v for v in values):
-    return ','.join(values)
-  delimiter = '|'
-  while any(delimiter in v for v in values):
-    delimiter += '|'
-  return '^%s^%s' % (delimiter, delimiter.join(values))
+             '--display-name=' + job.display_name, '--config=' + name]
+  return ["cat > %s <<'EOF'" % name, json.dumps(config, indent=2), 'EOF',
+          ' '.join(shlex.quote(c) for c in command)]
 
 
 # AI Platform scale tiers as Vertex AI flags (the nearest machines Vertex AI offers).
@@ -383,8 +366,7 @@ _SCALE_TIER_FLAGS = {
 def vertex_equivalent(job_dir, region, scale_tier, trainer_args):
   """The `trainer.submit --platform=vertex` command nearest an AI Platform submission (a string;
   for a --config YAML the machine flags are left for the user to fill in)."""
-  bucket = job_dir.split('/')[2] if job_dir.startswith('gs://') else 'BUCKET'
   command = ['python', '-m', 'trainer.submit', '--platform=vertex', '--region=' + region,
-             '--staging_bucket=gs://%s/staging' % bucket, '--base_output_dir=' + job_dir]
+             '--build_image', '--container_uri=' + IMAGE_EXAMPLE, '--base_output_dir=' + job_dir]
   command += _SCALE_TIER_FLAGS.get(scale_tier, ['--machine_type=MACHINE_TYPE'])
   return ' '.join(shlex.quote(c) for c in command + ['--'] + list(trainer_args))

@@ -20,6 +20,7 @@ from absl import app
 from absl import flags as absl_flags
 from absl import logging
 
+from flags import help_text
 from flags import prepare_flags
 from trainer.cloud import gcs_preflight
 from trainer.data import shards
@@ -139,7 +140,8 @@ def main(argv):
 
 def run():
   """The console entry point (`tpu-pipeline-prepare`)."""
-  prepare_flags.define_prepare_flags()
+  groups = prepare_flags.define_prepare_flags()
+  help_text.exit_if_help_asked(sys.argv, __doc__, groups, 'docs/data.md')
   logging.set_verbosity(logging.INFO)
   app.run(main)
 
