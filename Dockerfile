@@ -42,7 +42,7 @@ FROM ${BASE_IMAGE:-python:3.11-slim} AS cpu-base
 ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 PATH=/opt/venv/bin:$PATH
 # tini as PID 1: the kernel drops a signal that PID 1 has no handler for, so python as PID 1 would
-# ignore a SIGTERM that arrives before the trainer installs its handler (trainer/preemption.py);
+# ignore a SIGTERM that arrives before the trainer installs its handler (trainer/run/preemption.py);
 # tini forwards SIGTERM to python and exits with python's status (75: preempted, resumable).
 RUN apt-get update && apt-get install -y --no-install-recommends tini \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \

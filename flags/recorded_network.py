@@ -1,6 +1,6 @@
 """A run remembers its network: the flags that shape the network (--model, --resnet_depth,
 --num_classes, --image_size, the BiLSTM's sizes) default to what the run recorded in
-<model_dir>/model_config.json (`trainer.network_record`, written when training starts), so
+<model_dir>/model_config.json (`trainer.run.network_record`, written when training starts), so
 `--mode=eval`, `--mode=predict`, a dry run and a resumed training need only --model_dir. A flag
 given on the command line that disagrees with the record is refused, naming the flag, both
 values and the record: the checkpoint's weights only fit the recorded network.
@@ -15,7 +15,7 @@ import types
 import tensorflow.compat.v1 as tf
 
 from models.model_config import TEXT_MODELS
-from trainer import network_record
+from trainer.run import network_record
 from trainer.errors import PipelineError
 
 # flag -> the networks it shapes (None: every network).

@@ -15,7 +15,7 @@ from models import resnet
 from models.model_config import LR_SCHEDULES, MODELS, PRECISIONS
 from models.recipes import MODEL_DEFAULTS
 from trainer.data.preprocessing import TRAIN_CROPS
-from trainer.run_config import MODES
+from trainer.run.run_config import MODES
 
 
 def define_run_flags():

@@ -1,4 +1,4 @@
-"""Turns parsed flag values (+ dataset.json) into one checked `trainer.run_config.Config`.
+"""Turns parsed flag values (+ dataset.json) into one checked `trainer.run.run_config.Config`.
 
 Every bad combination is refused here, before any graph is built or any TPU is contacted. The
 functions take the flag values as a plain mapping (`FLAGS.flag_values_dict()`, with any
@@ -24,7 +24,7 @@ from trainer.cloud import vertex_env
 from trainer.data import dataset_json
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
-from trainer.run_config import Config
+from trainer.run.run_config import Config
 from trainer.storage import patterns
 from trainer.tpu import topologies
 
@@ -308,7 +308,7 @@ def config_from_flags(flag_values, given=None):
       from the run's record (`flags.recorded_network`). None: flags and defaults only.
 
   Returns:
-    `trainer.run_config.Config`.
+    `trainer.run.run_config.Config`.
 
   Raises:
     PipelineError: an invalid flag combination or missing dataset metadata, with what to do.

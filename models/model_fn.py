@@ -18,7 +18,7 @@ from models import warm_start
 
 # The progress hook reads the training loss from this collection (CPU/GPU only).
 TRAIN_LOSS_COLLECTION = 'train_loss'
-# uint8 input images of a training batch, for TensorBoard (CPU/GPU only; trainer.hooks).
+# uint8 input images of a training batch, for TensorBoard (CPU/GPU only; trainer.run.hooks).
 INPUT_IMAGES_COLLECTION = 'input_images'
 NUM_INPUT_IMAGES = 4
 TRAIN_ACCURACY_TAG = 'train_top_1_accuracy'  # the host_call's TensorBoard scalar
@@ -118,7 +118,7 @@ def _batch_accuracy(labels, logits, mask):
 
 def _record_input_images(features):
   """Adds the first NUM_INPUT_IMAGES input images (uint8 [n, size, size, 3]) to
-  INPUT_IMAGES_COLLECTION (trainer.hooks.InputImagesHook writes them once). Only a slice: the
+  INPUT_IMAGES_COLLECTION (trainer.run.hooks.InputImagesHook writes them once). Only a slice: the
   step may be compiled with XLA, which has no string ops (the hook encodes them)."""
   tf.add_to_collection(INPUT_IMAGES_COLLECTION,
                        tf.cast(features[features_lib.IMAGE][:NUM_INPUT_IMAGES], tf.uint8))

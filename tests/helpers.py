@@ -99,7 +99,7 @@ def run_prepare(converter, *args, timeout=600):
                         universal_newlines=True, timeout=timeout)
 
 
-# trainer.hooks.ProgressHook's line: 'step 120/600 loss ...'
+# trainer.run.hooks.ProgressHook's line: 'step 120/600 loss ...'
 PROGRESS_LINE = re.compile(r'\] step (\d+)/')
 
 
@@ -166,7 +166,7 @@ def free_ports(count):
 
 
 def _wait_for_training(proc, log_path, timeout=300):
-  """Blocks until the task's log shows a training step (trainer.hooks.ProgressHook's line)."""
+  """Blocks until the task's log shows a training step (trainer.run.hooks.ProgressHook's line)."""
   deadline = time.time() + timeout
   while not PROGRESS_LINE.search(log_path.read_text()):
     assert proc.poll() is None, 'the task ended early:\n' + log_path.read_text()[-3000:]

@@ -8,7 +8,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import ok, refused, results_of, run_main
-from trainer import checkpoints
+from trainer.run import checkpoints
 from trainer.errors import PipelineError
 
 

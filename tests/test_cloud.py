@@ -76,7 +76,7 @@ def test_cloud_guide_submit_command_runs_exactly_the_gcloud_command_it_documents
     names = tar.getnames()
   for module in ('trainer/main.py', 'trainer/submit.py', 'trainer/data/input_fn.py',
                  'trainer/prepare/__main__.py', 'trainer/benchmark/__main__.py',
-                 'trainer/tpu/resolver.py', 'trainer/dry_run.py', 'models/resnet.py',
+                 'trainer/tpu/resolver.py', 'trainer/run/dry_run.py', 'models/resnet.py',
                  'flags/to_config.py', 'setup.py'):
     assert any(name.endswith('/' + module) for name in names), module
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from helpers import TINY, free_ports, results_of, run_cluster, run_main
-from trainer import network_record
+from trainer.run import network_record
 
 
 def _tf_config(cluster):
@@ -35,7 +35,7 @@ def test_chief_worker_and_ps_train_one_model_together(small_dir, tmp_path):
   assert tasks['chief']['local_steps'] > 0 and tasks['worker']['local_steps'] > 0, (
       tasks, 'a worker without steps joined after the chief had finished: raise --train_steps')
   assert tasks['chief']['local_steps'] + tasks['worker']['local_steps'] >= 120
-  # The chief alone recorded the network (trainer.network_record).
+  # The chief alone recorded the network (trainer.run.network_record).
   assert network_record.read(model_dir)[0].model == 'resnet'
   recorded = 'Recorded the network in ' + network_record.path(model_dir)
   assert recorded in (tmp_path / 'chief.log').read_text()

@@ -17,9 +17,9 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import REPO, BackgroundRun, ok, results_of, run_main, write_subset
-from trainer import checkpoints
-from trainer import preemption
-from trainer import run_errors
+from trainer.run import checkpoints
+from trainer.run import preemption
+from trainer.run import run_errors
 from trainer.errors import EXIT_RESUMABLE
 
 
@@ -63,7 +63,7 @@ def test_a_stuck_run_is_ended_by_the_watchdog_after_the_grace_period(tmp_path):
   with status 75, after grace_secs."""
   script = textwrap.dedent('''
       import time
-      from trainer import preemption
+      from trainer.run import preemption
       watch = preemption.SigtermWatch('MODEL_DIR', grace_secs=2)
       with watch.installed(), watch.training():
         print('ready', flush=True)
@@ -151,7 +151,8 @@ def test_kill_9_at_random_steps_loses_nothing(medium_dir, tmp_path):
 
 _EVAL_RACE = textwrap.dedent('''
     import os, re, sys
-    from trainer import checkpoints, main
+    from trainer import main
+    from trainer.run import checkpoints
     check = checkpoints.checkpoint_damage
     deleted = []
     def delete_the_first_intact_one_after_checking(prefix):

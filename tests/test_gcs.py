@@ -178,7 +178,7 @@ def test_a_storage_outage_is_ridden_out_and_no_partial_checkpoint_is_listed(
   time; model_dir local) or the next checkpoint save (model_dir on gs://, data local); the
   sandbox's list of refused requests shows which. The run stalls, rides the outage out and
   finishes; every checkpoint the state lists is intact."""
-  from trainer import checkpoints
+  from trainer.run import checkpoints
   if meets == 'input':
     data_dir = write_subset(small_dir, gcs_dir + '/data', 640, 300, num_shards=32)
     model_dir = tempfile.mkdtemp(prefix='outage-model-')
@@ -251,7 +251,7 @@ def test_gs_paths_with_special_characters_are_data_not_patterns(gcs_dir):
   """On gs:// as on disk: the shards of `d b[1]*?é` are found through the escaped pattern and a
   sibling it would match as a pattern is not; the checkpoint listing of a prefix matches only
   its own objects."""
-  from trainer import checkpoints  # pylint: disable=g-import-not-at-top
+  from trainer.run import checkpoints  # pylint: disable=g-import-not-at-top
   from trainer.data.data_config import DataConfig  # pylint: disable=g-import-not-at-top
   from trainer.storage import patterns  # pylint: disable=g-import-not-at-top
   for name in ('d b[1]*?é', 'd b1xé'):

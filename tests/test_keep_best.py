@@ -8,8 +8,8 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import config_from_args, ok, results_of, run_main
-from trainer import best_checkpoint
-from trainer import checkpoints
+from trainer.run import best_checkpoint
+from trainer.run import checkpoints
 from trainer.errors import PipelineError
 
 _CNN = ['--model=cnn', '--image_size=28', '--train_batch_size=32', '--eval_batch_size=64',

@@ -13,7 +13,7 @@ import tensorflow.compat.v1 as tf
 
 from flags import help_text
 from flags import recorded_network
-from trainer import network_record
+from trainer.run import network_record
 from trainer.data import dataset_json
 from helpers import (TINY, TINY_BY_MODEL, config_from_args, ok, predict_in_fresh_process,
                      read_records, refused, requires_isolation, results_of, run_main,

@@ -14,9 +14,9 @@ import tensorflow.compat.v1 as tf
 
 from helpers import TINY, ok, refused, results_of, run_main
 from models.model_config import ModelConfig
-from trainer import estimator as estimator_lib
+from trainer.run import estimator as estimator_lib
 from trainer.data.data_config import DataConfig
-from trainer.run_config import Config
+from trainer.run.run_config import Config
 
 CPUS = ('/cpu:0', '/cpu:1')
 

@@ -1,5 +1,5 @@
 """model_config.json, the record of a run's network for tools outside Estimator
-(trainer/network_record.py), in process: it gives back the configs it was written from, drops
+(trainer/run/network_record.py), in process: it gives back the configs it was written from, drops
 what a newer writer added with a warning, and refuses a damaged one saying what to do. That a
 training run writes it: test_main.py and test_predict.py."""
 
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from helpers import config_from_args
-from trainer import network_record
+from trainer.run import network_record
 from trainer.errors import PipelineError
 
 

@@ -9,7 +9,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import config_from_args, ok, read_records, refused, run_main
-from trainer import network_record
+from trainer.run import network_record
 from trainer.data import predict_input
 from trainer.errors import PipelineError
 

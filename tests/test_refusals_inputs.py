@@ -14,7 +14,7 @@ import pytest
 
 from helpers import config_from_args
 from refusals import Row, run_rows
-from trainer import network_record
+from trainer.run import network_record
 
 # A tiny trainer run on synthetic data; every row is refused before it starts.
 FAKE = ['--fake_data', '--model=cnn', '--image_size=28', '--num_classes=10',

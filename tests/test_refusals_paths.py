@@ -15,7 +15,7 @@ import tensorflow.compat.v1 as tf
 
 from helpers import ok, results_of, run_main
 from refusals import Row, run_rows
-from trainer import checkpoints
+from trainer.run import checkpoints
 from trainer.prepare import image_folder
 from trainer.storage import patterns
 

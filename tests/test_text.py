@@ -15,7 +15,7 @@ from models import features as features_lib
 from models import model_fn as model_fn_lib
 from models.model_config import ModelConfig
 from models.recipes import MODEL_DEFAULTS
-from trainer import estimator as estimator_lib
+from trainer.run import estimator as estimator_lib
 from trainer.data import dataset_json
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import shards
@@ -23,7 +23,7 @@ from trainer.data import tokenizer
 from trainer.prepare import text_csv
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
-from trainer.run_config import Config
+from trainer.run.run_config import Config
 
 
 # --- tokenizer and vocabulary --------------------------------------------------------------------

@@ -10,7 +10,7 @@ import tensorflow.compat.v1 as tf
 
 from helpers import config_from_args
 from metadata_standin import MetadataServer
-from trainer import dry_run as dry_run_lib
+from trainer.run import dry_run as dry_run_lib
 from trainer.errors import PipelineError
 from trainer.tpu import compatibility
 from trainer.tpu import simulated_slice

@@ -11,7 +11,7 @@ import tensorflow.compat.v1 as tf
 
 from helpers import (config_from_args, ok, predict_in_fresh_process, refused, run_main,
                      write_subset)
-from trainer import dry_run as dry_run_lib
+from trainer.run import dry_run as dry_run_lib
 from trainer.tpu import simulated_slice
 from trainer.tpu import topologies
 from trainer.tpu import tpu_graph
@@ -168,7 +168,7 @@ def test_unsupported_ops_inside_the_tpu_computation_are_found():
 def test_tpu_runs_log_loss_and_examples_per_second_every_loop(small_dir, tmp_path):
   """On a TPU the loss lives on the device between host round trips: TPUEstimator's own hooks
   log it with examples/sec after every iterations_per_loop; off TPU the progress hook does."""
-  from trainer import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
+  from trainer.run import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
   common = ['--data_dir=' + small_dir, '--model_dir=' + str(tmp_path), '--train_steps=1',
             '--train_batch_size=64', '--eval_batch_size=64', '--iterations_per_loop=25']
   tpu = config_from_args('--mode=dry_run', '--tpu_topology=v3-8', *common)
@@ -182,9 +182,9 @@ def test_a_bfloat16_tpu_job_exports_a_float32_saved_model_that_serves_on_cpu(sma
   """The SavedModel of a bfloat16 TPU job (TPUEstimator, use_tpu=True, export_to_tpu=False) holds
   no bfloat16 op and classifies the real eval images on the CPU. The checkpoint comes from two
   CPU steps: its variables are float32 either way."""
-  from trainer import driver  # pylint: disable=g-import-not-at-top
-  from trainer import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
-  from trainer import results  # pylint: disable=g-import-not-at-top
+  from trainer.run import driver  # pylint: disable=g-import-not-at-top
+  from trainer.run import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
+  from trainer.run import results  # pylint: disable=g-import-not-at-top
   model_dir = str(tmp_path / 'model')
   common = ['--data_dir=' + small_dir, '--model_dir=' + model_dir, '--model=resnet',
             '--resnet_depth=18', '--image_size=16', '--train_batch_size=32',
@@ -271,8 +271,8 @@ def test_num_cores_comes_from_the_slice_unless_given(small_dir, tmp_path, num_co
   not divide over them, or a --num_cores that is not the slice's, is a clear error, not a
   TensorFlow traceback."""
   import dataclasses  # pylint: disable=g-import-not-at-top
-  from trainer import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
-  from trainer import run_errors  # pylint: disable=g-import-not-at-top
+  from trainer.run import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
+  from trainer.run import run_errors  # pylint: disable=g-import-not-at-top
   config = config_from_args('--mode=dry_run', '--tpu_topology=v3-32', '--data_dir=' + small_dir,
                             '--model_dir=' + str(tmp_path), '--model=cnn', '--image_size=28',
                             '--train_batch_size=64', '--eval_batch_size=64')
@@ -303,7 +303,7 @@ def test_a_resolved_tpu_is_checked_against_its_own_slice_before_any_work():
   a simulated v3-32) and refuses batches that do not divide over them, a wrong --num_cores, or
   an evaluation TF 1.x cannot run on 4 hosts, before training starts."""
   import dataclasses  # pylint: disable=g-import-not-at-top
-  from trainer import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
+  from trainer.run import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
   from trainer.tpu import resolver as tpu_resolver  # pylint: disable=g-import-not-at-top
 
   class Resolver(object):
@@ -340,7 +340,7 @@ def test_a_resolved_tpu_is_checked_against_its_own_slice_before_any_work():
 def test_the_prediction_refusal_is_tpu_estimators_own(small_dir, tmp_path):
   """check_tpu_prediction refuses what TPUEstimator.predict itself rejects on 4 hosts, and
   passes what it builds on one."""
-  from trainer import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
+  from trainer.run import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
   config = config_from_args('--mode=dry_run', '--tpu_topology=v3-32', '--data_dir=' + small_dir,
                             '--model_dir=' + str(tmp_path), '--model=cnn', '--image_size=28',
                             '--train_batch_size=64', '--eval_batch_size=64')

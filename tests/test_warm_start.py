@@ -213,8 +213,8 @@ def test_warm_start_on_a_tpu_slice_goes_through_scaffold_fn(small_dir, tmp_path,
   use_tpu=True): init_from_checkpoint runs in the scaffold_fn TPUEstimator calls on the host,
   with every network variable mapped, and the graph still has no op the TPU cannot run."""
   from helpers import config_from_args
-  from trainer import driver
-  from trainer import dry_run as dry_run_lib
+  from trainer.run import driver
+  from trainer.run import dry_run as dry_run_lib
   pretrained = str(tmp_path / 'pretrained')
   common = ['--data_dir=' + small_dir, '--model=resnet', '--resnet_depth=18', '--image_size=16',
             '--train_batch_size=32', '--eval_batch_size=32', '--train_steps=1']

@@ -31,7 +31,7 @@ from keras_models import serving
 from models import features as features_lib
 from models import warm_start
 from models.model_config import TEXT_MODELS, ModelConfig
-from trainer import network_record
+from trainer.run import network_record
 from trainer.data import dataset_json
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import predict_input

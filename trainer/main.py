@@ -19,9 +19,9 @@ import tensorflow.compat.v1 as tf
 from flags import help_text
 from flags import run_flags
 from flags import to_config
-from trainer import driver
-from trainer import preemption
-from trainer import run_errors
+from trainer.run import driver
+from trainer.run import preemption
+from trainer.run import run_errors
 from trainer.cloud import aiplatform_env
 from trainer.errors import EXIT_RESUMABLE, PipelineError
 

@@ -11,8 +11,8 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from models import model_fn as model_fn_lib
-from trainer import estimator as estimator_lib
-from trainer import hooks as hooks_lib
+from trainer.run import estimator as estimator_lib
+from trainer.run import hooks as hooks_lib
 from trainer.benchmark import report
 from trainer.benchmark import stats
 from trainer.benchmark import timing
@@ -25,7 +25,7 @@ PATHS = {'both': 'alternating windows in one Estimator session (timing.BareWindo
 
 
 def _train(config, hook):
-  """Runs `estimator.train` as `trainer.driver` runs it (progress hook included), plus `hook`."""
+  """Runs `estimator.train` as `trainer.run.driver` runs it (progress hook included), plus `hook`."""
   estimator = estimator_lib.build_estimator(config)
   progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
   estimator.train(estimator_lib.input_fns(config, estimator)[0], max_steps=config.train_steps,
@@ -33,7 +33,7 @@ def _train(config, hook):
 
 
 def interleaved_rates(config, windows):
-  """`estimator.train` as `trainer.driver` runs it, with windows of its steps alternating with
+  """`estimator.train` as `trainer.run.driver` runs it, with windows of its steps alternating with
   windows of the same session's train op in a bare loop (see timing.BareWindows).
 
   Returns:
@@ -51,7 +51,7 @@ def interleaved_rates(config, windows):
 
 
 def estimator_rates(config, windows):
-  """Examples/sec per window of `estimator.train` as `trainer.driver` runs it."""
+  """Examples/sec per window of `estimator.train` as `trainer.run.driver` runs it."""
   timer = timing.StepTimes()
   _train(config, timer)
   return windows.rates(timer.times, config.train_batch_size)
@@ -97,7 +97,7 @@ def bench_model(make_config, windows, path='both', output=None):
   """Runs the model benchmark and writes its record.
 
   Args:
-    make_config: make_config(model_dir, train_steps) -> the `trainer.run_config.Config` of the
+    make_config: make_config(model_dir, train_steps) -> the `trainer.run.run_config.Config` of the
       run to time (fake data, mode train).
     windows: `timing.Windows`.
     path: a key of PATHS.

@@ -8,7 +8,7 @@ import time
 
 import tensorflow.compat.v1 as tf
 
-from trainer import results
+from trainer.run import results
 from trainer.storage import outputs
 
 

@@ -108,7 +108,7 @@ def host_of(params):
 def input_stream(params):
   """(stream, num_streams): which of the run's parallel input pipelines this input_fn call
   feeds: the TPU host (`host_of`), or the task of a TF_CONFIG cluster (params['worker'], set by
-  `trainer.estimator.input_fns`). Each stream shuffles and augments with its own seed."""
+  `trainer.run.estimator.input_fns`). Each stream shuffles and augments with its own seed."""
   return params.get('worker') or host_of(params)
 
 

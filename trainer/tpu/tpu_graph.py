@@ -1,6 +1,6 @@
 """What a TPUEstimator graph holds: the nodes of its TPU computation, the ops among them XLA
 cannot compile, what crosses the infeed, and capturing an Estimator's graph before its session
-starts (`trainer.dry_run` and the tests read graphs this way).
+starts (`trainer.run.dry_run` and the tests read graphs this way).
 
 For the ops, the XLA CPU JIT's kernel registrations of the installed wheel stand in for the TPU
 compiler's (which registers a few ops more or fewer): a proxy, not a TPU compile.

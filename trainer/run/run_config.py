@@ -39,12 +39,12 @@ class Config:
   mirrored_devices: Tuple[str, ...] = ()
   profile_steps: Tuple[int, ...] = ()  # (start, end): trace global steps [start, end)
   seed: int = 0  # graph-level seed (initializers, dropout); data.seed is the same --seed
-  preemption_grace_secs: int = 25  # SIGTERM to exit, at most (trainer.preemption)
+  preemption_grace_secs: int = 25  # SIGTERM to exit, at most (trainer.run.preemption)
   predict_input: Optional[str] = None  # mode predict: a glob (trainer.data.predict_input)
   predict_output: Optional[str] = None  # mode predict: the JSON-lines file
   predict_top_k: int = 5
   predict_logits: bool = False  # mode predict: write each input's logits too
-  keep_best: bool = True  # train_and_eval: keep the best checkpoint (trainer.best_checkpoint)
+  keep_best: bool = True  # train_and_eval: keep the best checkpoint (trainer.run.best_checkpoint)
   early_stopping_evals: int = 0  # train_and_eval: stop after this many evals without a better one
   overwrite: bool = False  # replace what export_dir / predict_output hold (trainer.storage.outputs)
 

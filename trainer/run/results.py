@@ -10,8 +10,8 @@ import time
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from trainer import best_checkpoint
-from trainer import run_errors
+from trainer.run import best_checkpoint
+from trainer.run import run_errors
 from trainer.cloud import gcs_preflight
 from trainer.cloud import vertex_env
 from trainer.data import serving
@@ -26,9 +26,9 @@ def evaluate(estimator, config, checkpoint_path, input_fn):
 
   Args:
     estimator: the run's Estimator.
-    config: `trainer.run_config.Config`.
+    config: `trainer.run.run_config.Config`.
     checkpoint_path: the checkpoint prefix to evaluate.
-    input_fn: the eval input_fn (`trainer.estimator.input_fns`).
+    input_fn: the eval input_fn (`trainer.run.estimator.input_fns`).
 
   Returns:
     dict with top_1_accuracy, top_5_accuracy, loss (mean cross-entropy over real examples),
@@ -144,7 +144,7 @@ def run_facts(config, measured_steps, measured_seconds, start):
   """What results.json records about the run besides its metrics.
 
   Args:
-    config: `trainer.run_config.Config`.
+    config: `trainer.run.run_config.Config`.
     measured_steps, measured_seconds: training steps and seconds the progress hooks timed.
     start: time.time() at the start of the run.
   """

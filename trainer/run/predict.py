@@ -18,9 +18,9 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from trainer import checkpoints
-from trainer import estimator as estimator_lib
-from trainer import run_errors
+from trainer.run import checkpoints
+from trainer.run import estimator as estimator_lib
+from trainer.run import run_errors
 from trainer.cloud import gcs_preflight
 from trainer.data import dataset_json
 from trainer.data import predict_input

@@ -13,7 +13,7 @@ from trainer.errors import PipelineError
 def explain_checkpoint_mismatch(config):
   """A checkpoint written with another --moving_average_decay setting (or another model) lacks
   variables this graph restores, or (TF 1.15) has one of another shape: say which setting to use
-  instead of TF's key listing. (`trainer.input_checks` refuses most such runs before any work;
+  instead of TF's key listing. (`trainer.run.input_checks` refuses most such runs before any work;
   this covers what it cannot see, e.g. a run without model_config.json.)"""
   try:
     yield

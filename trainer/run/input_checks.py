@@ -1,5 +1,5 @@
 """What a run reads from --data_dir and --model_dir, checked before any work (`check`, called first
-by `trainer.driver.run`): the text vocabulary against dataset.json, <model_dir>/best/best.json,
+by `trainer.run.driver.run`): the text vocabulary against dataset.json, <model_dir>/best/best.json,
 and the checkpoint in model_dir against the network this run builds.
 
 A checkpoint of another network is refused here because TensorFlow does not say so clearly, or at
@@ -12,8 +12,8 @@ loss ("logits and labels must be broadcastable").
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from trainer import best_checkpoint
-from trainer import network_record
+from trainer.run import best_checkpoint
+from trainer.run import network_record
 from trainer.data import tokenizer
 from trainer.errors import PipelineError
 
@@ -31,7 +31,7 @@ def check(config):
   """Refuses a run whose inputs cannot be right, before any graph is built.
 
   Args:
-    config: the run's `trainer.run_config.Config`.
+    config: the run's `trainer.run.run_config.Config`.
 
   Raises:
     PipelineError: vocab.txt does not match dataset.json (`tokenizer.check_vocabulary`),
@@ -69,7 +69,7 @@ def check_checkpoint_fits(config):
     return
   try:
     shapes = dict(tf.train.list_variables(prefix))
-  except (tf.errors.OpError, ValueError):  # damaged: trainer.checkpoints deals with it
+  except (tf.errors.OpError, ValueError):  # damaged: trainer.run.checkpoints deals with it
     return
   fix = ('Use a new --model_dir for this network, or start it from these weights with '
          '--model_dir=NEW_DIR --init_checkpoint=%s (the classifier is initialised anew where its '

@@ -14,7 +14,7 @@ import os
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from trainer import checkpoints
+from trainer.run import checkpoints
 from trainer.errors import PipelineError
 
 BEST_DIR = 'best'
@@ -89,7 +89,7 @@ class BestCheckpoint(object):
     return any(e['global_step'] == step for e in self.evaluations)
 
   def record(self, results, checkpoint):
-    """Records the evaluation `results` (`trainer.results.evaluate`'s dict) of the checkpoint
+    """Records the evaluation `results` (`trainer.run.results.evaluate`'s dict) of the checkpoint
     prefix `checkpoint`; with `keep`, copies it into best/ when it beats the best so far
     (ties keep the earlier one). Returns True when it is the new best."""
     if self.evaluated(results['global_step']):

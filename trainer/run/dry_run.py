@@ -25,7 +25,7 @@ from typing import Optional
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from trainer import estimator as estimator_lib
+from trainer.run import estimator as estimator_lib
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import predict_input
 from trainer.data import records
@@ -221,7 +221,7 @@ def dry_run(config, topology=None):
   model_dir gets only the report.
 
   Args:
-    config: `trainer.run_config.Config` with use_tpu (and, for a simulated slice, its num_cores).
+    config: `trainer.run.run_config.Config` with use_tpu (and, for a simulated slice, its num_cores).
     topology: the accelerator type to simulate (`trainer.tpu.topologies`); None takes the
       slice of the TPU that config.tpu names, which must be reachable (nothing runs on it).
 

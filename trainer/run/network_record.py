@@ -1,5 +1,5 @@
 """The record of the network a run trains: <model_dir>/model_config.json, written by
-`trainer.driver` when a training run starts (train, train_and_eval; on the chief of a TF_CONFIG
+`trainer.run.driver` when a training run starts (train, train_and_eval; on the chief of a TF_CONFIG
 cluster), so tools that rebuild the network outside Estimator (`trainer.export_keras`) need not be
 told its settings again:
 
@@ -35,7 +35,7 @@ def write(model_dir, config):
 
   Args:
     model_dir: str, the run's directory (local or gs://); created when missing.
-    config: the run's `trainer.run_config.Config`; its `model` (ModelConfig) and `data`
+    config: the run's `trainer.run.run_config.Config`; its `model` (ModelConfig) and `data`
       (DataConfig) are recorded.
 
   Raises:

@@ -16,7 +16,7 @@ from trainer.errors import PipelineError
 
 
 def build_estimator(config, cluster_task=None, tpu_master=None):
-  """Returns the Estimator for `config` (a `trainer.run_config.Config`).
+  """Returns the Estimator for `config` (a `trainer.run.run_config.Config`).
 
   Args:
     config: the run config.
@@ -171,7 +171,7 @@ def tpu_run_config(config, tpu_master=None):
       save_checkpoints_steps=config.save_checkpoints_steps,
       keep_checkpoint_max=config.keep_checkpoint_max, tpu_config=tpu_config,
       tf_random_seed=config.seed,
-      # trainer.hooks.ProgressHook logs step, rate and ETA. On a TPU the loss stays on the device
+      # trainer.run.hooks.ProgressHook logs step, rate and ETA. On a TPU the loss stays on the device
       # between loops: TPUEstimator's own hooks log it, and examples/sec, after every loop.
       log_step_count_steps=config.iterations_per_loop if config.use_tpu else None)
 

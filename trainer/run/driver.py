@@ -1,6 +1,6 @@
-"""Runs a `trainer.run_config.Config`: train, eval or train_and_eval in one process, with resume
+"""Runs a `trainer.run.run_config.Config`: train, eval or train_and_eval in one process, with resume
 from model_dir, or between-graph training when TF_CONFIG describes a cluster. Either way the run
-ends in `trainer.results` (evaluation, export, results.json)."""
+ends in `trainer.run.results` (evaluation, export, results.json)."""
 
 import dataclasses
 import json
@@ -11,17 +11,17 @@ import tensorflow.compat.v1 as tf
 
 from models import model_fn as model_fn_lib
 from models import warm_start
-from trainer import best_checkpoint
-from trainer import checkpoints
-from trainer import dry_run as dry_run_lib
-from trainer import estimator as estimator_lib
-from trainer import hooks as hooks_lib
-from trainer import input_checks
-from trainer import network_record
-from trainer import predict as predict_lib
-from trainer import preemption
-from trainer import results as results_lib
-from trainer import run_errors
+from trainer.run import best_checkpoint
+from trainer.run import checkpoints
+from trainer.run import dry_run as dry_run_lib
+from trainer.run import estimator as estimator_lib
+from trainer.run import hooks as hooks_lib
+from trainer.run import input_checks
+from trainer.run import network_record
+from trainer.run import predict as predict_lib
+from trainer.run import preemption
+from trainer.run import results as results_lib
+from trainer.run import run_errors
 from trainer.cloud import aiplatform_env
 from trainer.cloud import gcs_preflight
 from trainer.data import shards
@@ -43,7 +43,7 @@ def run(config):
   """Runs config.mode, exports if asked, writes <model_dir>/results.json and returns its dict
   (a worker or parameter server of a cluster returns its own task record instead; a prediction
   writes <model_dir>/predict_results.json, a dry run <model_dir>/dry_run.json). A training run
-  first records its network in <model_dir>/model_config.json (`trainer.network_record`; the
+  first records its network in <model_dir>/model_config.json (`trainer.run.network_record`; the
   chief of a cluster).
 
   Raises:

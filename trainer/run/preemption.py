@@ -9,7 +9,7 @@ training (building graphs, evaluating or exporting a checkpoint that is already 
 nothing to save and `Preempted` is raised at once. If the run has not ended `grace_secs` after the
 signal (a step or a save that does not finish), a watchdog exits the process with the same
 status; a checkpoint cut short by that exit is moved aside by the next run's integrity check
-(`trainer.checkpoints`), which resumes from the newest intact one.
+(`trainer.run.checkpoints`), which resumes from the newest intact one.
 
 TPUEstimator's own preemption handling watches the TPU, not this process: in TF 1.15 and 2.15 it
 adds `GracefulShutdownHook` (the TPU workers' heartbeats: a TPU host going down triggers a save to

@@ -16,7 +16,7 @@ class ProgressHook(tf.train.SessionRunHook):
   Works on TPU and CPU/GPU: the global step lives on the host, the learning rate is recomputed on
   the host from the same schedule, and the loss is read where the model_fn exposed it (CPU/GPU;
   on TPU, TPUEstimator logs the loss and examples/sec itself after each iterations_per_loop:
-  `trainer.estimator` sets its log_step_count_steps).
+  `trainer.run.estimator` sets its log_step_count_steps).
 
   Attributes:
     measured_steps, measured_seconds: steps and wall time since the first step of this hook's
