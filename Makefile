@@ -85,6 +85,12 @@ help:
 	@echo "make bench   the benchmarks of BENCHMARKS.md on one runtime (RUNTIME=tf2 | TF1=stock)"
 	@echo "make container  build the trainer image (Dockerfile, target cpu) with the project's own"
 	@echo "             Docker daemon, as make test does (root; docs/container.md)"
+	@echo "make venvs   create every virtualenv (.venv, .venv-mkl, .venv-tf2, .venv-keras)"
+	@echo "make prepare convert Fashion-MNIST and the Rotten Tomatoes snippets into data/"
+	@echo "make fashion-mnist-source  install Debian's dataset-fashion-mnist (apt-get, root)"
+	@echo "make clean-runs  delete runs/ (checkpoints, exports, results of make train and bench)"
+	@echo "make clean   delete runs/, data/ and every virtualenv"
+	@echo "make help    this list"
 
 train: PREP_VENV := $(TRAIN_VENV)
 train: $(TRAIN_VENV)/.installed $(DATA_DIR)/dataset.json

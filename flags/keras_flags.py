@@ -20,6 +20,10 @@ def define_export_keras_flags():
                        'exported (model_config.json: --moving_average_decay > 0); required for '
                        'a checkpoint with averages and no model_config.json.')
   flags.DEFINE_string('output', None, 'Where to write the Keras model: a path ending in .keras.')
+  flags.DEFINE_string('upgrade', None, 'Instead of converting: a .keras file an earlier version '
+                      'of this command wrote (layer names with \'.\', which the torch backend '
+                      'cannot load), rewritten to --output with the current names; the weights '
+                      'are copied unchanged.')
   flags.DEFINE_string('serving_dir', None, 'Where to write the serving SavedModel (raw images or '
                       'texts in, as today\'s export). Not given: next to --output, named '
                       '<output without .keras>_serving; \'\' writes none. TensorFlow backend only.')

@@ -50,7 +50,8 @@ def _from_metadata(flag_values, info):
     derived['max_seq_length'] = info.get('max_seq_length')
     values = {'vocab_size': info.get('vocab_size')}  # the vocab.txt the records were made with
   else:
-    derived['image_size'] = dataset_json.image_size(info)
+    derived['image_size'] = dataset_json.image_size(  # --image_size given: no limit
+        info, limit=None if flag_values.image_size else dataset_json.MAX_DERIVED_IMAGE_SIZE)
     values = {}
   missing = []
   for name, from_info in derived.items():

@@ -6,7 +6,7 @@ checkpoint must be used, and both are checked: a weight left at its initial valu
 checkpoint weight nothing reads is an error that names it. The map, by layer:
   Conv2D, Dense, BatchNormalization  '<scope>/<weight>' (kernel, bias, gamma, beta,
                                      moving_mean, moving_variance), scope = the layer's name
-                                     with '.' for '/' (keras_models.layers.scope_of)
+                                     with '-' for '/' (keras_models.layers.scope_of)
   Embedding                          'embedding'
   Bidirectional LSTM 'bilstm_N'      'bilstm_N/bidirectional_rnn/{fw,bw}/{forward,backward}/
                                      {kernel,bias}', converted by `lstm_weights`

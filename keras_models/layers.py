@@ -5,8 +5,11 @@ from keras import ops
 
 from models import bilstm as tf1_bilstm
 
-# Keras 3 forbids '/' in layer names; a TF1 variable scope 'a/b' is the layer name 'a.b'.
-SCOPE_SEPARATOR = '.'
+# Keras 3 forbids '/' in layer names and the torch backend '.' (torch.nn.ParameterDict keys are
+# variable paths): a TF1 variable scope 'a/b' is the layer name 'a-b', which no scope of `models/`
+# contains. Files written before this used 'a.b'; `keras_models.upgrade` renames them.
+SCOPE_SEPARATOR = '-'
+LEGACY_SCOPE_SEPARATOR = '.'
 # TF's fused batch norm (every batch norm of `models/`) raises epsilon to this floor
 # (tensorflow/python/ops/nn_impl.py, fused_batch_norm): the networks computed with the raised value.
 FUSED_BATCH_NORM_MIN_EPSILON = 1.001e-5
@@ -18,8 +21,8 @@ def fused_epsilon(epsilon):
 
 
 def scope_of(layer_name):
-  """The TF1 variable scope a Keras layer name stands for ('a.b' -> 'a/b')."""
-  return layer_name.replace(SCOPE_SEPARATOR, '/')
+  """The TF1 variable scope a Keras layer name stands for ('a-b', or the legacy 'a.b' -> 'a/b')."""
+  return layer_name.replace(SCOPE_SEPARATOR, '/').replace(LEGACY_SCOPE_SEPARATOR, '/')
 
 
 class Scope:

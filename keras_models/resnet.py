@@ -14,7 +14,8 @@ def _conv(x, scope, filters, kernel_size, strides):
   if strides > 1:
     pad_beg = (kernel_size - 1) // 2
     pad_end = kernel_size - 1 - pad_beg
-    x = keras.layers.ZeroPadding2D(((pad_beg, pad_end), (pad_beg, pad_end)), name=name + '.pad')(x)
+    x = keras.layers.ZeroPadding2D(((pad_beg, pad_end), (pad_beg, pad_end)),
+                                   name=name + layers_lib.SCOPE_SEPARATOR + 'pad')(x)
   return keras.layers.Conv2D(
       filters, kernel_size, strides=strides, padding='same' if strides == 1 else 'valid',
       use_bias=False, name=name,

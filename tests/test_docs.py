@@ -10,6 +10,7 @@ Runs on one runtime: the commands' flags are the same on both, so the TF 1.15 ru
 import glob
 import os
 import re
+import subprocess
 import sys
 import textwrap
 
@@ -219,3 +220,13 @@ def test_readme_reaches_every_guide_in_one_click():
   guides = {os.path.relpath(d, REPO) for d in DOCS if os.sep + 'docs' + os.sep in d}
   assert guides and not guides - linked, sorted(guides - linked)
   assert 'BUILD.md' in linked and len(readme.splitlines()) <= 200
+
+
+def test_make_help_lists_every_target():
+  """Every target of the Makefile's .PHONY list has its line in `make help`."""
+  with open(os.path.join(REPO, 'Makefile'), encoding='utf-8') as f:
+    phony = re.search(r'^\.PHONY:(.*)$', f.read(), re.M).group(1).split()
+  shown = subprocess.run(['make', '--no-print-directory', 'help'], cwd=REPO,
+                         stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
+  missing = [t for t in phony if not re.search(r'^make %s\b' % re.escape(t), shown, re.M)]
+  assert not missing, 'make help does not list: %s' % missing

@@ -118,11 +118,11 @@ def test_the_reference_resnet50_layout_converts_every_weight(tmp_path):
   layer = {l.name: l for l in model.layers}
   # Stem, then stage 1 block 1: its projection (the 2nd convolution created), then its 1x1.
   np.testing.assert_array_equal(layer['conv2d'].kernel.numpy(), tensors['conv2d/kernel'])
-  np.testing.assert_array_equal(layer['stage1_block1.conv2d'].kernel.numpy(),
+  np.testing.assert_array_equal(layer['stage1_block1-conv2d'].kernel.numpy(),
                                 tensors['conv2d_1/kernel'])
-  np.testing.assert_array_equal(layer['stage1_block1.conv2d_1'].kernel.numpy(),
+  np.testing.assert_array_equal(layer['stage1_block1-conv2d_1'].kernel.numpy(),
                                 tensors['conv2d_2/kernel'])
-  np.testing.assert_array_equal(layer['stage4_block3.batch_normalization_2'].moving_variance
+  np.testing.assert_array_equal(layer['stage4_block3-batch_normalization_2'].moving_variance
                                 .numpy(), tensors['batch_normalization_52/moving_variance'])
   np.testing.assert_array_equal(layer['dense'].kernel.numpy(), tensors['dense/kernel'])
 

@@ -260,3 +260,18 @@ def test_every_input_is_checked_before_any_work(tmp_path, model_dirs):
     os.makedirs(str(tmp_path / name))
     failures += run_rows(rows, str(tmp_path / name))
   assert not failures, '\n'.join(failures)
+
+
+def test_photos_too_large_to_train_at_their_own_size_need_an_image_size(tmp_path):
+  """dataset.json of phone photos (median 4032x3024, no training size): an unset --image_size
+  is refused with the reason before any work; --image_size=128 trains at 128."""
+  from helpers import config_from_args  # pylint: disable=g-import-not-at-top
+  from trainer.data import dataset_json  # pylint: disable=g-import-not-at-top
+  from trainer.errors import PipelineError  # pylint: disable=g-import-not-at-top
+  info = {'name': 'photos', 'num_classes': 3, 'num_train_examples': 30, 'num_eval_examples': 9,
+          'label_offset': 0, 'image_height': 3024, 'image_width': 4032}
+  dataset_json.write(str(tmp_path), info)
+  args = ['--data_dir=' + str(tmp_path), '--model_dir=' + str(tmp_path / 'm'), '--train_steps=1']
+  with pytest.raises(PipelineError, match='median stored image is 4032x3024.*Pass --image_size'):
+    config_from_args(*args)
+  assert config_from_args('--image_size=128', *args).model.image_size == 128

@@ -7,8 +7,11 @@ and writes PATH.keras plus, on the TensorFlow backend, a serving SavedModel
 (`keras_models.serving`). With --check_predictions it proves the conversion on real inputs: the
 logits of `trainer.main --mode=predict --predict_logits` against the Keras model's.
 
-Runs on current TensorFlow with Keras 3 (the `keras` extra; KERAS_BACKEND=tensorflow or jax), not
-on the TF 1.15 / 2.15 runtimes. Prints a JSON summary on stdout. Guide: docs/migration.md.
+With --upgrade=OLD.keras it instead rewrites a .keras file that an earlier version wrote (layer
+names with '.', which the torch backend cannot load) with the current names, weights unchanged.
+
+Runs on current TensorFlow with Keras 3 (the `keras` extra; KERAS_BACKEND=tensorflow, jax or
+torch), not on the TF 1.15 / 2.15 runtimes. Prints a JSON summary on stdout. Guide: docs/migration.md.
 """
 
 import dataclasses
@@ -28,6 +31,7 @@ from flags import keras_flags
 from keras_models import build
 from keras_models import checkpoint_map
 from keras_models import serving
+from keras_models import upgrade as upgrade_lib
 from models import features as features_lib
 from models import warm_start
 from models.model_config import TEXT_MODELS, ModelConfig
@@ -196,10 +200,28 @@ def serving_dir_of(f):
   return serving_dir
 
 
+def upgrade(f):
+  """--upgrade: rewrites an older .keras file of this pipeline with the current layer names
+  (keras_models.upgrade; loadable on the torch backend too); returns the summary dict."""
+  outputs.check_output_file(f.output, '--output', f.overwrite)
+  if os.path.dirname(f.output):
+    tf.io.gfile.makedirs(os.path.dirname(f.output))
+  try:
+    with outputs.staged_path(f.output) as path:
+      renamed = upgrade_lib.upgrade(f.upgrade, path)
+  except (upgrade_lib.NotAKerasFile, OSError, tf.errors.OpError) as e:
+    raise PipelineError('--upgrade=%s cannot be upgraded: %s' % (f.upgrade, e))
+  model = keras.saving.load_model(f.output)  # proves the file loads on this backend
+  return {'upgraded': f.upgrade, 'output': f.output, 'layers_renamed': renamed,
+          'backend': keras.backend.backend(), 'weights': len(model.weights)}
+
+
 def convert(f):
-  """Converts per the flag values `f`; returns the summary dict."""
+  """Converts per the flag values `f` (or upgrades, with --upgrade); returns the summary."""
   if not f.output.endswith('.keras'):
     raise PipelineError('--output=%s: give a path ending in .keras.' % f.output)
+  if getattr(f, 'upgrade', None):
+    return upgrade(f)
   if bool(f.check_predictions) != bool(f.check_input):
     raise PipelineError('--check_predictions and --check_input go together: the prediction '
                         'output and the --predict_input it was made from.')

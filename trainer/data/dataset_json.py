@@ -175,16 +175,38 @@ def _expected(field):
   return text
 
 
-def image_size(info):
+# The largest training size taken from the stored photos when neither --image_size nor
+# dataset.json's image_size sets one: phone photos (~4000 px) would train at their full size,
+# thousands of times the compute of ImageNet's 224 px, and exhaust memory at any useful batch.
+MAX_DERIVED_IMAGE_SIZE = 512
+
+
+def image_size(info, limit=MAX_DERIVED_IMAGE_SIZE):
   """The square size images train at, from a dataset.json dict: its `image_size` (the training
   size, e.g. 224 for ImageNet) if set, else the larger side of the median stored image
   (`image_height`, `image_width`: Fashion-MNIST's 28).
 
+  Args:
+    info: the dataset.json dict.
+    limit: the largest size taken from the stored images (None: no limit, for a caller that
+      has its size from a flag).
+
   Returns:
     int pixels, or None when `info` says neither (text data, or no dataset.json).
+
+  Raises:
+    PipelineError: the median stored image is larger than `limit` and nothing sets the size.
   """
   if info.get('image_size'):
     return info['image_size']
-  if 'image_height' in info:
-    return max(info['image_height'], info.get('image_width', 0))
-  return None
+  if 'image_height' not in info:
+    return None
+  size = max(info['image_height'], info.get('image_width', 0))
+  if limit and size > limit:
+    raise PipelineError(
+        'no --image_size given, and the median stored image is %dx%d: training at %d px would '
+        'cost about %dx the compute of ImageNet\'s 224 px per image and exhaust memory at any '
+        'useful batch. Pass --image_size (224 is the usual choice; 64-128 trains in minutes on a '
+        'CPU), which resizes every image to it.'
+        % (info['image_width'], info['image_height'], size, round((size / 224.0) ** 2)))
+  return size
