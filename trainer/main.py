@@ -20,6 +20,7 @@ from flags import help_text
 from flags import run_flags
 from flags import to_config
 from trainer.run import driver
+from trainer.run import log_noise
 from trainer.run import preemption
 from trainer.run import run_errors
 from trainer.cloud import aiplatform_env
@@ -31,6 +32,7 @@ FLAGS = absl_flags.FLAGS
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError('unexpected arguments: %s' % ' '.join(argv[1:]))
+  log_noise.quiet_unless_verbose(FLAGS.verbosity)
   try:
     aiplatform_env.check_hypertune_tag()
     config = to_config.config_from_flags(FLAGS.flag_values_dict(),

@@ -29,6 +29,7 @@ from trainer.prepare import fashion_mnist
 from trainer.prepare import ilsvrc_layout
 from trainer.prepare import rotten_tomatoes
 from trainer.prepare import text_csv
+from trainer.run import log_noise
 from trainer.storage import outputs
 
 FLAGS = absl_flags.FLAGS
@@ -126,6 +127,7 @@ def main(argv):
   if len(argv) != 2 or argv[1] not in SOURCES:
     raise app.UsageError('usage: python -m trainer.prepare {%s} --output_dir DIR [...]; see '
                          '--helpfull' % ','.join(SOURCES))
+  log_noise.quiet_unless_verbose(FLAGS.verbosity)
   try:
     gcs_preflight.check_path_usable(FLAGS.output_dir, 'output_dir')
     outputs.check_directory_usable(FLAGS.output_dir, '--output_dir')

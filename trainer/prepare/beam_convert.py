@@ -166,7 +166,7 @@ class WriteShard(beam.DoFn):
       if tf.io.gfile.exists(temporary):
         tf.io.gfile.remove(temporary)
     summary['heights'], summary['widths'] = dict(heights), dict(widths)
-    logging.info('wrote %s (%d examples)', final, summary['count'].get(split, 0))
+    logging.vlog(1, 'wrote %s (%d examples)', final, summary['count'].get(split, 0))
     yield summary
 
   @staticmethod

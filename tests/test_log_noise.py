@@ -1,0 +1,23 @@
+"""A run's default output leaves out the libraries' deprecation notices and Estimator's config
+dump; `-v 1` shows them again (trainer/run/log_noise.py). The notices come from TF 2.15's
+tf.estimator: run there only."""
+
+import pytest
+import tensorflow.compat.v1 as tf
+
+from helpers import ok, run_main
+
+FAKE = ['--fake_data', '--model=cnn', '--image_size=28', '--num_classes=10',
+        '--num_train_examples=64', '--num_eval_examples=16', '--train_steps=2',
+        '--train_batch_size=8', '--eval_batch_size=16', '--steps_per_eval=2', '--nokeep_best']
+
+
+@pytest.mark.skipif(tf.__version__.startswith('1.'), reason='TF 1.15 prints few notices; the '
+                    'filter is the same code on both runtimes')
+def test_deprecation_notices_only_with_verbosity(tmp_path):
+  quiet = ok(run_main('--model_dir=' + str(tmp_path / 'a'), *FAKE))
+  assert 'is deprecated' not in quiet.stderr and 'Using config: {' not in quiet.stderr
+  assert 'step 1/2 loss' in quiet.stderr  # the run's own progress stays
+  assert '"top_1_accuracy"' in quiet.stdout  # and its result
+  verbose = ok(run_main('--model_dir=' + str(tmp_path / 'b'), '-v', '1', *FAKE))
+  assert 'is deprecated' in verbose.stderr

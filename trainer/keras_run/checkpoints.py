@@ -1,0 +1,84 @@
+"""Periodic checkpoints of a Keras 3 run and its exact resumption, on any backend.
+
+A checkpoint is `model.save_weights` of the compiled model: the network's weights, the
+optimizer's slots and its step counter (`optimizer.iterations`, which also drives the learning
+rate) and every layer's random-number state. It is written aside and renamed into place, then
+named in `checkpoint.json` ({"step": N, "weights": "ckpt-N.weights.h5"}), also renamed into
+place: a process killed at any moment (kill -9) leaves the previous checkpoint intact and named.
+Resuming loads the named one; the training input is deterministic (`trainer.data.input_fn`: seeded
+shuffles, each example's augmentation keyed by its position), so skipping the N batches already
+trained on gives the batches an uninterrupted run trains on next: the resumed run is the same run.
+"""
+
+import json
+import os
+import uuid
+
+from absl import logging
+import tensorflow as tf
+
+STATE_FILE = 'checkpoint.json'
+_PATTERN = 'ckpt-%d.weights.h5'
+
+
+class Checkpoints:
+  """The checkpoints in `directory`; `keep` newest are kept. `chief`: this process writes
+  (False on the other hosts of a multi-host run, which hold the same replicated weights)."""
+
+  def __init__(self, directory, keep=2, chief=True):
+    self.directory = directory
+    self.keep = max(1, keep)
+    self.chief = chief
+
+  def _path(self, name):
+    return os.path.join(self.directory, name)
+
+  def latest(self):
+    """The newest checkpoint's step, or None (no checkpoint.json)."""
+    path = self._path(STATE_FILE)
+    if not tf.io.gfile.exists(path):
+      return None
+    with tf.io.gfile.GFile(path) as f:
+      return int(json.load(f)['step'])
+
+  def save(self, model, step):
+    """Writes the checkpoint of `model` at `step` and names it in checkpoint.json."""
+    if not self.chief:
+      return
+    tf.io.gfile.makedirs(self.directory)
+    name = _PATTERN % step
+    temporary = self._path('tmp-%s.weights.h5' % uuid.uuid4().hex[:12])
+    model.save_weights(temporary)
+    tf.io.gfile.rename(temporary, self._path(name), overwrite=True)
+    state = self._path('tmp-%s.json' % uuid.uuid4().hex[:12])
+    with tf.io.gfile.GFile(state, 'w') as f:
+      f.write(json.dumps({'step': step, 'weights': name}) + '\n')
+    tf.io.gfile.rename(state, self._path(STATE_FILE), overwrite=True)
+    for old in self._all()[:-self.keep]:
+      tf.io.gfile.remove(self._path(_PATTERN % old))
+    logging.info('checkpoint at step %d: %s', step, self._path(name))
+
+  def _all(self):
+    steps = []
+    for name in tf.io.gfile.listdir(self.directory):
+      if name.startswith('ckpt-') and name.endswith('.weights.h5'):
+        steps.append(int(name[len('ckpt-'):-len('.weights.h5')]))
+    return sorted(steps)
+
+  def restore(self, model):
+    """Loads the newest checkpoint into the compiled `model` (its optimizer built first, so
+    that its slots load too); returns its step, or 0 when there is none."""
+    step = self.latest()
+    if step is None:
+      return 0
+    model.optimizer.build(model.trainable_variables)
+    model.load_weights(self._path(_PATTERN % step))
+    logging.info('resumed from step %d (%s)', step, self._path(_PATTERN % step))
+    return step
+
+  def remove_all(self):
+    """Deletes every checkpoint and checkpoint.json (after a finished run's outputs)."""
+    for step in self._all():
+      tf.io.gfile.remove(self._path(_PATTERN % step))
+    if tf.io.gfile.exists(self._path(STATE_FILE)):
+      tf.io.gfile.remove(self._path(STATE_FILE))

@@ -1,0 +1,96 @@
+"""Data parallelism of a Keras 3 run, per backend:
+  TensorFlow  tf.distribute.MirroredStrategy over the GPUs, or over `cpu_replicas` logical CPU
+              devices; the model is built and compiled under its scope;
+  JAX         keras.distribution.DataParallel over every device (keras.distribution.list_devices);
+              with `multi_host`, keras.distribution.initialize() first, so that the devices of
+              every host of a slice (one process per host) form one mesh and each host reads its
+              share of each global batch (DataParallel.distribute_dataset);
+  PyTorch     one device: Keras' torch backend picks the GPU when there is one, else the CPU.
+Each replica gets global_batch / replicas examples; the loss is the global batch's mean.
+"""
+
+import contextlib
+
+import keras
+import tensorflow as tf
+
+from trainer.errors import PipelineError
+
+
+class Devices:
+  """Where a run trains. `scope()` is the context to build and compile the model in;
+  `replicas` the number of data-parallel replicas; `describe()` a dict for results.json."""
+
+  def __init__(self, backend, replicas, strategy=None, distribution=None, names=()):
+    self.backend = backend
+    self.replicas = replicas
+    self.strategy = strategy
+    self.distribution = distribution
+    self.names = list(names)
+
+  def scope(self):
+    return self.strategy.scope() if self.strategy else contextlib.nullcontext()
+
+  def describe(self):
+    return {'backend': self.backend, 'replicas': self.replicas, 'devices': self.names}
+
+
+def strategy_of(cpu_replicas):
+  """The tf.distribute strategy to build and train under (TensorFlow backend); None on others.
+
+  Logical CPU devices must be configured before TensorFlow initialises its devices, so this runs
+  before anything touches a tensor.
+
+  Raises:
+    PipelineError: cpu_replicas on another backend.
+  """
+  if keras.backend.backend() != 'tensorflow':
+    if cpu_replicas:
+      raise PipelineError('--cpu_replicas needs KERAS_BACKEND=tensorflow (the backend is %s); '
+                          'drop it to train on the default device.' % keras.backend.backend())
+    return None
+  if cpu_replicas:
+    cpu = tf.config.list_physical_devices('CPU')[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * cpu_replicas)
+    return tf.distribute.MirroredStrategy(['/cpu:%d' % i for i in range(cpu_replicas)])
+  return tf.distribute.MirroredStrategy()
+
+
+def set_up(cpu_replicas=0, multi_host=False, data_parallel=True):
+  """Chooses and installs the run's devices (call first, before any model or tensor).
+
+  Args:
+    cpu_replicas: TensorFlow: split the CPU into this many logical devices (0: GPUs or the CPU).
+    multi_host: JAX: join the other hosts of the slice (keras.distribution.initialize reads the
+      coordinator from the environment, as jax.distributed.initialize does on Cloud TPU).
+    data_parallel: JAX: False trains on the default device alone.
+
+  Returns:
+    Devices.
+
+  Raises:
+    PipelineError: an option the backend does not have.
+  """
+  backend = keras.backend.backend()
+  if multi_host and backend != 'jax':
+    raise PipelineError('--multi_host needs KERAS_BACKEND=jax (keras.distribution); the backend '
+                        'is %s.' % backend)
+  if backend == 'tensorflow':
+    strategy = strategy_of(cpu_replicas)
+    return Devices(backend, strategy.num_replicas_in_sync, strategy=strategy,
+                   names=list(strategy.extended.worker_devices))
+  strategy_of(cpu_replicas)  # refuses --cpu_replicas
+  if backend == 'jax':
+    if multi_host:
+      keras.distribution.initialize()
+    devices = keras.distribution.list_devices()
+    if not data_parallel:
+      devices = devices[:1]
+    distribution = None
+    if len(devices) > 1:
+      distribution = keras.distribution.DataParallel(devices=devices)
+      keras.distribution.set_distribution(distribution)
+    return Devices(backend, len(devices), distribution=distribution, names=devices)
+  from keras.src.backend.torch import core as torch_core  # pylint: disable=g-import-not-at-top
+  return Devices(backend, 1, names=[str(torch_core.get_device())])

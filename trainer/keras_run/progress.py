@@ -1,0 +1,87 @@
+"""The callback that runs a Keras 3 training run's periodic work: every `log_every_steps` (one
+Keras "epoch" of `fit`) a log line with the step, the loss, the learning rate, examples/sec and
+the ETA; a checkpoint every `save_every_steps`; and on SIGTERM a stop after the step in flight,
+with a checkpoint at that step (the caller then exits with status 75,
+`trainer.errors.EXIT_RESUMABLE`)."""
+
+import signal
+import threading
+import time
+
+from absl import logging
+import keras
+
+
+class SigtermFlag:
+  """Records a SIGTERM instead of dying of it, while installed (main thread only)."""
+
+  def __init__(self):
+    self.requested = False
+    self._previous = None
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      self._previous = signal.signal(signal.SIGTERM, self._handle)
+    return self
+
+  def _handle(self, signum, frame):
+    del signum, frame
+    logging.warning('SIGTERM: stopping after the step in flight, saving a checkpoint')
+    self.requested = True
+
+  def __exit__(self, *exc):
+    if self._previous is not None:
+      signal.signal(signal.SIGTERM, self._previous)
+
+
+class Progress(keras.callbacks.Callback):
+  """Logs, checkpoints and stops (see the module docstring). `history` collects one dict per
+  log line: step, loss, learning_rate, examples_per_sec."""
+
+  def __init__(self, checkpoints, sigterm, total_steps, batch_size, save_every_steps):
+    super().__init__()
+    self._checkpoints = checkpoints
+    self._sigterm = sigterm
+    self._total = total_steps
+    self._batch = batch_size
+    self._save_every = save_every_steps
+    self.history = []
+    self.stopped_at = None
+    self._start = self._period_start = None
+    self._period_step = None
+    self._trained = 0
+
+  def _step(self):
+    return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
+  def on_epoch_begin(self, epoch, logs=None):
+    self._period_start = time.time()
+    self._start = self._start or self._period_start
+    self._period_step = self._step() if self._period_step is None else self._period_step
+
+  def on_train_batch_end(self, batch, logs=None):
+    if self._sigterm.requested:
+      self.model.stop_training = True
+
+  def on_epoch_end(self, epoch, logs=None):
+    step = self._step()
+    seconds = max(time.time() - self._period_start, 1e-9)
+    steps = step - self._period_step
+    self._trained += steps
+    rate = steps * self._batch / seconds
+    elapsed = time.time() - self._start
+    eta = (self._total - step) * elapsed / max(self._trained, 1)
+    learning_rate = float(keras.ops.convert_to_numpy(
+        self.model.optimizer.learning_rate))
+    entry = {'step': step, 'loss': float(logs['loss']), 'learning_rate': learning_rate,
+             'examples_per_sec': rate}
+    self.history.append(entry)
+    logging.info('step %d/%d: loss %.4f, learning rate %.4g, %.1f examples/sec, ETA %.0f s',
+                 step, self._total, entry['loss'], learning_rate, rate, eta)
+    self._period_step = step
+    if self._sigterm.requested:
+      self._checkpoints.save(self.model, step)
+      self.stopped_at = step
+      self.model.stop_training = True
+    elif step % self._save_every == 0 or step >= self._total:
+      self._checkpoints.save(self.model, step)

@@ -1,0 +1,143 @@
+"""The model, optimizer and loss of a Keras 3 run, after the pipeline's recipes
+(`models.model_fn`, `models.optimization`):
+  loss          softmax cross-entropy of the logits with label smoothing (Szegedy et al. 2016,
+                "Rethinking the Inception Architecture", Sec. 7: one-hot * (1 - e) + e / classes),
+                + aux_loss_weight x the auxiliary head's for InceptionV3 (Sec. 8 of the same);
+  weight decay  coupled L2, weight_decay x sum(w^2) / 2 over the trainable weights but the batch
+                norms' (as `models.optimization.weight_decay_loss`; Goyal et al. 2017, Sec. 5.1),
+                added to the loss through each variable's Keras regularizer, not saved with it;
+  optimizer     SGD with momentum (Nesterov optional) or Adam at `schedule.PipelineSchedule`;
+                with gradient_clip_norm > 0 the gradient is clipped to that global norm (Pascanu
+                et al. 2013, Sec. 3.2);
+  precision     'mixed_bfloat16': the layers compute in bfloat16 and keep float32 weights
+                (keras.mixed_precision), as the pipeline's --precision=bfloat16.
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_models import build
+from models.model_config import ModelConfig
+from trainer.errors import PipelineError
+
+POLICIES = ('float32', 'mixed_bfloat16')
+
+
+def _with_policy(config, policy):
+  """A functional model's config with every layer's dtype policy replaced by `policy`."""
+  config = dict(config)
+  layers = []
+  for layer in config['layers']:
+    layer = dict(layer, config=dict(layer['config']))
+    if layer['class_name'] != 'InputLayer' and 'dtype' in layer['config']:
+      layer['config']['dtype'] = policy
+    layers.append(layer)
+  config['layers'] = layers
+  return config
+
+
+def load_model(path, policy='float32'):
+  """The Keras model of a .keras file (trainer.export_keras or an earlier run), in `policy`.
+
+  Raises:
+    PipelineError: the file cannot be loaded (an old-format file on torch: with the command
+      that upgrades it).
+  """
+  try:
+    model = keras.saving.load_model(path, compile=False)
+  except KeyError as e:
+    if 'can\'t contain "."' in str(e):
+      raise PipelineError('--init_model=%s has the layer names of an earlier version, which the '
+                          'torch backend cannot load: upgrade it first with `python -m '
+                          'trainer.export_keras --upgrade=%s --output=NEW.keras`.' % (path, path))
+    raise
+  except (OSError, ValueError) as e:
+    raise PipelineError('--init_model=%s cannot be loaded as a Keras model: %s' % (path, e))
+  if policy == 'float32':
+    return model
+  rebuilt = model.__class__.from_config(_with_policy(model.get_config(), policy))
+  rebuilt.set_weights(model.get_weights())
+  return rebuilt
+
+
+def build_model(f, data, info):
+  """A new network of the flags `f` (model, resnet_depth, image_size, BiLSTM sizes) for the data
+  (DataConfig `data`, dataset.json dict `info`), in f.dtype_policy, seeded by f.seed."""
+  settings = dict(model=f.model, num_classes=data.num_classes, resnet_depth=f.resnet_depth,
+                  image_size=f.image_size or info.get('image_size', 32),
+                  vocab_size=info.get('vocab_size', 0),
+                  max_seq_length=info.get('max_seq_length', 0))
+  for name in ('mean_rgb', 'stddev_rgb'):
+    if name in info:
+      settings[name] = tuple(info[name])
+  if f.model == 'bilstm':
+    settings.update(embedding_dim=f.embedding_dim, lstm_hidden_units=f.lstm_hidden_units)
+  try:
+    config = ModelConfig(**settings)
+  except (TypeError, ValueError) as e:
+    raise PipelineError('the network settings cannot build a model: %s' % e)
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy(f.dtype_policy)
+  try:
+    return build.build_model(config)
+  finally:
+    keras.config.set_dtype_policy(previous)
+
+
+def add_weight_decay(model, weight_decay):
+  """Gives every trainable weight but the batch norms' an L2 regularizer of weight_decay / 2
+  (Keras' L2 is l2 * sum(w^2); the pipeline's tf.nn.l2_loss is sum(w^2) / 2); returns how many.
+  The regularizers live on the variables only: a saved model does not keep them."""
+  if not weight_decay:
+    return 0
+  count = 0
+  for layer in model.layers:
+    if isinstance(layer, keras.layers.BatchNormalization):
+      continue
+    for variable in layer.trainable_weights:
+      variable.regularizer = keras.regularizers.L2(weight_decay / 2.0)
+      count += 1
+  return count
+
+
+def optimizer_of(f, schedule):
+  """The optimizer of the flags (optimizer, momentum, nesterov, gradient_clip_norm)."""
+  clip = {'global_clipnorm': f.gradient_clip_norm} if f.gradient_clip_norm else {}
+  if f.optimizer == 'momentum':
+    return keras.optimizers.SGD(schedule, momentum=f.momentum, nesterov=f.nesterov, **clip)
+  return keras.optimizers.Adam(schedule, **clip)
+
+
+def compile_model(model, optimizer, label_smoothing, aux_loss_weight):
+  """Compiles with the cross-entropy of one-hot labels (`one_hot_labels`) and accuracy."""
+  xent = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=label_smoothing)
+  metrics = [keras.metrics.CategoricalAccuracy(name='accuracy')]
+  if isinstance(model.output, dict):
+    model.compile(optimizer=optimizer, loss={build.LOGITS: xent, build.AUX_LOGITS: xent},
+                  loss_weights={build.LOGITS: 1.0, build.AUX_LOGITS: aux_loss_weight},
+                  metrics={build.LOGITS: metrics})
+  else:
+    model.compile(optimizer=optimizer, loss=xent, metrics=metrics)
+
+
+def one_hot_labels(model, dataset, num_classes):
+  """(inputs, int labels) batches as (inputs, float32 one-hot [batch, classes]) for the model's
+  outputs (both heads of InceptionV3)."""
+  def convert(x, y):
+    y = tf.one_hot(y, num_classes, dtype=tf.float32)
+    if isinstance(model.output, dict):
+      return x, {build.LOGITS: y, build.AUX_LOGITS: y}
+    return x, y
+  return dataset.map(convert)
+
+
+def accuracy(model, dataset):
+  """(correct, examples) of the main head's argmax over every batch of `dataset` ((inputs, int
+  labels) batches): the accuracy on the whole evaluation set, no example dropped or padded."""
+  correct = examples = 0
+  for inputs, labels in dataset.as_numpy_iterator():
+    logits = np.asarray(build.logits_of(model.predict_on_batch(inputs)), np.float32)
+    correct += int((logits.argmax(axis=1) == labels).sum())
+    examples += len(labels)
+  return correct, examples
