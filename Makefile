@@ -74,12 +74,13 @@ ifeq ($(strip $(TRAIN_FLAGS)),)
   $(error MODEL must be resnet, inception_v3, cnn or bilstm, got '$(MODEL)')
 endif
 
-.PHONY: help train test bench venvs prepare fashion-mnist-source container clean-runs clean
+.PHONY: help train train-keras test bench venvs prepare fashion-mnist-source container clean-runs clean
 help:
 	@echo "make train   train ResNet-18 on real Fashion-MNIST, print test accuracy (TF 1.15 MKL)"
 	@echo "             MODEL=cnn | MODEL=inception_v3 train another network on Fashion-MNIST"
 	@echo "             MODEL=bilstm  the BiLSTM on the Rotten Tomatoes snippets"
 	@echo "             RUNTIME=tf2 | TF1=stock select another runtime; MODEL_DIR=... DATA_DIR=..."
+	@echo "make train-keras BACKEND=jax  the same ResNet-18 recipe with Keras 3 (tensorflow, jax, torch)"
 	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11, and the"
 	@echo "             Keras 3 migration tests on TF 2.21/Keras 3.15/JAX"
 	@echo "make bench   the benchmarks of BENCHMARKS.md on one runtime (RUNTIME=tf2 | TF1=stock)"
@@ -97,6 +98,22 @@ train: $(TRAIN_VENV)/.installed $(DATA_DIR)/dataset.json
 	$(TRAIN_VENV)/bin/python -m trainer.main --data_dir=$(DATA_DIR) --model_dir=$(MODEL_DIR) \
 	  --export_dir=$(EXPORT_DIR) $(TRAIN_FLAGS) $(if $(SEED),--seed=$(SEED))
 	@echo "results: $(MODEL_DIR)/results.json"
+
+# make train-keras BACKEND=jax|tensorflow|torch: make train's recipe for MODEL=resnet (ResNet-18,
+# full Fashion-MNIST, 9 epochs) trained with Keras 3 in .venv-keras (trainer.train_keras; JAX:
+# data-parallel over every local device). Resumes when run again after a stop.
+BACKEND ?= jax
+KERAS_MODEL_DIR ?= runs/keras-$(MODEL)-$(notdir $(DATA_DIR))-$(BACKEND)
+TRAIN_KERAS_FLAGS_resnet := --model=resnet --resnet_depth=18 --image_size=32 \
+  --train_batch_size=256 --eval_batch_size=1000 --train_epochs=9 --base_learning_rate=0.2 \
+  --warmup_epochs=0.5 --lr_decay_epochs=4.5,7 --weight_decay=5e-5 --label_smoothing=0 \
+  --crop_padding=0 --cache_decoded --save_checkpoints_steps=500
+train-keras: PREP_VENV := $(TRAIN_VENV)
+train-keras: .venv-keras/.installed $(DATA_DIR)/dataset.json
+	KERAS_BACKEND=$(BACKEND) .venv-keras/bin/python -m trainer.train_keras \
+	  --data_dir=$(DATA_DIR) --model_dir=$(KERAS_MODEL_DIR) $(TRAIN_KERAS_FLAGS_$(MODEL)) \
+	  $(if $(SEED),--seed=$(SEED))
+	@echo "results: $(KERAS_MODEL_DIR)/results.json"
 
 # Tests run inside a loopback-only network namespace: nothing they start can reach the network.
 # As root that namespace also holds a GCS emulator behind the real endpoint names

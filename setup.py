@@ -6,7 +6,8 @@ project's own virtualenvs each bring their own TensorFlow build, and pip must no
   pip install '.[tf1]'          # + tensorflow==1.15.5        (Python 3.7)
   pip install '.[tf1-mkl]'      # + intel-tensorflow==1.15.2  (Python 3.7, x86-64)
   pip install '.[tf2]'          # + tensorflow-cpu 2.15.1 and tensorflow-estimator 2.15.0
-  pip install '.[keras]'        # + tensorflow-cpu 2.21.0, keras 3.15.1, jax 0.10.2 (Python 3.11+)
+  pip install '.[keras]'        # + tensorflow-cpu 2.21.0, keras 3.15.1, jax 0.10.2, tensorboard
+                                #   (Python 3.11+)
   pip install '.[keras-torch]'  # + torch 2.13.0, Keras 3's PyTorch backend: pin the CPU build
                                 #   (-c constraints/py311-keras.txt: torch==2.13.0+cpu, from
                                 #   PyTorch's CPU wheel index), or PyPI's pulls in CUDA (~2.5 GB)
@@ -33,7 +34,10 @@ setup(
         'tf2': ['tensorflow-cpu==2.15.1', 'tensorflow-estimator==2.15.0'],
         # The Keras 3 side of the migration off Estimator: TF 2.21 has no tf.estimator, and
         # Keras >= 3.13 needs Python >= 3.11. JAX is Keras 3's other backend.
-        'keras': ['tensorflow-cpu==2.21.0', 'keras==3.15.1', 'jax[cpu]==0.10.2'],
+        # TF 2.21 no longer brings TensorBoard, which tf.summary (Keras' TensorBoard callback in
+        # trainer.train_keras) needs.
+        'keras': ['tensorflow-cpu==2.21.0', 'keras==3.15.1', 'jax[cpu]==0.10.2',
+                  'tensorboard==2.21.0'],
         # Keras 3's third backend. '==2.13.0' also matches the CPU build '2.13.0+cpu', which the
         # constraints file pins (PyPI's Linux wheel of the same version needs the CUDA wheels).
         'keras-torch': ['torch==2.13.0'],

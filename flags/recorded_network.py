@@ -12,6 +12,7 @@ same way.
 
 import types
 
+from absl import logging
 import tensorflow.compat.v1 as tf
 
 from models.model_config import TEXT_MODELS
@@ -65,12 +66,24 @@ def _apply(f, given, recorded, names, record_path, fix):
 def _record_of_checkpoint(init_checkpoint):
   """The record of the run that wrote `init_checkpoint` (its directory, or the prefix's), or
   None."""
-  directory = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
-               else init_checkpoint.rstrip('/').rpartition('/')[0])
-  if not directory:
-    return None, None
-  record = network_record.read(directory)
-  return (record[0] if record else None), network_record.path(directory)
+  try:
+    directory = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
+                 else init_checkpoint.rstrip('/').rpartition('/')[0])
+  except tf.errors.OpError:
+    return None, None  # storage refused or unreachable: the gs:// check reports it
+  record = _read_record(directory) if directory else None
+  return (record[0] if record else None), directory and network_record.path(directory)
+
+
+def _read_record(directory):
+  """network_record.read(directory), or None with a warning when the storage refuses or does
+  not answer (the gs:// check of the run reports that with what to do)."""
+  try:
+    return network_record.read(directory)
+  except tf.errors.OpError as e:
+    logging.warning('Could not read the network record in %s (%s): the network flags are used '
+                    'as given.', directory, str(e).split('\n')[0][:200])
+    return None
 
 
 def with_recorded_network(f, given, model_dir):
@@ -93,7 +106,7 @@ def with_recorded_network(f, given, model_dir):
   """
   if given is None or f.mode not in _RESUMING_MODES:
     return f
-  record = network_record.read(model_dir) if model_dir else None
+  record = _read_record(model_dir) if model_dir else None
   if record:
     f = _apply(f, given, record[0], NETWORK_FLAGS, network_record.path(model_dir),
                'Leave %(flag)s out to use the recorded network, or use a new --model_dir for '

@@ -11,7 +11,8 @@ With --upgrade=OLD.keras it instead rewrites a .keras file that an earlier versi
 names with '.', which the torch backend cannot load) with the current names, weights unchanged.
 
 Runs on current TensorFlow with Keras 3 (the `keras` extra; KERAS_BACKEND=tensorflow, jax or
-torch), not on the TF 1.15 / 2.15 runtimes. Prints a JSON summary on stdout. Guide: docs/migration.md.
+torch), not on the TF 1.15 / 2.15 runtimes. Prints a JSON summary on stdout. Guide:
+docs/migration.md.
 """
 
 import dataclasses

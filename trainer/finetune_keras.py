@@ -25,29 +25,11 @@ from flags import keras_flags
 from keras_models import build  # also registers the custom layers load_model needs
 from keras_models import datasets
 from trainer.errors import PipelineError
+from trainer.keras_run.devices import strategy_of
 from trainer.storage import outputs
 
 FLAGS = flags.FLAGS
 _EVAL_LOSS = 'xent'
-
-
-def strategy_of(cpu_replicas):
-  """The tf.distribute strategy to build and train under (TensorFlow backend); None on others.
-
-  Logical CPU devices must be configured before TensorFlow initialises its devices, so this runs
-  before anything touches a tensor.
-  """
-  if keras.backend.backend() != 'tensorflow':
-    if cpu_replicas:
-      raise PipelineError('--cpu_replicas needs KERAS_BACKEND=tensorflow (the backend is %s); '
-                          'drop it to train on the default device.' % keras.backend.backend())
-    return None
-  if cpu_replicas:
-    cpu = tf.config.list_physical_devices('CPU')[0]
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * cpu_replicas)
-    return tf.distribute.MirroredStrategy(['/cpu:%d' % i for i in range(cpu_replicas)])
-  return tf.distribute.MirroredStrategy()
 
 
 def _compile(model, f):

@@ -25,7 +25,8 @@ PATHS = {'both': 'alternating windows in one Estimator session (timing.BareWindo
 
 
 def _train(config, hook):
-  """Runs `estimator.train` as `trainer.run.driver` runs it (progress hook included), plus `hook`."""
+  """Runs `estimator.train` as `trainer.run.driver` runs it (progress hook included), plus
+  `hook`."""
   estimator = estimator_lib.build_estimator(config)
   progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
   estimator.train(estimator_lib.input_fns(config, estimator)[0], max_steps=config.train_steps,

@@ -2,9 +2,11 @@
 
 A checkpoint is `model.save_weights` of the compiled model: the network's weights, the
 optimizer's slots and its step counter (`optimizer.iterations`, which also drives the learning
-rate) and every layer's random-number state. It is written aside and renamed into place, then
-named in `checkpoint.json` ({"step": N, "weights": "ckpt-N.weights.h5"}), also renamed into
-place: a process killed at any moment (kill -9) leaves the previous checkpoint intact and named.
+rate); save_weights leaves out the layers' random-number states (the dropout masks' seed
+generators), which `checkpoint.json` holds. The weights are written aside and renamed into place,
+then named in `checkpoint.json` ({"step": N, "weights": "ckpt-N.weights.h5", "seeds": [...]}),
+also renamed into place: a process killed at any moment (kill -9) leaves the previous checkpoint
+intact and named.
 Resuming loads the named one; the training input is deterministic (`trainer.data.input_fn`: seeded
 shuffles, each example's augmentation keyed by its position), so skipping the N batches already
 trained on gives the batches an uninterrupted run trains on next: the resumed run is the same run.
@@ -15,10 +17,18 @@ import os
 import uuid
 
 from absl import logging
+import keras
+import numpy as np
 import tensorflow as tf
 
 STATE_FILE = 'checkpoint.json'
 _PATTERN = 'ckpt-%d.weights.h5'
+
+
+def _seed_states(model):
+  """The state variables of the model's random-number generators (keras.random.SeedGenerator,
+  e.g. of each Dropout), in the model's order."""
+  return [v for v in model.variables if v.path.endswith('seed_generator_state')]
 
 
 class Checkpoints:
@@ -33,13 +43,17 @@ class Checkpoints:
   def _path(self, name):
     return os.path.join(self.directory, name)
 
-  def latest(self):
-    """The newest checkpoint's step, or None (no checkpoint.json)."""
+  def _state(self):
     path = self._path(STATE_FILE)
     if not tf.io.gfile.exists(path):
       return None
     with tf.io.gfile.GFile(path) as f:
-      return int(json.load(f)['step'])
+      return json.load(f)
+
+  def latest(self):
+    """The newest checkpoint's step, or None (no checkpoint.json)."""
+    state = self._state()
+    return None if state is None else int(state['step'])
 
   def save(self, model, step):
     """Writes the checkpoint of `model` at `step` and names it in checkpoint.json."""
@@ -52,7 +66,8 @@ class Checkpoints:
     tf.io.gfile.rename(temporary, self._path(name), overwrite=True)
     state = self._path('tmp-%s.json' % uuid.uuid4().hex[:12])
     with tf.io.gfile.GFile(state, 'w') as f:
-      f.write(json.dumps({'step': step, 'weights': name}) + '\n')
+      f.write(json.dumps({'step': step, 'weights': name, 'seeds': [
+          keras.ops.convert_to_numpy(v).tolist() for v in _seed_states(model)]}) + '\n')
     tf.io.gfile.rename(state, self._path(STATE_FILE), overwrite=True)
     for old in self._all()[:-self.keep]:
       tf.io.gfile.remove(self._path(_PATTERN % old))
@@ -68,11 +83,14 @@ class Checkpoints:
   def restore(self, model):
     """Loads the newest checkpoint into the compiled `model` (its optimizer built first, so
     that its slots load too); returns its step, or 0 when there is none."""
-    step = self.latest()
-    if step is None:
+    state = self._state()
+    if state is None:
       return 0
+    step = int(state['step'])
     model.optimizer.build(model.trainable_variables)
     model.load_weights(self._path(_PATTERN % step))
+    for variable, value in zip(_seed_states(model), state.get('seeds', [])):
+      variable.assign(np.asarray(value, dtype=variable.dtype))
     logging.info('resumed from step %d (%s)', step, self._path(_PATTERN % step))
     return step
 

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from keras_models import build
 from models.model_config import ModelConfig
+from trainer.data import dataset_json
 from trainer.errors import PipelineError
 
 POLICIES = ('float32', 'mixed_bfloat16')
@@ -61,11 +62,11 @@ def load_model(path, policy='float32'):
   return rebuilt
 
 
-def build_model(f, data, info):
-  """A new network of the flags `f` (model, resnet_depth, image_size, BiLSTM sizes) for the data
-  (DataConfig `data`, dataset.json dict `info`), in f.dtype_policy, seeded by f.seed."""
-  settings = dict(model=f.model, num_classes=data.num_classes, resnet_depth=f.resnet_depth,
-                  image_size=f.image_size or info.get('image_size', 32),
+def build_model(f, num_classes, info):
+  """A new network of the flags `f` (model, resnet_depth, image_size, BiLSTM sizes) with
+  `num_classes` for the data of dataset.json `info`, in f.dtype_policy (call after seeding)."""
+  settings = dict(model=f.model, num_classes=num_classes, resnet_depth=f.resnet_depth,
+                  image_size=f.image_size or dataset_json.image_size(info) or 32,
                   vocab_size=info.get('vocab_size', 0),
                   max_seq_length=info.get('max_seq_length', 0))
   for name in ('mean_rgb', 'stddev_rgb'):

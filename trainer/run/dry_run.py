@@ -221,7 +221,8 @@ def dry_run(config, topology=None):
   model_dir gets only the report.
 
   Args:
-    config: `trainer.run.run_config.Config` with use_tpu (and, for a simulated slice, its num_cores).
+    config: `trainer.run.run_config.Config` with use_tpu (and, for a simulated slice, its
+      num_cores).
     topology: the accelerator type to simulate (`trainer.tpu.topologies`); None takes the
       slice of the TPU that config.tpu names, which must be reachable (nothing runs on it).
 

@@ -171,8 +171,9 @@ def tpu_run_config(config, tpu_master=None):
       save_checkpoints_steps=config.save_checkpoints_steps,
       keep_checkpoint_max=config.keep_checkpoint_max, tpu_config=tpu_config,
       tf_random_seed=config.seed,
-      # trainer.run.hooks.ProgressHook logs step, rate and ETA. On a TPU the loss stays on the device
-      # between loops: TPUEstimator's own hooks log it, and examples/sec, after every loop.
+      # trainer.run.hooks.ProgressHook logs step, rate and ETA. On a TPU the loss stays on the
+      # device between loops: TPUEstimator's own hooks log it, and examples/sec, after every
+      # loop.
       log_step_count_steps=config.iterations_per_loop if config.use_tpu else None)
 
 

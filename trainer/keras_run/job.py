@@ -1,0 +1,182 @@
+"""One Keras 3 training run (`trainer.train_keras`): devices, model, data, the fit loop with its
+checkpoints, then the evaluation, results.json, model.keras and (TensorFlow) the serving export.
+
+The steps run as Keras `fit` "epochs" of log_every_steps each. A run that resumes from a step
+that is not on that grid (stopped by SIGTERM) first trains up to the grid, and the last period
+may be shorter: each `fit` call reads a new training input from its own first step on
+(`dataset.skip`), so the batches are those of one uninterrupted run.
+"""
+
+import json
+import math
+import os
+import time
+
+from absl import logging
+import keras
+import tensorflow as tf
+
+from keras_models import build
+from keras_models import datasets
+from keras_models import serving
+from trainer.data import dataset_json
+from trainer.errors import PipelineError
+from trainer.keras_run import checkpoints as checkpoints_lib
+from trainer.keras_run import devices as devices_lib
+from trainer.keras_run import progress as progress_lib
+from trainer.keras_run import recipe
+from trainer.keras_run import schedule as schedule_lib
+from trainer.run.preemption import Preempted
+from trainer.storage import outputs
+
+RESULTS_FILE = 'results.json'
+MODEL_FILE = 'model.keras'
+SERVING_DIR = 'model_serving'
+_FINISHED = (RESULTS_FILE, MODEL_FILE, SERVING_DIR)
+
+
+def _check_flags(f):
+  if f.save_checkpoints_steps % f.log_every_steps:
+    raise PipelineError('--save_checkpoints_steps=%d is not a multiple of --log_every_steps=%d '
+                        '(checkpoints are written at the end of a logged period).'
+                        % (f.save_checkpoints_steps, f.log_every_steps))
+  if f.init_model and not f.init_model.endswith('.keras'):
+    raise PipelineError('--init_model=%s: give a .keras file.' % f.init_model)
+
+
+def _prepare_model_dir(f, checkpoints):
+  """Refuses a finished run (or foreign files) in model_dir unless --overwrite, which deletes
+  them; an unfinished run (a checkpoint, nothing of a finished one) is resumed."""
+  names = outputs.existing_entries(f.model_dir)
+  unfinished = checkpoints.latest() is not None and not set(names) & set(_FINISHED)
+  if not unfinished or f.overwrite:
+    outputs.prepare_output_dir(f.model_dir, '--model_dir', f.overwrite)
+
+
+def _model(f, data_info, devices):
+  with devices.scope():
+    if f.init_model:
+      return recipe.load_model(f.init_model, f.dtype_policy)
+    return recipe.build_model(f, data_info['num_classes'], data_info)
+
+
+def _is_chief():
+  """Whether this process writes the outputs (JAX multi-host: process 0 alone)."""
+  if keras.backend.backend() != 'jax':
+    return True
+  import jax  # pylint: disable=g-import-not-at-top
+  return jax.process_index() == 0
+
+
+def _segments(start, total, period):
+  """[(first step, steps per fit epoch, epochs)]: to the period grid, whole periods, the rest."""
+  segments, step = [], start
+  if step % period and step < total:
+    steps = min(period - step % period, total - step)
+    segments.append((step, steps, 1))
+    step += steps
+  if (total - step) // period:
+    segments.append((step, period, (total - step) // period))
+    step += period * ((total - step) // period)
+  if total > step:
+    segments.append((step, total - step, 1))
+  return segments
+
+
+def train(f, callbacks=()):
+  """Trains per the flag values `f`; returns the results dict (also in model_dir/results.json).
+
+  Args:
+    f: the flag values (flags.keras_flags.define_train_keras_flags), any object with them.
+    callbacks: more keras.callbacks.Callback for `fit`, called before the run's own (a stop
+      they ask for at a step is honoured at that step).
+
+  Raises:
+    PipelineError: bad flags, data or model, or outputs that would be replaced.
+    Preempted: stopped by SIGTERM after saving a checkpoint (exit status 75: run it again).
+  """
+  _check_flags(f)
+  devices = devices_lib.set_up(f.cpu_replicas, f.multi_host, f.data_parallel)
+  chief = _is_chief()
+  if f.train_batch_size % devices.replicas:
+    raise PipelineError('--train_batch_size=%d does not split over %d replicas.'
+                        % (f.train_batch_size, devices.replicas))
+  checkpoints = checkpoints_lib.Checkpoints(os.path.join(f.model_dir, 'checkpoints'),
+                                            f.keep_checkpoints, chief)
+  _prepare_model_dir(f, checkpoints)
+  keras.utils.set_random_seed(f.seed)
+  info = dataset_json.read(f.data_dir)
+  if not info:
+    raise PipelineError('%s has no dataset.json: prepare the data with `python -m '
+                        'trainer.prepare`.' % f.data_dir)
+  model = _model(f, info, devices)
+  overrides = {'cache_decoded': f.cache_decoded}
+  if f.crop_padding is not None:
+    overrides['crop_padding'] = f.crop_padding
+  data = datasets.data_config(f.data_dir, tuple(model.input.shape[1:]), f.seed, **overrides)
+  width = build.logits_of(model.output).shape[-1]
+  if width != data.num_classes:
+    raise PipelineError('the model has %d classes, %s has %d.' % (width, f.data_dir,
+                                                                 data.num_classes))
+  steps_per_epoch = data.num_train_examples / float(f.train_batch_size)
+  total = f.train_steps or max(1, int(math.ceil(f.train_epochs * steps_per_epoch)))
+  schedule = schedule_lib.PipelineSchedule(
+      f.lr_schedule, f.base_learning_rate, f.train_batch_size, steps_per_epoch, total,
+      f.warmup_epochs, [float(e) for e in f.lr_decay_epochs], f.lr_decay_factor)
+  with devices.scope():
+    decayed = recipe.add_weight_decay(model, f.weight_decay)
+    recipe.compile_model(model, recipe.optimizer_of(f, schedule), f.label_smoothing,
+                         f.aux_loss_weight)
+  with devices.scope():
+    start = checkpoints.restore(model)
+
+  def train_data(first):
+    # A new dataset object per fit call: a second iterator of the same one would draw another
+    # shuffle order (tf.data reshuffles per iteration), not continue the run's.
+    return recipe.one_hot_labels(model, datasets.train_dataset(data, f.train_batch_size),
+                                 data.num_classes).skip(first)
+  logging.info('%s on %s: %d replicas, steps %d to %d, batch %d, %d weights decayed',
+               model.name, keras.backend.backend(), devices.replicas, start, total,
+               f.train_batch_size, decayed)
+  with progress_lib.SigtermFlag() as sigterm:
+    progress = progress_lib.Progress(checkpoints, sigterm, total, f.train_batch_size,
+                                     f.save_checkpoints_steps)
+    callbacks = list(callbacks) + [
+        progress, keras.callbacks.TensorBoard(f.model_dir, write_graph=False)]
+    began = time.time()
+    epoch = start // f.log_every_steps
+    for first, steps, epochs in _segments(start, total, f.log_every_steps):
+      model.fit(train_data(first), initial_epoch=epoch, epochs=epoch + epochs,
+                steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+      epoch += epochs
+      if progress.stopped_at is not None:
+        raise Preempted('checkpoint at step %d in %s' % (progress.stopped_at,
+                                                        checkpoints.directory))
+    seconds = time.time() - began
+  correct, examples = recipe.accuracy(model, datasets.eval_dataset(data, f.eval_batch_size))
+  logging.info('step %d: accuracy %.4f on the %d evaluation examples', total,
+               correct / max(examples, 1), examples)
+  inference = model.__class__.from_config(model.get_config())  # without optimizer or compile
+  inference.set_weights(model.get_weights())
+  results = {
+      'model': model.name, 'init_model': f.init_model, 'data_dir': f.data_dir,
+      'steps': total, 'resumed_from_step': start, 'batch_size': f.train_batch_size,
+      'accuracy': correct / max(examples, 1), 'eval_examples': examples,
+      'train_log': progress.history, 'seconds': seconds, 'seed': f.seed,
+      'dtype_policy': f.dtype_policy, 'recipe': {
+          name: getattr(f, name) for name in (
+              'optimizer', 'momentum', 'nesterov', 'base_learning_rate', 'lr_schedule',
+              'warmup_epochs', 'lr_decay_epochs', 'lr_decay_factor', 'weight_decay',
+              'label_smoothing', 'gradient_clip_norm')} | {
+                  'lr_decay_epochs': [float(e) for e in f.lr_decay_epochs]},
+      'devices': devices.describe(), 'keras_version': keras.__version__,
+      'tensorflow_version': tf.__version__,
+  }
+  if chief:
+    with outputs.staged_path(os.path.join(f.model_dir, MODEL_FILE)) as path:
+      inference.save(path)
+    if keras.backend.backend() == 'tensorflow':
+      serving.export(inference, os.path.join(f.model_dir, SERVING_DIR), data)
+    with outputs.staged_file(os.path.join(f.model_dir, RESULTS_FILE)) as out:
+      out.write(json.dumps(results, indent=2, sort_keys=True) + '\n')
+  return results

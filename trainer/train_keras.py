@@ -1,0 +1,53 @@
+"""`python -m trainer.train_keras`: trains one of the pipeline's networks with Keras 3 on any
+backend (KERAS_BACKEND=tensorflow, jax or torch), from scratch or from a converted .keras model,
+on the pipeline's TFRecords (`keras_models.datasets`) with its recipes: the warmup and step or
+cosine schedule scaled per 256 examples, coupled L2 weight decay, label smoothing, gradient
+clipping, an optional mixed_bfloat16 policy (`trainer.keras_run`).
+
+Data-parallel over every local device: MirroredStrategy on TensorFlow, keras.distribution's
+DataParallel on JAX (--multi_host: over every host of a slice), one device on torch. Checkpoints
+every --save_checkpoints_steps into model_dir/checkpoints; run the same command again to resume
+exactly (after kill -9, or after SIGTERM, which saves at the step in flight and exits with status
+75). Writes TensorBoard logs, results.json (accuracy on the whole evaluation split), model.keras
+and, on TensorFlow, model_serving/. Guide: docs/migration.md.
+"""
+
+import json
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from flags import help_text
+from flags import keras_flags
+from trainer import errors
+from trainer.errors import PipelineError
+from trainer.keras_run import job
+from trainer.run.preemption import Preempted
+
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  try:
+    print(json.dumps(job.train(FLAGS), sort_keys=True))
+  except PipelineError as e:
+    print('error: %s' % ' '.join(str(e).split('\n')), file=sys.stderr)
+    sys.exit(2)
+  except Preempted as e:
+    print('stopped: %s' % e, file=sys.stderr)
+    sys.exit(errors.EXIT_RESUMABLE)
+
+
+def run():
+  """The console entry point (`tpu-pipeline-train-keras`)."""
+  groups = help_text.define_groups([('Training', keras_flags.define_train_keras_flags)])
+  help_text.exit_if_help_asked(sys.argv, __doc__, groups, 'docs/migration.md')
+  logging.set_verbosity(logging.INFO)
+  app.run(main)
+
+
+if __name__ == '__main__':
+  run()
