@@ -109,7 +109,7 @@ def _flags(**overrides):
       'model_dir', 'checkpoint', 'use_moving_average', 'check_predictions', 'check_input',
       'model', 'data_dir', 'num_classes', 'image_size', 'resnet_depth', 'embedding_dim',
       'lstm_hidden_units', 'lstm_layers', 'lstm_pooling')}
-  values.update(serving_dir='', tolerance=TOLERANCE)
+  values.update(serving_dir='', tolerance=TOLERANCE, overwrite=False, upgrade=None)
   values.update(overrides)
   return types.SimpleNamespace(**values)
 

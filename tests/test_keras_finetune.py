@@ -65,12 +65,12 @@ def test_inceptions_two_heads_train_and_its_eval_loss_is_the_main_heads(pipeline
   converted = str(tmp_path / 'inception.keras')
   export_keras_lib.convert(types.SimpleNamespace(
       model_dir=run['model_dir'], checkpoint=None, use_moving_average=None, output=converted,
-      serving_dir='', check_predictions=None, check_input=None, tolerance=1e-4,
+      serving_dir='', check_predictions=None, check_input=None, tolerance=1e-4, overwrite=False,
       **{name: None for name in keras_flags.SETTINGS}, data_dir=None))
   results = finetune_keras.finetune(types.SimpleNamespace(
       model=converted, data_dir=tiny_dir, output=str(tmp_path / 'tuned.keras'), steps=4,
       batch_size=8, optimizer='momentum', learning_rate=0.001, aux_loss_weight=0.4,
-      cpu_replicas=0, log_every_steps=2, seed=1, crop_padding=None))
+      cpu_replicas=0, log_every_steps=2, seed=1, crop_padding=None, overwrite=False))
   assert results['steps'] == 4 and len(results['train_loss']) == 2
   model = keras.saving.load_model(converted)
   data = datasets.data_config(tiny_dir, tuple(model.input.shape[1:]))

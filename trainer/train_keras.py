@@ -7,8 +7,8 @@ clipping, an optional mixed_bfloat16 policy (`trainer.keras_run`).
 Data-parallel over every local device: MirroredStrategy on TensorFlow, keras.distribution's
 DataParallel on JAX (--multi_host: over every host of a slice), one device on torch. Checkpoints
 every --save_checkpoints_steps into model_dir/checkpoints; run the same command again to resume
-exactly (after kill -9, or after SIGTERM, which saves at the step in flight and exits with status
-75). Writes TensorBoard logs, results.json (accuracy on the whole evaluation split), model.keras
+(after kill -9, or after SIGTERM, which saves at the step in flight and exits with status 75;
+not yet bit-exact: docs/migration.md). Writes TensorBoard logs, results.json (accuracy on the whole evaluation split), model.keras
 and, on TensorFlow, model_serving/. Guide: docs/migration.md.
 """
 
