@@ -71,7 +71,20 @@ def _main_rows(tiny_dir):
            '--predict_input={root}/' + SPECIAL + '/validation-*',
            '--predict_output={root}/' + SPECIAL + '/dataset.json/p.jsonl'],
           ['--predict_output'], _copy_data(tiny_dir)),
+      Row('main: --export_dir with [ * ? space é holding an export, a matching sibling too',
+          'main', ['--data_dir=' + tiny_dir, '--model_dir={root}/' + ALLOWED,
+                   '--export_dir={root}/' + SPECIAL] + TRAIN,
+          ['--export_dir', SPECIAL, 'already holds', '--overwrite'],
+          lambda root: [_write(root, name, '1699999999/saved_model.pb')
+                        for name in (SPECIAL, SIBLING)]),
   ]
+
+
+def _write(root, directory, relative, text='x'):
+  path = os.path.join(root, directory, relative)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, 'w') as f:
+    f.write(text)
 
 
 def test_special_characters_in_trainer_main_path_flags_are_refused_or_read_literally(
@@ -99,6 +112,12 @@ def _prepare_rows(tiny_dir):
           'does', 'prepare',
           ['image_folder', '--source_dir={root}/' + SPECIAL, '--output_dir={root}/out'],
           ['--source_dir'], tree),
+      Row('prepare: --validation_input with [ * ? space é that does not exist, a matching '
+          'sibling does', 'prepare',
+          ['text', '--input={root}/in.csv', '--validation_input={root}/' + SPECIAL + '.csv',
+           '--output_dir={root}/out'], [SPECIAL],
+          lambda root: [_write(root, '.', name, 'text,label\na,0\nb,1\n')
+                        for name in ('in.csv', SIBLING + '.csv')]),
       Row('prepare: --input with [ * ? space é that does not exist, a matching sibling does',
           'prepare', ['text', '--input={root}/' + SPECIAL + '.csv', '--output_dir={root}/out'],
           [SPECIAL], lambda root: open(os.path.join(root, SIBLING + '.csv'), 'w').write(
