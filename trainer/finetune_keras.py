@@ -26,6 +26,7 @@ from keras_models import build  # also registers the custom layers load_model ne
 from keras_models import datasets
 from trainer.errors import PipelineError
 from trainer.keras_run.devices import strategy_of
+from trainer.storage import json_files
 from trainer.storage import outputs
 
 FLAGS = flags.FLAGS
@@ -122,8 +123,7 @@ def finetune(f):
       'examples_per_sec': epochs * f.log_every_steps * f.batch_size / seconds,
       'tensorflow_version': tf.__version__, 'keras_version': keras.__version__,
   }
-  with outputs.staged_file(results_path) as out:
-    out.write(json.dumps(results, indent=2, sort_keys=True) + '\n')
+  json_files.write(results_path, results)
   return results
 
 

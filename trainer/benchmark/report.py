@@ -1,7 +1,6 @@
 """The JSON records and printed tables of `python -m trainer.benchmark`, and what each number was
 measured on (runtime, CPU, cores)."""
 
-import json
 import os
 import platform
 import time
@@ -9,7 +8,7 @@ import time
 import tensorflow.compat.v1 as tf
 
 from trainer.run import results
-from trainer.storage import outputs
+from trainer.storage import json_files
 
 
 def runtime_facts():
@@ -51,8 +50,7 @@ def write_record(name, config, measurements, rows, columns, output=None):
   path = output or os.path.join(
       'runs', 'benchmarks', '%s-%s.json' % (_details(name, config), runtime_tag(facts)))
   tf.io.gfile.makedirs(os.path.dirname(path) or '.')
-  with outputs.staged_file(path) as f:
-    f.write(json.dumps(record, indent=2, sort_keys=True) + '\n')
+  json_files.write(path, record)
   widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(columns)]
   print('%s on TF %s (%s, MKL %s), %s, %d cores' % (
       name, facts['tensorflow_version'], facts['tensorflow_build'],

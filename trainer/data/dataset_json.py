@@ -10,9 +10,8 @@ import collections
 import json
 import math
 
-import tensorflow.compat.v1 as tf
-
 from trainer.errors import PipelineError
+from trainer.storage import json_files
 
 FILENAME = 'dataset.json'
 
@@ -74,11 +73,8 @@ def path_of(data_dir):
 
 def write(output_dir, info):
   """Writes `info` (a JSON-serialisable dict) to <output_dir>/dataset.json, through a temporary
-  file and a rename, so a reader never sees half a file."""
-  path = path_of(output_dir)
-  with tf.io.gfile.GFile(path + '.tmp', 'w') as f:
-    f.write(json.dumps(info, indent=2, sort_keys=True) + '\n')
-  tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
+  file and a rename (`trainer.storage.json_files`), so a reader never sees half a file."""
+  json_files.write(path_of(output_dir), info)
 
 
 def read(data_dir):
@@ -89,14 +85,12 @@ def read(data_dir):
     PipelineError: the file is not JSON, not an object, or a field breaks `SCHEMA`.
   """
   path = path_of(data_dir)
-  if not tf.io.gfile.exists(path):
-    return None
-  with tf.io.gfile.GFile(path, 'rb') as f:
-    text = f.read()
   try:
-    info = json.loads(text.decode('utf-8'))
+    info = json_files.read(path)
   except ValueError as e:  # json's errors and UnicodeDecodeError
     raise PipelineError('%s is not valid JSON (%s). %s' % (path, e, _fix(path)))
+  if info is json_files.MISSING:
+    return None
   validate(info, path)
   return info
 

@@ -24,12 +24,13 @@ EVAL_PATTERN = EVAL_SPLIT + '-*'
 PLAN_DIR = '.prepare-plan'
 # What a conversion writes into output_dir, and all that --overwrite deletes there: the shards,
 # dataset.json, the text vocabulary, the Beam plan folder, and the temporaries they are written
-# under (a shard's hidden `.train-...tmp-<hex>`, which no train-* matches; dataset.json.tmp).
+# under (a shard's hidden `.train-...tmp-<hex>`, which no train-* matches; dataset.json's and
+# vocab.txt's `outputs.STAGED_SUFFIX`; the `.tmp` of earlier versions).
 # Other files there are the user's and are left alone.
 _CONVERSION_NAME = re.compile(
-    r'^\.?((%s|%s)-\d{5}-of-\d{5}|%s|%s|%s)(\.tmp(-[0-9a-f]{32})?)?$'
+    r'^\.?((%s|%s)-\d{5}-of-\d{5}|%s|%s|%s)(\.tmp(-[0-9a-f]{32})?|%s)?$'
     % (TRAIN_SPLIT, EVAL_SPLIT, re.escape(dataset_json.FILENAME),
-       re.escape(tokenizer.VOCAB_FILENAME), re.escape(PLAN_DIR)))
+       re.escape(tokenizer.VOCAB_FILENAME), re.escape(PLAN_DIR), outputs.STAGED_SUFFIX))
 
 
 def shard_name(split, index, num_shards):

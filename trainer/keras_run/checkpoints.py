@@ -21,6 +21,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from trainer.storage import json_files
+
 STATE_FILE = 'checkpoint.json'
 _PATTERN = 'ckpt-%d.weights.h5'
 
@@ -44,11 +46,8 @@ class Checkpoints:
     return os.path.join(self.directory, name)
 
   def _state(self):
-    path = self._path(STATE_FILE)
-    if not tf.io.gfile.exists(path):
-      return None
-    with tf.io.gfile.GFile(path) as f:
-      return json.load(f)
+    state = json_files.read(self._path(STATE_FILE))
+    return None if state is json_files.MISSING else state
 
   def latest(self):
     """The newest checkpoint's step, or None (no checkpoint.json)."""

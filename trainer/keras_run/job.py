@@ -7,7 +7,6 @@ may be shorter: each `fit` call reads a new training input from its own first st
 (`dataset.skip`), so the batches are those of one uninterrupted run.
 """
 
-import json
 import math
 import os
 import time
@@ -27,6 +26,7 @@ from trainer.keras_run import progress as progress_lib
 from trainer.keras_run import recipe
 from trainer.keras_run import schedule as schedule_lib
 from trainer.run.preemption import Preempted
+from trainer.storage import json_files
 from trainer.storage import outputs
 
 RESULTS_FILE = 'results.json'
@@ -177,6 +177,5 @@ def train(f, callbacks=()):
       inference.save(path)
     if keras.backend.backend() == 'tensorflow':
       serving.export(inference, os.path.join(f.model_dir, SERVING_DIR), data)
-    with outputs.staged_file(os.path.join(f.model_dir, RESULTS_FILE)) as out:
-      out.write(json.dumps(results, indent=2, sort_keys=True) + '\n')
+    json_files.write(os.path.join(f.model_dir, RESULTS_FILE), results)
   return results

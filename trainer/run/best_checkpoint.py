@@ -8,7 +8,6 @@ best.json: {"metric": "top_1_accuracy", "best": {<evaluation results>, "checkpoi
             "evaluations": [{"global_step": N, "top_1_accuracy": x}, ...]}
 """
 
-import json
 import os
 
 from absl import logging
@@ -16,6 +15,7 @@ import tensorflow.compat.v1 as tf
 
 from trainer.run import checkpoints
 from trainer.errors import PipelineError
+from trainer.storage import json_files
 
 BEST_DIR = 'best'
 STATE_FILE = 'best.json'
@@ -34,12 +34,10 @@ def read_state(model_dir):
     PipelineError: the file is not such a record (truncated, edited), naming it and the fix.
   """
   path = '%s/%s/%s' % (model_dir.rstrip('/'), BEST_DIR, STATE_FILE)
-  if not tf.io.gfile.exists(path):
-    return None
-  with tf.io.gfile.GFile(path, 'rb') as f:
-    text = f.read()
   try:
-    state = json.loads(text.decode('utf-8'))
+    state = json_files.read(path)
+    if state is json_files.MISSING:
+      return None
     if not isinstance(state, dict) or not isinstance(state.get('evaluations'), list):
       raise ValueError('no "evaluations" list')
     for entry in state['evaluations'] + ([state['best']] if state.get('best') is not None else []):
@@ -123,8 +121,5 @@ class BestCheckpoint(object):
     return self.directory + '/' + name
 
   def _write_state(self):
-    path = self.directory + '/' + STATE_FILE
-    with tf.io.gfile.GFile(path + '.tmp', 'w') as f:
-      f.write(json.dumps({'metric': METRIC, 'best': self.best, 'evaluations': self.evaluations},
-                         indent=2, sort_keys=True) + '\n')
-    tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
+    json_files.write(self.directory + '/' + STATE_FILE,
+                     {'metric': METRIC, 'best': self.best, 'evaluations': self.evaluations})

@@ -11,7 +11,6 @@ the two config modules: the Keras 3 runtime (TF 2.21, without tf.estimator) impo
 """
 
 import dataclasses
-import json
 
 from absl import logging
 import tensorflow.compat.v1 as tf
@@ -19,6 +18,7 @@ import tensorflow.compat.v1 as tf
 from models.model_config import ModelConfig
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
+from trainer.storage import json_files
 
 FILE = 'model_config.json'
 FORMAT = 1  # the layout above; a reader refuses a higher one
@@ -45,8 +45,7 @@ def write(model_dir, config):
   for section, _ in _SECTIONS:
     record[section] = dataclasses.asdict(getattr(config, section))
   tf.io.gfile.makedirs(model_dir)
-  with tf.io.gfile.GFile(path(model_dir), 'w') as f:
-    f.write(json.dumps(record, indent=2, sort_keys=True) + '\n')
+  json_files.write(path(model_dir), record)
   logging.info('Recorded the network in %s', path(model_dir))
 
 
@@ -69,12 +68,10 @@ def read(model_dir):
     tf.errors.OpError: the file cannot be read (permissions, storage).
   """
   file_path = path(model_dir)
-  if not tf.io.gfile.exists(file_path):
-    return None
-  with tf.io.gfile.GFile(file_path, 'rb') as f:
-    text = f.read()
   try:
-    record = json.loads(text.decode('utf-8'))
+    record = json_files.read(file_path)
+    if record is json_files.MISSING:
+      return None
     if not isinstance(record, dict):
       raise ValueError('not a JSON object')
     version = record.get('format')

@@ -2,7 +2,6 @@
 what it ran on) and then the SavedModel export, whose directory is checked before any work
 (`check_export_dir`). The single-process driver and the distributed chief share it."""
 
-import json
 import os
 import platform
 import time
@@ -16,6 +15,7 @@ from trainer.cloud import gcs_preflight
 from trainer.cloud import vertex_env
 from trainer.data import serving
 from trainer.errors import PipelineError
+from trainer.storage import json_files
 from trainer.storage import outputs
 
 RESULTS_FILE = 'results.json'
@@ -205,10 +205,9 @@ def tensorflow_runtime():
 
 def write_json(directory, name, value):
   """Writes `value` as indented JSON to <directory>/<name> (local or gs://), aside and renamed
-  into place (`trainer.storage.outputs.staged_file`): never half a file."""
+  into place (`trainer.storage.json_files`): never half a file."""
   tf.io.gfile.makedirs(directory)
-  with outputs.staged_file('%s/%s' % (directory.rstrip('/'), name)) as f:
-    f.write(json.dumps(value, indent=2, sort_keys=True) + '\n')
+  json_files.write('%s/%s' % (directory.rstrip('/'), name), value)
 
 
 def _mkl_enabled():

@@ -15,6 +15,14 @@ import tensorflow.compat.v1 as tf
 
 from trainer.errors import PipelineError
 
+# The suffix of a file being written aside (`staged_file`, `staged_path`): a regular expression,
+# for owners of a directory that clean up after a crash (trainer.data.shards).
+STAGED_SUFFIX = r'\.partial-[0-9a-f]{12}'
+
+
+def _staged_name(path):
+  return '%s.partial-%s' % (path, uuid.uuid4().hex[:12])
+
 
 def _is_gcs(path):
   return path.startswith('gs://')
@@ -157,7 +165,7 @@ def staged_file(path, mode='w'):
   Yields:
     a tf.io.gfile.GFile open in `mode` ('w' or 'wb').
   """
-  temporary = '%s.partial-%s' % (path, uuid.uuid4().hex[:12])
+  temporary = _staged_name(path)
   try:
     with tf.io.gfile.GFile(temporary, mode) as f:
       yield f
@@ -177,7 +185,7 @@ def staged_path(path):
     str, the temporary path to write.
   """
   root, extension = os.path.splitext(path)
-  temporary = '%s.partial-%s%s' % (root, uuid.uuid4().hex[:12], extension)
+  temporary = _staged_name(root) + extension
   try:
     yield temporary
     tf.io.gfile.rename(temporary, path, overwrite=True)

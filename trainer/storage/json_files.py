@@ -1,0 +1,38 @@
+"""JSON files of the pipeline (dataset.json, model_config.json, best.json, results.json, ...),
+local or gs://: written indented with sorted keys, aside and renamed into place
+(`trainer.storage.outputs.staged_file`), and read back as Python values. Each caller checks the
+value's shape and words its own error."""
+
+import json
+
+import tensorflow.compat.v1 as tf
+
+from trainer.storage import outputs
+
+# What `read` returns for a file that does not exist (a file may well hold JSON's null).
+MISSING = object()
+
+
+def write(path, value):
+  """Writes `value` as indented JSON with sorted keys and a final newline to `path`, never half a
+  file under that name. The folder must exist (or be a gs:// prefix).
+
+  Raises:
+    tf.errors.OpError: the storage refused the write.
+  """
+  with outputs.staged_file(path) as f:
+    f.write(json.dumps(value, indent=2, sort_keys=True) + '\n')
+
+
+def read(path):
+  """The JSON value in `path`, or `MISSING` when there is no such file.
+
+  Raises:
+    ValueError: the file is not UTF-8 JSON (json's errors and UnicodeDecodeError are
+      ValueErrors).
+    tf.errors.OpError: the storage refused the read.
+  """
+  if not tf.io.gfile.exists(path):
+    return MISSING
+  with tf.io.gfile.GFile(path, 'rb') as f:
+    return json.loads(f.read().decode('utf-8'))
