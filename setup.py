@@ -11,6 +11,8 @@ project's own virtualenvs each bring their own TensorFlow build, and pip must no
   pip install '.[keras-torch]'  # + torch 2.13.0, Keras 3's PyTorch backend: pin the CPU build
                                 #   (-c constraints/py311-keras.txt: torch==2.13.0+cpu, from
                                 #   PyTorch's CPU wheel index), or PyPI's pulls in CUDA (~2.5 GB)
+  pip install '.[keras-no-tf]'  # + keras 3.15.1, tensorboard: trainer.train_keras from arrays,
+                                #   on JAX or PyTorch without TensorFlow (bring the backend)
   pip install '.[prepare]'      # + Apache Beam, for
                                 #   `python -m trainer.prepare imagenet|image_folder`
   pip install '.[cloud]'        # + the Vertex AI client, for `trainer.submit --platform=vertex`
@@ -23,7 +25,8 @@ setup(
     version='0.1.0',
     description='TensorFlow Estimator/TPUEstimator training pipeline (ResNet, InceptionV3, CNN, '
                 'BiLSTM) for Cloud TPU, CPU and GPU',
-    packages=find_packages(include=['trainer', 'trainer.*', 'models', 'flags', 'keras_models']),
+    packages=find_packages(include=['trainer', 'trainer.*', 'models', 'models.*', 'flags',
+                                    'keras_models']),
     python_requires='>=3.7',
     install_requires=['numpy', 'absl-py', 'google-cloud-storage', 'cloudml-hypertune'],
     extras_require={
@@ -34,13 +37,16 @@ setup(
         'tf2': ['tensorflow-cpu==2.15.1', 'tensorflow-estimator==2.15.0'],
         # The Keras 3 side of the migration off Estimator: TF 2.21 has no tf.estimator, and
         # Keras >= 3.13 needs Python >= 3.11. JAX is Keras 3's other backend.
-        # TF 2.21 no longer brings TensorBoard, which tf.summary (Keras' TensorBoard callback in
-        # trainer.train_keras) needs.
+        # TF 2.21 no longer brings TensorBoard, whose summary writer trainer.train_keras uses.
         'keras': ['tensorflow-cpu==2.21.0', 'keras==3.15.1', 'jax[cpu]==0.10.2',
                   'tensorboard==2.21.0'],
         # Keras 3's third backend. '==2.13.0' also matches the CPU build '2.13.0+cpu', which the
         # constraints file pins (PyPI's Linux wheel of the same version needs the CUDA wheels).
         'keras-torch': ['torch==2.13.0'],
+        # trainer.train_keras from the arrays of `trainer.prepare arrays` with JAX or PyTorch
+        # alone, no TensorFlow (a GPU machine): Keras and TensorBoard's own summary writer; add
+        # the backend's accelerator build (`jax[cuda13]`, `jax[tpu]`).
+        'keras-no-tf': ['keras==3.15.1', 'tensorboard==2.21.0'],
         # Data preparation on Apache Beam (trainer/prepare/beam_convert.py). Beam 2.48 is the last
         # release for Python 3.7 and the last whose protobuf range meets TF 1.15's protobuf<3.21.
         # Add the [gcp] extra of apache-beam to run it on Dataflow (docs/data.md).

@@ -4,9 +4,9 @@ with the pipeline's recipes on any backend)."""
 
 from absl import flags
 
-from models import bilstm
 from models import model_config
-from models import resnet
+from models.specs import bilstm
+from models.specs import resnet
 
 
 def define_export_keras_flags():

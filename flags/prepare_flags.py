@@ -1,5 +1,5 @@
 """Flags of `python -m trainer.prepare
-{imagenet,image_folder,fashion_mnist,text,rotten_tomatoes,photos}`."""
+{imagenet,image_folder,fashion_mnist,text,rotten_tomatoes,photos,arrays}`."""
 
 from absl import flags
 
@@ -20,7 +20,8 @@ def define_prepare_flags():
                                   ('imagenet, image_folder', _define_image_flags),
                                   ('Apache Beam (imagenet, image_folder, photos)',
                                    _define_beam_flags),
-                                  ('text, rotten_tomatoes', _define_text_flags)])
+                                  ('text, rotten_tomatoes', _define_text_flags),
+                                  ('arrays', _define_arrays_flags)])
 
 
 def _define_common_flags():
@@ -30,7 +31,8 @@ def _define_common_flags():
                       'fashion_mnist: directory holding the four IDX .gz files (default: %s). '
                       'image_folder: the folder-per-class tree. '
                       'imagenet: the extracted ILSVRC-2012 '
-                      'folders (train/, val/).' % fashion_mnist.DEFAULT_SOURCE_DIR)
+                      'folders (train/, val/). arrays: a data directory of trainer.prepare '
+                      '(TFRecords and dataset.json).' % fashion_mnist.DEFAULT_SOURCE_DIR)
   flags.DEFINE_integer('train_shards', 16, 'Number of train-* shards (imagenet: %d unless given).'
                        % ilsvrc_layout.DEFAULT_TRAIN_SHARDS)
   flags.DEFINE_integer('validation_shards', 4, 'Number of validation-* shards (imagenet: %d '
@@ -100,3 +102,11 @@ def _define_text_flags():
   flags.DEFINE_integer('seed', text_dataset.DEFAULT_SEED,
                        'text, rotten_tomatoes: seed of the train/validation split. imagenet, '
                        'image_folder: seed of the training examples\' order across shards.')
+
+
+def _define_arrays_flags():
+  flags.DEFINE_integer('image_size', None, 'arrays: images\' height and width (default: '
+                       'dataset.json\'s, as the trainers choose it).', lower_bound=1)
+  flags.DEFINE_integer('crop_padding', None, 'arrays: replaces dataset.json\'s crop_padding; 0 '
+                       'freezes a pad_and_crop training crop, as make train\'s recipes train.',
+                       lower_bound=0)

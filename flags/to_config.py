@@ -21,6 +21,7 @@ from models.model_config import TEXT_MODELS, ModelConfig
 from models.recipes import MODEL_DEFAULTS
 from trainer.cloud import gcs_preflight
 from trainer.cloud import vertex_env
+from trainer.data import arrays
 from trainer.data import dataset_json
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
@@ -260,6 +261,12 @@ def mirrored_devices_of(f):
   return devices
 
 
+def steps_of_epochs(epochs, num_train_examples, batch_size):
+  """The training steps of `epochs` (float) epochs of `num_train_examples` at the global
+  `batch_size`: rounded up, so every example is seen `epochs` times."""
+  return int(math.ceil(epochs * num_train_examples / batch_size))
+
+
 def profile_steps_of(f):
   """(start, end) of --profile_steps, () when not given.
 
@@ -332,6 +339,10 @@ def config_from_flags(flag_values, given=None):
   info = {} if f.fake_data else (dataset_json.read(f.data_dir) or {})
   if f.fake_data:
     info = dict(_FAKE_TEXT_DEFAULTS if f.model in TEXT_MODELS else _FAKE_DEFAULTS)
+  if arrays.is_arrays(info):
+    raise PipelineError('--data_dir=%s holds NumPy arrays for `trainer.train_keras` (dataset.json '
+                        'format "arrays"), not TFRecords: give the TFRecord directory they were '
+                        'made from (%s).' % (f.data_dir, info.get('source', 'its "source"')))
   modality = info.get('modality', 'image')
   if (modality == 'text') != (f.model in TEXT_MODELS):
     raise PipelineError(
@@ -364,7 +375,7 @@ def config_from_flags(flag_values, given=None):
   if f.train_steps is not None:
     train_steps = f.train_steps
   elif f.train_epochs is not None:
-    train_steps = int(math.ceil(f.train_epochs * data.num_train_examples / f.train_batch_size))
+    train_steps = steps_of_epochs(f.train_epochs, data.num_train_examples, f.train_batch_size)
   else:  # mode=eval: stop waiting for checkpoints at any step
     train_steps = 0
   try:

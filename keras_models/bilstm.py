@@ -1,6 +1,6 @@
 """The BiLSTM text classifier in Keras 3: the network of `models.bilstm`, with its layer names.
 
-Padding is masked as there: token id 0 is padding (`trainer.data.tokenizer.PAD_ID`) and no real
+Padding is masked as there: token id 0 is padding (`trainer.data.feature_names.PAD_ID`) and no real
 token has id 0, so the mask `token_ids != 0` is the `length` of the TF1 network; each direction
 keeps its state over masked steps, and the pooling ignores them.
 """
@@ -9,8 +9,8 @@ import keras
 from keras import ops
 
 from keras_models import layers as layers_lib
-from models import bilstm as tf1_bilstm
-from trainer.data import tokenizer
+from models.specs import bilstm as bilstm_spec
+from models.specs import features as feature_names
 
 EMBEDDING = 'embedding'
 
@@ -35,9 +35,9 @@ def bilstm(token_ids, vocab_size, num_classes, embedding_dim, hidden_units, num_
   Raises:
     ValueError: unknown pooling.
   """
-  if pooling not in tf1_bilstm.POOLINGS:
-    raise ValueError('pooling must be one of %s, got %r' % (tf1_bilstm.POOLINGS, pooling))
-  mask = ops.not_equal(token_ids, tokenizer.PAD_ID)
+  if pooling not in bilstm_spec.POOLINGS:
+    raise ValueError('pooling must be one of %s, got %r' % (bilstm_spec.POOLINGS, pooling))
+  mask = ops.not_equal(token_ids, feature_names.PAD_ID)
   x = keras.layers.Embedding(
       vocab_size, embedding_dim, name=EMBEDDING,
       embeddings_initializer=keras.initializers.RandomUniform(-0.05, 0.05))(token_ids)
@@ -53,4 +53,4 @@ def bilstm(token_ids, vocab_size, num_classes, embedding_dim, hidden_units, num_
   else:
     pooled = layers_lib.MaskedPooling(pooling)(x, mask)
   pooled = keras.layers.Dropout(dropout_rate)(pooled)
-  return keras.layers.Dense(num_classes, name=tf1_bilstm.CLASSIFIER_SCOPE)(pooled)
+  return keras.layers.Dense(num_classes, name=bilstm_spec.CLASSIFIER_SCOPE)(pooled)

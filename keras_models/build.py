@@ -7,7 +7,8 @@ from keras_models import cnn
 from keras_models import inception_v3
 from keras_models import layers as layers_lib
 from keras_models import resnet
-from models import features as features_lib
+from models.specs import features as feature_names
+from trainer.errors import PipelineError
 
 # Output names of InceptionV3's two heads (every other network has the logits only).
 LOGITS = 'logits'
@@ -33,12 +34,12 @@ def build_model(config):
   """
   if config.model == 'bilstm':
     token_ids = keras.Input((config.max_seq_length,), dtype='int32',
-                            name=features_lib.TOKEN_IDS)
+                            name=feature_names.TOKEN_IDS)
     logits = bilstm.bilstm(token_ids, config.vocab_size, config.num_classes,
                            config.embedding_dim, config.lstm_hidden_units, config.lstm_layers,
                            config.lstm_pooling, config.dropout_rate)
     return keras.Model(token_ids, logits, name='bilstm')
-  image = keras.Input((config.image_size, config.image_size, 3), name=features_lib.IMAGE)
+  image = keras.Input((config.image_size, config.image_size, 3), name=feature_names.IMAGE)
   x = layers_lib.pixel_normalization(config.mean_rgb, config.stddev_rgb)(image)
   if config.model == 'resnet':
     outputs = resnet.resnet_v1_5(x, config.resnet_depth, config.num_classes)
@@ -56,3 +57,19 @@ def build_model(config):
 def logits_of(outputs):
   """The logits among a model's outputs (InceptionV3's dict, or the tensor itself)."""
   return outputs[LOGITS] if isinstance(outputs, dict) else outputs
+
+
+def check_data_fits(data_dir, info, input_shape):
+  """Refuses data (dataset.json `info` of `data_dir`) that a model with `input_shape` (without
+  the batch: (size, size, 3) or (max_seq_length,)) cannot take.
+
+  Raises:
+    PipelineError: images for a text model or the reverse, or another max_seq_length.
+  """
+  modality = info.get('modality', 'image')
+  if (modality == 'text') != (len(input_shape) == 1):
+    raise PipelineError('%s holds %s data; the model takes %s.' % (
+        data_dir, modality, 'token ids' if len(input_shape) == 1 else 'images'))
+  if modality == 'text' and input_shape[0] != info['max_seq_length']:
+    raise PipelineError('the model takes %d tokens, %s has max_seq_length %d.'
+                        % (input_shape[0], data_dir, info['max_seq_length']))

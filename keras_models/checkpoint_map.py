@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_models import layers as layers_lib
-from models import bilstm as tf1_bilstm
+from models.specs import bilstm as bilstm_spec
 from models import warm_start
 
 LAYOUT_PIPELINE = 'this pipeline'
@@ -38,7 +38,7 @@ class CheckpointMismatch(ValueError):
   """The checkpoint and the Keras network do not correspond one to one."""
 
 
-def lstm_weights(kernel, bias, forget_bias=tf1_bilstm.LSTM_FORGET_BIAS):
+def lstm_weights(kernel, bias, forget_bias=bilstm_spec.LSTM_FORGET_BIAS):
   """A TF1 LSTMCell's weights as Keras LSTM weights.
 
   TF1 (rnn_cell_impl.LSTMCell) multiplies [input; h] by one kernel whose columns are the gates

@@ -3,7 +3,7 @@
 import keras
 
 from keras_models import layers as layers_lib
-from models import cnn as tf1_cnn
+from models.specs import cnn as cnn_spec
 
 
 def cnn(images, num_classes):
@@ -20,8 +20,8 @@ def cnn(images, num_classes):
   for i, filters in enumerate((64, 128, 256)):
     scope = layers_lib.Scope('block%d' % (i + 1))
     x = keras.layers.BatchNormalization(
-        momentum=tf1_cnn.BATCH_NORM_DECAY,
-        epsilon=layers_lib.fused_epsilon(tf1_cnn.BATCH_NORM_EPSILON),
+        momentum=cnn_spec.BATCH_NORM_DECAY,
+        epsilon=layers_lib.fused_epsilon(cnn_spec.BATCH_NORM_EPSILON),
         name=scope.name('batch_normalization'))(x)
     x = keras.layers.Conv2D(filters, 5, padding='same', activation='elu',
                             name=scope.name('conv2d'))(x)
@@ -30,4 +30,4 @@ def cnn(images, num_classes):
   x = keras.layers.Flatten()(x)
   x = keras.layers.Dense(256, activation='elu', name='dense')(x)
   x = keras.layers.Dropout(0.5)(x)
-  return keras.layers.Dense(num_classes, name=tf1_cnn.CLASSIFIER_SCOPE)(x)
+  return keras.layers.Dense(num_classes, name=cnn_spec.CLASSIFIER_SCOPE)(x)

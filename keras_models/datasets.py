@@ -2,13 +2,11 @@
 augmentation) as the (inputs, labels[, sample weights]) batches Keras' fit and evaluate take."""
 
 from models import features as features_lib
+from keras_models import build
+from trainer.data import data_config as data_config_lib
 from trainer.data import dataset_json
 from trainer.data import input_fn as input_fn_lib
-from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
-
-_PREPROCESSING = ('train_crop', 'crop_padding', 'eval_crop_fraction', 'random_flip',
-                  'color_distortion')
 
 
 def data_config(data_dir, input_shape, seed=0, **preprocessing_overrides):
@@ -29,24 +27,9 @@ def data_config(data_dir, input_shape, seed=0, **preprocessing_overrides):
   if not info:
     raise PipelineError('%s has no dataset.json: prepare the data with `python -m '
                         'trainer.prepare`.' % data_dir)
-  modality = info.get('modality', 'image')
-  if (modality == 'text') != (len(input_shape) == 1):
-    raise PipelineError('%s holds %s data; the model takes %s.' % (
-        data_dir, modality, 'token ids' if len(input_shape) == 1 else 'images'))
-  if modality == 'text' and input_shape[0] != info['max_seq_length']:
-    raise PipelineError('the model takes %d tokens, %s has max_seq_length %d.'
-                        % (input_shape[0], data_dir, info['max_seq_length']))
-  preprocessing = {k: v for k, v in info.get('preprocessing', {}).items() if k in _PREPROCESSING}
-  preprocessing.update(preprocessing_overrides)
-  return DataConfig(
-      data_dir=data_dir, num_classes=info['num_classes'], label_offset=info.get('label_offset', 0),
-      num_train_examples=info['num_train_examples'],
-      num_eval_examples=info['num_eval_examples'],
-      image_size=input_shape[0] if modality == 'image' else 0,
-      train_pattern=info.get('train_pattern', DataConfig.train_pattern),
-      eval_pattern=info.get('eval_pattern', DataConfig.eval_pattern), modality=modality,
-      max_seq_length=info.get('max_seq_length', 0), vocab_size=info.get('vocab_size', 0),
-      vocab_file=info.get('vocab_file', DataConfig.vocab_file), seed=seed, **preprocessing)
+  build.check_data_fits(data_dir, info, input_shape)
+  return data_config_lib.from_dataset_json(data_dir, info, input_shape[0], seed,
+                                           **preprocessing_overrides)
 
 
 def _model_input(data):

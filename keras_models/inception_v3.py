@@ -4,7 +4,7 @@ auxiliary classifier, layer for layer, with its layer names."""
 import keras
 
 from keras_models import layers as layers_lib
-from models import inception_v3 as tf1_inception
+from models.specs import inception_v3 as inception_spec
 
 _SEP = layers_lib.SCOPE_SEPARATOR
 
@@ -16,8 +16,8 @@ def _conv(x, filters, kernel_size, name, strides=1, padding='same'):
       name=name + _SEP + 'conv2d',
       kernel_initializer=keras.initializers.VarianceScaling(distribution='truncated_normal'))(x)
   x = keras.layers.BatchNormalization(
-      momentum=tf1_inception.BATCH_NORM_DECAY,
-      epsilon=layers_lib.fused_epsilon(tf1_inception.BATCH_NORM_EPSILON), scale=False,
+      momentum=inception_spec.BATCH_NORM_DECAY,
+      epsilon=layers_lib.fused_epsilon(inception_spec.BATCH_NORM_EPSILON), scale=False,
       name=name + _SEP + 'batch_normalization')(x)
   return keras.layers.ReLU()(x)
 
@@ -91,7 +91,7 @@ def _mixed_7(x, name):
 
 
 def _aux_logits(x, num_classes):
-  n = tf1_inception.AUX_SCOPE + _SEP
+  n = inception_spec.AUX_SCOPE + _SEP
   size = x.shape[1]
   aux = keras.layers.AveragePooling2D(min(5, size), strides=3, padding='valid')(x)
   aux = _conv(aux, 128, 1, n + 'Conv2d_1x1')
@@ -117,9 +117,9 @@ def inception_v3(images, num_classes):
     ValueError: images smaller than 75x75.
   """
   height, width = images.shape[1:3]
-  if min(height, width) < tf1_inception.MIN_IMAGE_SIZE:
+  if min(height, width) < inception_spec.MIN_IMAGE_SIZE:
     raise ValueError('InceptionV3 needs inputs of at least %dx%d, got %dx%d'
-                     % (tf1_inception.MIN_IMAGE_SIZE, tf1_inception.MIN_IMAGE_SIZE, height, width))
+                     % (inception_spec.MIN_IMAGE_SIZE, inception_spec.MIN_IMAGE_SIZE, height, width))
   x = _conv(images, 32, 3, 'Conv2d_1a_3x3', strides=2, padding='valid')
   x = _conv(x, 32, 3, 'Conv2d_2a_3x3', padding='valid')
   x = _conv(x, 64, 3, 'Conv2d_2b_3x3')
@@ -139,6 +139,6 @@ def inception_v3(images, num_classes):
   x = _mixed_7(x, 'Mixed_7b')
   x = _mixed_7(x, 'Mixed_7c')
   x = keras.layers.GlobalAveragePooling2D()(x)
-  x = keras.layers.Dropout(tf1_inception.DROPOUT_RATE)(x)
-  logits = keras.layers.Dense(num_classes, name=tf1_inception.CLASSIFIER_SCOPE)(x)
+  x = keras.layers.Dropout(inception_spec.DROPOUT_RATE)(x)
+  logits = keras.layers.Dense(num_classes, name=inception_spec.CLASSIFIER_SCOPE)(x)
   return logits, aux_logits

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from models import bilstm as tf1_bilstm
+from models.specs import bilstm as bilstm_spec
 
 # Keras 3 forbids '/' in layer names and the torch backend '.' (torch.nn.ParameterDict keys are
 # variable paths): a TF1 variable scope 'a/b' is the layer name 'a-b', which no scope of `models/`
@@ -65,7 +65,7 @@ class MaskedPooling(keras.layers.Layer):
     length = ops.sum(valid, axis=1)
     if self.pooling == 'mean':
       return ops.sum(outputs * valid, axis=1) / ops.maximum(length, 1.)
-    pooled = ops.max(outputs * valid + (1. - valid) * tf1_bilstm.MASKED_VALUE, axis=1)
+    pooled = ops.max(outputs * valid + (1. - valid) * bilstm_spec.MASKED_VALUE, axis=1)
     return ops.where(length > 0, pooled, ops.zeros_like(pooled))
 
   def compute_mask(self, inputs, mask=None):

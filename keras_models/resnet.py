@@ -4,7 +4,7 @@ the bottleneck's 3x3 convolution), layer for layer, with its layer names."""
 import keras
 
 from keras_models import layers as layers_lib
-from models import resnet as tf1_resnet
+from models.specs import resnet as resnet_spec
 
 
 def _conv(x, scope, filters, kernel_size, strides):
@@ -24,8 +24,8 @@ def _conv(x, scope, filters, kernel_size, strides):
 
 def _batch_norm(x, scope, relu=True, zero_init=False):
   x = keras.layers.BatchNormalization(
-      momentum=tf1_resnet.BATCH_NORM_DECAY,
-      epsilon=layers_lib.fused_epsilon(tf1_resnet.BATCH_NORM_EPSILON),
+      momentum=resnet_spec.BATCH_NORM_DECAY,
+      epsilon=layers_lib.fused_epsilon(resnet_spec.BATCH_NORM_EPSILON),
       gamma_initializer='zeros' if zero_init else 'ones', name=scope.name('batch_normalization'))(x)
   return keras.layers.ReLU()(x) if relu else x
 
@@ -59,9 +59,9 @@ def resnet_v1_5(images, depth, num_classes):
   Raises:
     ValueError: an unsupported depth.
   """
-  if depth not in tf1_resnet.DEPTHS:
-    raise ValueError('ResNet depth must be one of %s, got %r' % (tf1_resnet.DEPTHS, depth))
-  block_type, stage_blocks = tf1_resnet.BLOCKS[depth]
+  if depth not in resnet_spec.DEPTHS:
+    raise ValueError('ResNet depth must be one of %s, got %r' % (resnet_spec.DEPTHS, depth))
+  block_type, stage_blocks = resnet_spec.BLOCKS[depth]
   bottleneck = block_type == 'bottleneck'
   expansion = 4 if bottleneck else 1
   top = layers_lib.Scope()
@@ -77,5 +77,5 @@ def resnet_v1_5(images, depth, num_classes):
       x = _block(x, scope, bottleneck, filters, strides, project)
       channels = filters * expansion
   x = keras.layers.GlobalAveragePooling2D()(x)
-  return keras.layers.Dense(num_classes, name=tf1_resnet.CLASSIFIER_SCOPE,
+  return keras.layers.Dense(num_classes, name=resnet_spec.CLASSIFIER_SCOPE,
                             kernel_initializer=keras.initializers.RandomNormal(stddev=.01))(x)

@@ -15,13 +15,10 @@ import tensorflow.compat.v1 as tf
 
 from models import seeded
 
-POOLINGS = ('max', 'mean', 'final')
-CLASSIFIER_SCOPE = 'logits'
-# Added to the forget gate's pre-activation at run time (TF1 LSTMCell's default, passed
-# explicitly); checkpoints hold the bias without it (keras_models.checkpoint_map adds it).
-LSTM_FORGET_BIAS = 1.0
-# Padded positions must never win the max-pooling.
-MASKED_VALUE = -1e9
+from models.specs.bilstm import CLASSIFIER_SCOPE  # pylint: disable=unused-import
+from models.specs.bilstm import LSTM_FORGET_BIAS
+from models.specs.bilstm import MASKED_VALUE
+from models.specs.bilstm import POOLINGS
 
 
 def _masked_pool(outputs, length, pooling):

@@ -8,10 +8,9 @@ import tensorflow.compat.v1 as tf
 
 from models import seeded
 
-# Keras BatchNormalization defaults, as in the demo.
-BATCH_NORM_DECAY = 0.99
-BATCH_NORM_EPSILON = 1e-3
-CLASSIFIER_SCOPE = 'logits'
+from models.specs.cnn import BATCH_NORM_DECAY  # pylint: disable=unused-import
+from models.specs.cnn import BATCH_NORM_EPSILON
+from models.specs.cnn import CLASSIFIER_SCOPE
 
 
 @tf.custom_gradient

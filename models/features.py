@@ -18,12 +18,13 @@ params['batch_size'], the per-core batch on a TPU.
 
 import tensorflow.compat.v1 as tf
 
-IMAGE = 'image'
-TOKEN_IDS = 'token_ids'
-LENGTH = 'length'
-MASK = 'mask'
+from models.specs.features import IMAGE  # pylint: disable=unused-import
+from models.specs.features import IMAGE_DTYPES
+from models.specs.features import LENGTH
+from models.specs.features import MASK
+from models.specs.features import TOKEN_IDS
+
 LABEL_DTYPE = tf.int32
-IMAGE_DTYPES = ('uint8', 'float32', 'bfloat16')
 
 
 def feature_spec(modality, batch_size, image_size=0, max_seq_length=0, image_dtype='uint8'):

@@ -15,16 +15,12 @@ import tensorflow.compat.v1 as tf
 
 from models import seeded
 
-# A faster-moving average than the paper's 0.9997 so the eval statistics settle within the few
-# thousand steps of a small-data run; epsilon as in the reference implementations.
-BATCH_NORM_DECAY = 0.99
-BATCH_NORM_EPSILON = 1e-3
-DROPOUT_RATE = 0.2  # before the logits (keep probability 0.8 in the reference implementation)
-AUX_SCOPE = 'AuxLogits'
-CLASSIFIER_SCOPE = 'logits'  # the auxiliary head is in AUX_SCOPE
-# The stem and the two stride-2 'VALID' grid reductions leave a 1x1 map at 75x75; smaller inputs
-# would reduce to nothing (Sec. 9 of the paper trains a 79x79 variant).
-MIN_IMAGE_SIZE = 75
+from models.specs.inception_v3 import AUX_SCOPE  # pylint: disable=unused-import
+from models.specs.inception_v3 import BATCH_NORM_DECAY
+from models.specs.inception_v3 import BATCH_NORM_EPSILON
+from models.specs.inception_v3 import CLASSIFIER_SCOPE
+from models.specs.inception_v3 import DROPOUT_RATE
+from models.specs.inception_v3 import MIN_IMAGE_SIZE
 
 
 def _conv(inputs, filters, kernel_size, is_training, strides=1, padding='SAME', name=None):

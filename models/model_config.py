@@ -8,10 +8,10 @@ each network was published with is in `models/recipes.py`.
 import dataclasses
 from typing import Tuple
 
-from models import bilstm
-from models import cnn
-from models import inception_v3
-from models import resnet
+from models.specs import bilstm
+from models.specs import cnn
+from models.specs import inception_v3
+from models.specs import resnet
 
 MODELS = ('resnet', 'inception_v3', 'cnn', 'bilstm')
 IMAGE_MODELS = ('resnet', 'inception_v3', 'cnn')

@@ -111,7 +111,7 @@ def test_checker_reports_exactly_the_wrong_flags_targets_and_variables(cli, make
       ('doc.md', 6, 'the Makefile has no variable MODLE (did you mean MODEL?)'),
       ('doc.md', 7, 'trainer.prepare has no sub-command fashion-mnist (did you mean '
                     'fashion_mnist?); one of imagenet, image_folder, fashion_mnist, text, '
-                    'rotten_tomatoes, photos'),
+                    'rotten_tomatoes, photos, arrays'),
       ('doc.md', 8, 'trainer.main (after --, which trainer.submit forwards) has no flag '
                     '--resnet_dept (did you mean --resnet_depth?)'),
       ('doc.md', 9, 'trainer.benchmark has no flag --batch_sizes (did you mean --batch_size?)'),
@@ -231,3 +231,71 @@ def test_make_help_lists_every_target():
                          stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
   missing = [t for t in phony if not re.search(r'^make %s\b' % re.escape(t), shown, re.M)]
   assert not missing, 'make help does not list: %s' % missing
+
+
+_RECIPE_ROW = re.compile(r'^\| `(?:make train|MODEL=(\w+))` \|(.*)$', re.M)
+_EPOCHS = re.compile(r'(\d+(?:\.\d+)?) epochs? \(([\d,]+) steps')
+
+
+def _makefile_train_flags(text):
+  """{model: {flag: value}} of the Makefile's TRAIN_FLAGS_<model> (make train's recipes)."""
+  text = text.replace('\\\n', ' ')
+  recipes = {}
+  for model, flags in re.findall(r'^TRAIN_FLAGS_(\w+) := (.*)$', text, re.M):
+    recipes[model] = dict(re.findall(r'--(\w+)=(\S+)', flags))
+  return recipes
+
+
+def _recipe_rows(doc_text):
+  """(model or '' for make train's, the rest of the row) of the recipe table's rows: the rows
+  of `make train` / `MODEL=...` that state epochs."""
+  return [(model, row) for model, row in _RECIPE_ROW.findall(doc_text) if _EPOCHS.search(row)]
+
+
+def step_count_problems(doc_text, makefile_text, num_train_examples):
+  """Each recipe row of docs/training.md's table that states 'N epochs (M steps' where M is not
+  the steps `trainer.main` runs for make train's flags of that model (flags.to_config
+  .steps_of_epochs), or where N is not the Makefile's --train_epochs: a list of messages."""
+  from flags import to_config  # pylint: disable=g-import-not-at-top
+  recipes = _makefile_train_flags(makefile_text)
+  problems = []
+  for model, row in _recipe_rows(doc_text):
+    model = model or 'resnet'
+    flags = recipes[model]
+    for epochs, steps in _EPOCHS.findall(row):
+      expected = to_config.steps_of_epochs(float(flags['train_epochs']),
+                                           num_train_examples[model],
+                                           int(flags['train_batch_size']))
+      if float(epochs) != float(flags['train_epochs']):
+        problems.append('%s: %s epochs documented, the Makefile trains %s'
+                        % (model, epochs, flags['train_epochs']))
+      elif int(steps.replace(',', '')) != expected:
+        problems.append('%s: %s steps documented, make train runs %d' % (model, steps, expected))
+  return problems
+
+
+@pytest.fixture(scope='module')
+def recipe_examples(fashion_mnist_dir):
+  """make train's training-split sizes by model: Fashion-MNIST's from its dataset.json, the
+  Rotten Tomatoes snippets' from the converter's own split (no TFRecords written)."""
+  from trainer.data import dataset_json  # pylint: disable=g-import-not-at-top
+  from trainer.prepare import rotten_tomatoes  # pylint: disable=g-import-not-at-top
+  from trainer.prepare import text_dataset  # pylint: disable=g-import-not-at-top
+  images = dataset_json.read(fashion_mnist_dir)['num_train_examples']
+  train, _ = text_dataset.split_rows(rotten_tomatoes.snippets(rotten_tomatoes.find_corpus()), 0.2,
+                                     text_dataset.DEFAULT_SEED)
+  return {'resnet': images, 'cnn': images, 'inception_v3': images, 'bilstm': len(train)}
+
+
+def test_documented_step_counts_are_what_make_train_runs(recipe_examples):
+  with open(os.path.join(REPO, 'docs', 'training.md'), encoding='utf-8') as f:
+    doc = f.read()
+  with open(os.path.join(REPO, 'Makefile'), encoding='utf-8') as f:
+    makefile_text = f.read()
+  assert len(_recipe_rows(doc)) == 4
+  assert step_count_problems(doc, makefile_text, recipe_examples) == []
+  # The check fails on a wrong count: the 320 once documented for the BiLSTM (it runs 319).
+  wrong = doc.replace('2 epochs (319 steps', '2 epochs (320 steps')
+  assert wrong != doc
+  assert step_count_problems(wrong, makefile_text, recipe_examples) == [
+      'bilstm: 320 steps documented, make train runs 319']

@@ -1,10 +1,15 @@
-"""The Keras commands never replace what a user has without --overwrite: the bad-input matrix's
-rows (tests/refusals.py) for `trainer.export_keras` --output / --serving_dir and
-`trainer.finetune_keras` --output that already exist. Each is refused before any work (no
-checkpoint or model is read), exits 2 with one `error:` line, and leaves every file as it was.
-The trainer's and converters' rows: tests/test_refusals_outputs.py."""
+"""The Keras commands never replace what a user has without --overwrite, and refuse arrays they
+cannot train on as given: the bad-input matrix's rows (tests/refusals.py) for
+`trainer.export_keras` --output / --serving_dir and `trainer.finetune_keras` --output that already
+exist, and for `trainer.train_keras` on arrays of `trainer.prepare arrays` with a crop offset,
+another image size, a missing file or labels out of range. Each is refused before any work (no
+checkpoint or model is read, nothing written), exits 2 with one `error:` line, and leaves every
+file as it was. The trainer's and converters' rows: tests/test_refusals_outputs.py."""
 
+import json
 import os
+
+import numpy as np
 
 import pytest
 
@@ -49,10 +54,49 @@ FINETUNE_ROWS = [
 ]
 
 
-def test_keras_commands_refuse_outputs_that_exist(tmp_path, monkeypatch):
+ARRAYS_INFO = {'name': 'tiny', 'format': 'arrays', 'source': 'src', 'num_classes': 10,
+               'label_offset': 0, 'num_train_examples': 8, 'num_eval_examples': 4,
+               'image_size': 28, 'mean_rgb': [72.9] * 3, 'stddev_rgb': [90.0] * 3}
+
+
+def _arrays(train_labels=None, files=('train.npz', 'validation.npz')):
+  """setup(root): root/data as `trainer.prepare arrays` writes it (8 + 4 grey 28 px images)."""
+  def setup(root):
+    data = os.path.join(root, 'data')
+    os.makedirs(data)
+    with open(os.path.join(data, 'dataset.json'), 'w') as f:
+      json.dump(ARRAYS_INFO, f)
+    rng = np.random.default_rng(0)
+    for name, count in (('train.npz', 8), ('validation.npz', 4)):
+      labels = np.arange(count, dtype=np.int32) % 10
+      if name == 'train.npz' and train_labels is not None:
+        labels = np.asarray(train_labels, np.int32)
+      if name in files:
+        np.savez_compressed(os.path.join(data, name), labels=labels,
+                            inputs=rng.integers(0, 256, (count, 28, 28, 1), dtype=np.uint8))
+  return setup
+
+
+TRAIN = ['--data_dir={root}/data', '--model_dir={root}/run', '--model=cnn', '--train_steps=1',
+         '--train_batch_size=4', '--eval_batch_size=4']
+TRAIN_ROWS = [
+    Row('train_keras: arrays with --crop_padding', 'train_keras', TRAIN + ['--crop_padding=2'],
+        ['--crop_padding=2', 'holds arrays', 'TFRecords (src)'], _arrays()),
+    Row('train_keras: arrays of another image size', 'train_keras', TRAIN + ['--image_size=32'],
+        ['takes 32 px', 'are 28 px', '--image_size=32'], _arrays()),
+    Row('train_keras: arrays without train.npz', 'train_keras', TRAIN,
+        ['train.npz is missing', 'trainer.prepare arrays'], _arrays(files=('validation.npz',))),
+    Row('train_keras: arrays with a label out of range', 'train_keras', TRAIN,
+        ['train.npz does not match', 'labels run from 0 to 12', 'outside [0, 10)'],
+        _arrays(train_labels=[0, 1, 2, 3, 4, 5, 6, 12])),
+]
+
+
+def test_keras_commands_refuse_bad_inputs_and_outputs_that_exist(tmp_path, monkeypatch):
   monkeypatch.setenv('KERAS_BACKEND', 'tensorflow')  # the backend that writes --serving_dir
   failures = []
-  for name, rows in (('export_keras', EXPORT_ROWS), ('finetune_keras', FINETUNE_ROWS)):
+  for name, rows in (('export_keras', EXPORT_ROWS), ('finetune_keras', FINETUNE_ROWS),
+                     ('train_keras', TRAIN_ROWS)):
     os.makedirs(str(tmp_path / name))
     failures += run_rows(rows, str(tmp_path / name))
   assert not failures, '\n'.join(failures)

@@ -107,3 +107,35 @@ def test_image_folder_names_an_undecodable_file(tmp_path):
   refused_on_beam(run_prepare('image_folder', '--source_dir=%s' % (tmp_path / 'tree'),
                               '--output_dir=%s' % (tmp_path / 'out')),
                   'broken.jpg is not a readable')
+
+
+def test_arrays_hold_the_pipelines_preprocessed_examples(tiny_dir, tmp_path):
+  """`trainer.prepare arrays` at 32 px: the validation arrays are the evaluation input_fn's
+  images and labels, in its order; the training arrays hold every record's label once; grey
+  images are stored in one channel and read back as three."""
+  from trainer.data import arrays  # pylint: disable=g-import-not-at-top
+  from trainer.data import data_config  # pylint: disable=g-import-not-at-top
+  from trainer.data import input_fn  # pylint: disable=g-import-not-at-top
+  from trainer.prepare import arrays as prepare_arrays  # pylint: disable=g-import-not-at-top
+  out = str(tmp_path / 'arrays')
+  prepare_arrays.prepare(tiny_dir, out, image_size=32, crop_padding=0)
+  info = dataset_json.read(out)
+  assert info['format'] == 'arrays' and info['image_size'] == 32
+  assert info['preprocessing']['crop_padding'] == 0
+  with np.load(os.path.join(out, arrays.TRAIN_FILE)) as stored:
+    assert stored[arrays.INPUTS].shape == (64, 32, 32, 1)
+  train_inputs, train_labels = arrays.load(out, info, True)
+  eval_inputs, eval_labels = arrays.load(out, info, False)
+  assert train_inputs.shape == (64, 32, 32, 3) and eval_inputs.shape == (50, 32, 32, 3)
+  records = read_records(os.path.join(tiny_dir, 'train-*'))
+  assert sorted(train_labels) == sorted(
+      _parse(r)['image/class/label'].int64_list.value[0] for r in records)
+  data = data_config.from_dataset_json(tiny_dir, dataset_json.read(tiny_dir), 32)
+  with tf.Graph().as_default():
+    batches = tf.data.make_one_shot_iterator(
+        input_fn.input_fn_builder(data, False, global_batch_size=25)({'batch_size': 25}))
+    features, labels = batches.get_next()
+    with tf.Session() as sess:
+      expected = [sess.run((features['image'], labels)) for _ in range(2)]
+  np.testing.assert_array_equal(eval_inputs, np.concatenate([e[0] for e in expected]))
+  np.testing.assert_array_equal(eval_labels, np.concatenate([e[1] for e in expected]))

@@ -225,7 +225,20 @@ def _prepare_rows():
           ['--output_dir', 'is a file'], _files({'f': 'x', 'in.csv': 'text,label\na,1\n'})),
       Row('prepare text: --output_dir under a file', 'prepare',
           text[:2] + ['--output_dir={root}/f/out'], ['--output_dir', 'is a file'],
-          _files({'f': 'x', 'in.csv': 'text,label\na,1\n'}))]
+          _files({'f': 'x', 'in.csv': 'text,label\na,1\n'})),
+      Row('prepare arrays: random training preprocessing', 'prepare',
+          ['arrays', '--source_dir={root}/data', '--output_dir={root}/out'],
+          ['training preprocessing', 'is random', 'crop_padding 2', '--crop_padding=0'],
+          _data()),
+      Row('prepare arrays: --source_dir without dataset.json', 'prepare',
+          ['arrays', '--source_dir={root}/none', '--output_dir={root}/out'],
+          ['none has no dataset.json', 'trainer.prepare'])]
+
+
+def _arrays_rows():
+  return [Row('main: --data_dir holds arrays', 'main', ON_DATA,
+              ['holds NumPy arrays', 'trainer.train_keras', 'TFRecord directory', 'src'],
+              _data(format='arrays', source='src'))]
 
 
 @pytest.fixture(scope='module')
@@ -254,7 +267,7 @@ def model_dirs(tmp_path_factory):
 
 def test_every_input_is_checked_before_any_work(tmp_path, model_dirs):
   main_rows = (_dataset_rows() + _cluster_rows() + _flag_rows() + _text_rows() +
-               _model_dir_rows(*model_dirs) + _output_rows())
+               _model_dir_rows(*model_dirs) + _output_rows() + _arrays_rows())
   failures = []
   for name, rows in (('main', main_rows), ('prepare', _prepare_rows())):
     os.makedirs(str(tmp_path / name))

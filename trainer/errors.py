@@ -16,3 +16,14 @@ class PipelineError(Exception):
 # failure; the user is invited to retry"), distinct from a PipelineError's 2, a crash's 1 and the
 # 143 of a process that died of SIGTERM unhandled.
 EXIT_RESUMABLE = 75
+
+
+class Preempted(BaseException):
+  """The run stopped on SIGTERM. A BaseException, like KeyboardInterrupt, so that no `except
+  Exception` on the way turns it into another error; the entry points (`trainer.main`,
+  `trainer.train_keras`) catch it by name and exit with EXIT_RESUMABLE."""
+
+  def __init__(self, message):
+    super(Preempted, self).__init__('preempted (SIGTERM): %s; run the same command again to '
+                                    'resume.' % message)
+

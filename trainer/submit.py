@@ -2,7 +2,7 @@
 
 --platform=vertex (the default): a Vertex AI CustomJob, or with --hptuning_config a
 HyperparameterTuningJob (trainer/cloud/vertex_job.py builds it, trainer/cloud/vertex_submit.py
-sends it; needs `pip install '.[cloud]'`). The job runs the trainer's own image (--container_uri,
+sends it; needs `pip install '.[cloud]'`, on Python 3.7 with `-c constraints/py37.txt`). The job runs the trainer's own image (--container_uri,
 built from the repository's Dockerfile; --build_image builds and pushes it first):
 
   python -m trainer.submit --project=PROJECT --region=us-central1 --build_image \\
@@ -115,8 +115,12 @@ def vertex_request(trainer_args):
       raise PipelineError('--build_image builds and pushes --container_uri: give it, e.g. '
                           '--container_uri=%s.' % vertex_job.IMAGE_EXAMPLE)
     if not vertex_job.ARTIFACT_REGISTRY_IMAGE.match(job.container_uri):
+      upper = ''
+      if job.container_uri != job.container_uri.lower():
+        upper = (' (image names are lower case: replace the placeholders such as PROJECT with '
+                 'your own names)')
       raise PipelineError('--build_image pushes to Artifact Registry: --container_uri=%s must read '
-                          '%s.' % (job.container_uri, vertex_job.IMAGE_EXAMPLE))
+                          '%s%s.' % (job.container_uri, vertex_job.IMAGE_EXAMPLE, upper))
   for warning in vertex_job.validate(job):
     logging.warning('%s', warning)
   return job

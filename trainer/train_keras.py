@@ -24,7 +24,7 @@ from flags import keras_flags
 from trainer import errors
 from trainer.errors import PipelineError
 from trainer.keras_run import job
-from trainer.run.preemption import Preempted
+from trainer.errors import Preempted
 
 FLAGS = flags.FLAGS
 

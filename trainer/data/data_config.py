@@ -78,3 +78,26 @@ class DataConfig:
     """file_pattern as the user wrote the directory, for messages."""
     return '%s/%s' % (self.data_dir.rstrip('/'),
                       self.train_pattern if is_training else self.eval_pattern)
+
+
+PREPROCESSING_FIELDS = ('train_crop', 'crop_padding', 'eval_crop_fraction', 'random_flip',
+                        'color_distortion')
+
+
+def from_dataset_json(data_dir, info, image_size, seed=0, **preprocessing_overrides):
+  """The DataConfig of `data_dir` from its dataset.json dict `info` (`trainer.data.dataset_json`),
+  for a model of `image_size` (0 for text); `preprocessing_overrides` (PREPROCESSING_FIELDS, e.g.
+  crop_padding) replace dataset.json's preprocessing."""
+  modality = info.get('modality', 'image')
+  preprocessing = {k: v for k, v in info.get('preprocessing', {}).items()
+                   if k in PREPROCESSING_FIELDS}
+  preprocessing.update(preprocessing_overrides)
+  return DataConfig(
+      data_dir=data_dir, num_classes=info['num_classes'], label_offset=info.get('label_offset', 0),
+      num_train_examples=info['num_train_examples'],
+      num_eval_examples=info['num_eval_examples'],
+      image_size=image_size if modality == 'image' else 0,
+      train_pattern=info.get('train_pattern', DataConfig.train_pattern),
+      eval_pattern=info.get('eval_pattern', DataConfig.eval_pattern), modality=modality,
+      max_seq_length=info.get('max_seq_length', 0), vocab_size=info.get('vocab_size', 0),
+      vocab_file=info.get('vocab_file', DataConfig.vocab_file), seed=seed, **preprocessing)

@@ -36,6 +36,7 @@ Field.__new__.__defaults__ = (None, None, None, None)
 
 SCHEMA = {
     'modality': Field('choice', choices=('image', 'text')),
+    'format': Field('choice', choices=('tfrecord', 'arrays')),
     'num_classes': Field('int', 2, MAX_NUM_CLASSES),
     'label_offset': Field('int', 0, MAX_NUM_CLASSES),
     'num_train_examples': Field('int', 1, MAX_EXAMPLES),

@@ -11,6 +11,7 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from trainer.data import arrays
 from trainer.data import dataset_json
 from trainer.data import tokenizer
 from trainer.errors import PipelineError
@@ -23,14 +24,15 @@ EVAL_PATTERN = EVAL_SPLIT + '-*'
 # The Beam converters' plan of the shards to write (trainer/prepare/beam_convert.py).
 PLAN_DIR = '.prepare-plan'
 # What a conversion writes into output_dir, and all that --overwrite deletes there: the shards,
-# dataset.json, the text vocabulary, the Beam plan folder, and the temporaries they are written
-# under (a shard's hidden `.train-...tmp-<hex>`, which no train-* matches; dataset.json's and
-# vocab.txt's `outputs.STAGED_SUFFIX`; the `.tmp` of earlier versions).
+# dataset.json, the text vocabulary, the Beam plan folder, the .npz files of `prepare arrays`,
+# and the temporaries they are written under (a shard's hidden `.train-...tmp-<hex>`, which no
+# train-* matches; the others' `outputs.STAGED_SUFFIX`; the `.tmp` of earlier versions).
 # Other files there are the user's and are left alone.
 _CONVERSION_NAME = re.compile(
-    r'^\.?((%s|%s)-\d{5}-of-\d{5}|%s|%s|%s)(\.tmp(-[0-9a-f]{32})?|%s)?$'
-    % (TRAIN_SPLIT, EVAL_SPLIT, re.escape(dataset_json.FILENAME),
-       re.escape(tokenizer.VOCAB_FILENAME), re.escape(PLAN_DIR), outputs.STAGED_SUFFIX))
+    r'^\.?((%s|%s)-\d{5}-of-\d{5}|%s)(\.tmp(-[0-9a-f]{32})?|%s)?$'
+    % (TRAIN_SPLIT, EVAL_SPLIT, '|'.join(re.escape(name) for name in (
+        dataset_json.FILENAME, tokenizer.VOCAB_FILENAME, PLAN_DIR, arrays.TRAIN_FILE,
+        arrays.EVAL_FILE)), outputs.STAGED_SUFFIX))
 
 
 def shard_name(split, index, num_shards):

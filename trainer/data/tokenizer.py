@@ -19,11 +19,11 @@ import collections
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from models.specs.features import PAD_ID  # pylint: disable=unused-import
 from trainer.errors import PipelineError
 
 PAD = '<pad>'
 UNK = '<unk>'
-PAD_ID = 0
 UNK_ID = 1
 TOKENIZER_NAME = 'lower_unicode_punct_split_v1'
 VOCAB_FILENAME = 'vocab.txt'

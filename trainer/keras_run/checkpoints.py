@@ -19,8 +19,8 @@ import uuid
 from absl import logging
 import keras
 import numpy as np
-import tensorflow as tf
 
+from trainer.storage import gfile
 from trainer.storage import json_files
 
 STATE_FILE = 'checkpoint.json'
@@ -58,23 +58,23 @@ class Checkpoints:
     """Writes the checkpoint of `model` at `step` and names it in checkpoint.json."""
     if not self.chief:
       return
-    tf.io.gfile.makedirs(self.directory)
+    gfile.makedirs(self.directory)
     name = _PATTERN % step
     temporary = self._path('tmp-%s.weights.h5' % uuid.uuid4().hex[:12])
     model.save_weights(temporary)
-    tf.io.gfile.rename(temporary, self._path(name), overwrite=True)
+    gfile.rename(temporary, self._path(name), overwrite=True)
     state = self._path('tmp-%s.json' % uuid.uuid4().hex[:12])
-    with tf.io.gfile.GFile(state, 'w') as f:
+    with gfile.GFile(state, 'w') as f:
       f.write(json.dumps({'step': step, 'weights': name, 'seeds': [
           keras.ops.convert_to_numpy(v).tolist() for v in _seed_states(model)]}) + '\n')
-    tf.io.gfile.rename(state, self._path(STATE_FILE), overwrite=True)
+    gfile.rename(state, self._path(STATE_FILE), overwrite=True)
     for old in self._all()[:-self.keep]:
-      tf.io.gfile.remove(self._path(_PATTERN % old))
+      gfile.remove(self._path(_PATTERN % old))
     logging.info('checkpoint at step %d: %s', step, self._path(name))
 
   def _all(self):
     steps = []
-    for name in tf.io.gfile.listdir(self.directory):
+    for name in gfile.listdir(self.directory):
       if name.startswith('ckpt-') and name.endswith('.weights.h5'):
         steps.append(int(name[len('ckpt-'):-len('.weights.h5')]))
     return sorted(steps)
@@ -96,6 +96,6 @@ class Checkpoints:
   def remove_all(self):
     """Deletes every checkpoint and checkpoint.json (after a finished run's outputs)."""
     for step in self._all():
-      tf.io.gfile.remove(self._path(_PATTERN % step))
-    if tf.io.gfile.exists(self._path(STATE_FILE)):
-      tf.io.gfile.remove(self._path(STATE_FILE))
+      gfile.remove(self._path(_PATTERN % step))
+    if gfile.exists(self._path(STATE_FILE)):
+      gfile.remove(self._path(STATE_FILE))

@@ -12,7 +12,6 @@ Each replica gets global_batch / replicas examples; the loss is the global batch
 import contextlib
 
 import keras
-import tensorflow as tf
 
 from trainer.errors import PipelineError
 
@@ -49,6 +48,7 @@ def strategy_of(cpu_replicas):
       raise PipelineError('--cpu_replicas needs KERAS_BACKEND=tensorflow (the backend is %s); '
                           'drop it to train on the default device.' % keras.backend.backend())
     return None
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if cpu_replicas:
     cpu = tf.config.list_physical_devices('CPU')[0]
     tf.config.set_logical_device_configuration(

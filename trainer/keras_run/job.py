@@ -4,7 +4,12 @@ checkpoints, then the evaluation, results.json, model.keras and (TensorFlow) the
 The steps run as Keras `fit` "epochs" of log_every_steps each. A run that resumes from a step
 that is not on that grid (stopped by SIGTERM) first trains up to the grid, and the last period
 may be shorter: each `fit` call reads a new training input from its own first step on
-(`dataset.skip`), so the batches are those of one uninterrupted run.
+(`dataset.skip`, or batch number `first` of the arrays' stream), so the batches are those of one
+uninterrupted run.
+
+The input is the pipeline's TFRecords through tf.data (keras_models/datasets.py), or, for a
+data directory of `trainer.prepare arrays`, NumPy arrays (trainer/data/arrays.py): that path,
+with the JAX or PyTorch backend, needs no TensorFlow at all.
 """
 
 import math
@@ -13,19 +18,17 @@ import time
 
 from absl import logging
 import keras
-import tensorflow as tf
 
 from keras_models import build
-from keras_models import datasets
-from keras_models import serving
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
 from trainer.keras_run import checkpoints as checkpoints_lib
 from trainer.keras_run import devices as devices_lib
+from trainer.keras_run import inputs as inputs_lib
 from trainer.keras_run import progress as progress_lib
 from trainer.keras_run import recipe
 from trainer.keras_run import schedule as schedule_lib
-from trainer.run.preemption import Preempted
+from trainer.errors import Preempted
 from trainer.storage import json_files
 from trainer.storage import outputs
 
@@ -83,6 +86,14 @@ def _segments(start, total, period):
   return segments
 
 
+def _tensorflow_version():
+  try:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  return tf.__version__
+
+
 def train(f, callbacks=()):
   """Trains per the flag values `f`; returns the results dict (also in model_dir/results.json).
 
@@ -103,21 +114,18 @@ def train(f, callbacks=()):
                         % (f.train_batch_size, devices.replicas))
   checkpoints = checkpoints_lib.Checkpoints(os.path.join(f.model_dir, 'checkpoints'),
                                             f.keep_checkpoints, chief)
-  _prepare_model_dir(f, checkpoints)
   keras.utils.set_random_seed(f.seed)
   info = dataset_json.read(f.data_dir)
   if not info:
     raise PipelineError('%s has no dataset.json: prepare the data with `python -m '
                         'trainer.prepare`.' % f.data_dir)
   model = _model(f, info, devices)
-  overrides = {'cache_decoded': f.cache_decoded}
-  if f.crop_padding is not None:
-    overrides['crop_padding'] = f.crop_padding
-  data = datasets.data_config(f.data_dir, tuple(model.input.shape[1:]), f.seed, **overrides)
+  data = inputs_lib.input_of(f, info, tuple(model.input.shape[1:]))
   width = build.logits_of(model.output).shape[-1]
   if width != data.num_classes:
     raise PipelineError('the model has %d classes, %s has %d.' % (width, f.data_dir,
                                                                  data.num_classes))
+  _prepare_model_dir(f, checkpoints)  # after every check of the input: a refusal writes nothing
   steps_per_epoch = data.num_train_examples / float(f.train_batch_size)
   total = f.train_steps or max(1, int(math.ceil(f.train_epochs * steps_per_epoch)))
   schedule = schedule_lib.PipelineSchedule(
@@ -131,29 +139,25 @@ def train(f, callbacks=()):
     start = checkpoints.restore(model)
 
   def train_data(first):
-    # A new dataset object per fit call: a second iterator of the same one would draw another
-    # shuffle order (tf.data reshuffles per iteration), not continue the run's.
-    return recipe.one_hot_labels(model, datasets.train_dataset(data, f.train_batch_size),
-                                 data.num_classes).skip(first)
+    return data.train(model, f.train_batch_size, first)
   logging.info('%s on %s: %d replicas, steps %d to %d, batch %d, %d weights decayed',
                model.name, keras.backend.backend(), devices.replicas, start, total,
                f.train_batch_size, decayed)
   with progress_lib.SigtermFlag() as sigterm:
     progress = progress_lib.Progress(checkpoints, sigterm, total, f.train_batch_size,
-                                     f.save_checkpoints_steps)
-    callbacks = list(callbacks) + [
-        progress, keras.callbacks.TensorBoard(f.model_dir, write_graph=False)]
+                                     f.save_checkpoints_steps, f.model_dir if chief else None)
+    callbacks = list(callbacks) + [progress]
     began = time.time()
     epoch = start // f.log_every_steps
     for first, steps, epochs in _segments(start, total, f.log_every_steps):
-      model.fit(train_data(first), initial_epoch=epoch, epochs=epoch + epochs,
+      model.fit(train_data(first), initial_epoch=epoch, epochs=epoch + epochs, shuffle=False,
                 steps_per_epoch=steps, callbacks=callbacks, verbose=0)
       epoch += epochs
       if progress.stopped_at is not None:
         raise Preempted('checkpoint at step %d in %s' % (progress.stopped_at,
                                                         checkpoints.directory))
     seconds = time.time() - began
-  correct, examples = recipe.accuracy(model, datasets.eval_dataset(data, f.eval_batch_size))
+  correct, examples = recipe.accuracy(model, data.evaluation(f.eval_batch_size))
   logging.info('step %d: accuracy %.4f on the %d evaluation examples', total,
                correct / max(examples, 1), examples)
   inference = model.__class__.from_config(model.get_config())  # without optimizer or compile
@@ -170,12 +174,13 @@ def train(f, callbacks=()):
               'label_smoothing', 'gradient_clip_norm')} | {
                   'lr_decay_epochs': [float(e) for e in f.lr_decay_epochs]},
       'devices': devices.describe(), 'keras_version': keras.__version__,
-      'tensorflow_version': tf.__version__,
+      'tensorflow_version': _tensorflow_version(), 'input': data.kind,
   }
   if chief:
     with outputs.staged_path(os.path.join(f.model_dir, MODEL_FILE)) as path:
       inference.save(path)
-    if keras.backend.backend() == 'tensorflow':
-      serving.export(inference, os.path.join(f.model_dir, SERVING_DIR), data)
+    if keras.backend.backend() == 'tensorflow' and data.config is not None:
+      from keras_models import serving  # pylint: disable=g-import-not-at-top
+      serving.export(inference, os.path.join(f.model_dir, SERVING_DIR), data.config)
     json_files.write(os.path.join(f.model_dir, RESULTS_FILE), results)
   return results

@@ -1,15 +1,18 @@
 """The callback that runs a Keras 3 training run's periodic work: every `log_every_steps` (one
 Keras "epoch" of `fit`) a log line with the step, the loss, the learning rate, examples/sec and
-the ETA; a checkpoint every `save_every_steps`; and on SIGTERM a stop after the step in flight,
+the ETA, and the same scalars in TensorBoard (model_dir/train, written with TensorBoard's own
+writer, which needs no TensorFlow); a checkpoint every `save_every_steps`; and on SIGTERM a stop after the step in flight,
 with a checkpoint at that step (the caller then exits with status 75,
 `trainer.errors.EXIT_RESUMABLE`)."""
 
+import os
 import signal
 import threading
 import time
 
 from absl import logging
 import keras
+from tensorboard import summary as tensorboard_summary
 
 
 class SigtermFlag:
@@ -36,10 +39,15 @@ class SigtermFlag:
 
 class Progress(keras.callbacks.Callback):
   """Logs, checkpoints and stops (see the module docstring). `history` collects one dict per
-  log line: step, loss, learning_rate, examples_per_sec."""
+  log line: step, loss, learning_rate, examples_per_sec (and accuracy: the training batches').
+  `summary_dir`: where the TensorBoard events go (None: nowhere, as on the other hosts of a
+  multi-host run)."""
 
-  def __init__(self, checkpoints, sigterm, total_steps, batch_size, save_every_steps):
+  def __init__(self, checkpoints, sigterm, total_steps, batch_size, save_every_steps,
+               summary_dir=None):
     super().__init__()
+    self._summary_dir = summary_dir
+    self._writer = None
     self._checkpoints = checkpoints
     self._sigterm = sigterm
     self._total = total_steps
@@ -75,7 +83,11 @@ class Progress(keras.callbacks.Callback):
         self.model.optimizer.learning_rate))
     entry = {'step': step, 'loss': float(logs['loss']), 'learning_rate': learning_rate,
              'examples_per_sec': rate}
+    accuracy = logs.get('accuracy', logs.get('logits_accuracy'))
+    if accuracy is not None:
+      entry['accuracy'] = float(accuracy)
     self.history.append(entry)
+    self._summarize(entry)
     logging.info('step %d/%d: loss %.4f, learning rate %.4g, %.1f examples/sec, ETA %.0f s',
                  step, self._total, entry['loss'], learning_rate, rate, eta)
     self._period_step = step
@@ -85,3 +97,18 @@ class Progress(keras.callbacks.Callback):
       self.model.stop_training = True
     elif step % self._save_every == 0 or step >= self._total:
       self._checkpoints.save(self.model, step)
+
+  def _summarize(self, entry):
+    if self._summary_dir is None:
+      return
+    if self._writer is None:
+      self._writer = tensorboard_summary.Writer(tensorboard_summary.DirectoryOutput(
+          os.path.join(self._summary_dir, 'train')))
+    for name, value in entry.items():
+      if name != 'step':
+        self._writer.add_scalar(name, value, step=entry['step'])
+    self._writer.flush()
+
+  def on_train_end(self, logs=None):
+    if self._writer is not None:
+      self._writer.flush()

@@ -15,7 +15,6 @@
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from keras_models import build
 from models.model_config import ModelConfig
@@ -122,22 +121,34 @@ def compile_model(model, optimizer, label_smoothing, aux_loss_weight):
     model.compile(optimizer=optimizer, loss=xent, metrics=metrics)
 
 
+def targets(model, one_hot):
+  """The targets of `compile_model`'s losses for one-hot labels [batch, classes]: the labels, or
+  both heads' of InceptionV3."""
+  if isinstance(model.output, dict):
+    return {build.LOGITS: one_hot, build.AUX_LOGITS: one_hot}
+  return one_hot
+
+
 def one_hot_labels(model, dataset, num_classes):
-  """(inputs, int labels) batches as (inputs, float32 one-hot [batch, classes]) for the model's
-  outputs (both heads of InceptionV3)."""
-  def convert(x, y):
-    y = tf.one_hot(y, num_classes, dtype=tf.float32)
-    if isinstance(model.output, dict):
-      return x, {build.LOGITS: y, build.AUX_LOGITS: y}
-    return x, y
-  return dataset.map(convert)
+  """A tf.data dataset of (inputs, int labels) batches as (inputs, `targets` of float32 one-hot
+  labels [batch, classes])."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return dataset.map(lambda x, y: (x, targets(model, tf.one_hot(y, num_classes,
+                                                                 dtype=tf.float32))))
 
 
-def accuracy(model, dataset):
-  """(correct, examples) of the main head's argmax over every batch of `dataset` ((inputs, int
-  labels) batches): the accuracy on the whole evaluation set, no example dropped or padded."""
+def one_hot_batches(model, batches, num_classes):
+  """`one_hot_labels` for an iterator of NumPy (inputs, int labels) batches."""
+  identity = np.eye(num_classes, dtype=np.float32)
+  for inputs, labels in batches:
+    yield inputs, targets(model, identity[labels])
+
+
+def accuracy(model, batches):
+  """(correct, examples) of the main head's argmax over NumPy (inputs, int labels) `batches`
+  (every one of them): the accuracy on the whole evaluation set, no example dropped or padded."""
   correct = examples = 0
-  for inputs, labels in dataset.as_numpy_iterator():
+  for inputs, labels in batches:
     logits = np.asarray(build.logits_of(model.predict_on_batch(inputs)), np.float32)
     correct += int((logits.argmax(axis=1) == labels).sum())
     examples += len(labels)

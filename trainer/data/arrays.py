@@ -1,0 +1,134 @@
+"""Preprocessed examples as NumPy arrays: the input of `trainer.train_keras` where TensorFlow
+(and so tf.data) is not installed, such as a GPU machine with JAX or PyTorch alone.
+
+`python -m trainer.prepare arrays` writes them from a TFRecord data directory with the pipeline's
+own preprocessing (trainer/prepare/arrays.py), for recipes whose training preprocessing is not
+random (make train's: no flip, no crop offset), so that one stored view of each image is what
+tf.data would give at every epoch. The directory holds:
+
+  dataset.json    the source's, with "format": "arrays" and the preprocessing applied;
+  train.npz       inputs: uint8 [N, size, size, 3] (0-255, not normalized: the model normalizes;
+                  [N, size, size, 1] for grey images, whose three channels are equal: `load`
+                  repeats it) or int32 [N, max_seq_length] token ids; labels: int32 [N] in
+                  [0, num_classes);
+  validation.npz  the same for the evaluation split, in the order the pipeline's evaluation
+                  reads the source's shards.
+
+Training reads an endless stream of batches: epoch e is the permutation of the N examples drawn
+by NumPy's Generator seeded with (seed, e), the epochs follow each other without a gap, and a
+batch may take the last examples of one epoch and the first of the next; so batch b is a function
+of (seed, b) alone and a resumed run reads the batches an uninterrupted run reads.
+"""
+
+import numpy as np
+
+from trainer.data import dataset_json
+from trainer.errors import PipelineError
+from trainer.storage import gfile
+
+FORMAT = 'arrays'
+TRAIN_FILE = 'train.npz'
+EVAL_FILE = 'validation.npz'
+INPUTS = 'inputs'
+LABELS = 'labels'
+
+
+def is_arrays(info):
+  """Whether dataset.json `info` describes an arrays directory (not TFRecord shards)."""
+  return info.get('format') == FORMAT
+
+
+def load(data_dir, info, is_training):
+  """(inputs, labels) of a split of the arrays directory `data_dir` with dataset.json `info`.
+
+  Returns:
+    inputs: uint8 [N, size, size, 3] or int32 [N, max_seq_length]; labels: int32 [N].
+
+  Raises:
+    PipelineError: the file is missing or unreadable, or its arrays disagree with dataset.json
+      (count, dtype, label range).
+  """
+  name = TRAIN_FILE if is_training else EVAL_FILE
+  path = '%s/%s' % (data_dir.rstrip('/'), name)
+  expected = info['num_train_examples' if is_training else 'num_eval_examples']
+  if not gfile.exists(path):
+    raise PipelineError('%s is missing: write the arrays again with `python -m trainer.prepare '
+                        'arrays --source_dir=<TFRecord data> --output_dir=%s --overwrite`.'
+                        % (path, data_dir))
+  try:
+    with gfile.GFile(path, 'rb') as f, np.load(f, allow_pickle=False) as npz:
+      inputs, labels = npz[INPUTS], npz[LABELS]
+  except (KeyError, ValueError, OSError) as e:
+    raise PipelineError('%s is not an arrays file of trainer.prepare (%s): write it again.'
+                        % (path, e))
+  text = info.get('modality', 'image') == 'text'
+  want = (np.int32, 2) if text else (np.uint8, 4)
+  problems = []
+  if (inputs.dtype, inputs.ndim) != want:
+    problems.append('inputs are %s of rank %d, not %s of rank %d'
+                    % (inputs.dtype, inputs.ndim, np.dtype(want[0]), want[1]))
+  if not text and inputs.ndim == 4 and inputs.shape[-1] not in (1, 3):
+    problems.append('images have %d channels, not 3 (or 1 for grey)' % inputs.shape[-1])
+  if labels.dtype != np.int32 or labels.shape != (len(inputs),):
+    problems.append('labels are %s %s, not int32 [%d]' % (labels.dtype, labels.shape,
+                                                          len(inputs)))
+  elif len(labels) and (labels.min() < 0 or labels.max() >= info['num_classes']):
+    problems.append('labels run from %d to %d, outside [0, %d)'
+                    % (labels.min(), labels.max(), info['num_classes']))
+  if len(inputs) != expected:
+    problems.append('%d examples, dataset.json says %d' % (len(inputs), expected))
+  if problems:
+    raise PipelineError('%s does not match %s: %s. Write the arrays again.'
+                        % (path, dataset_json.path_of(data_dir), '; '.join(problems)))
+  if not text and inputs.shape[-1] == 1:
+    inputs = inputs.repeat(3, axis=-1)
+  return inputs, labels
+
+
+class TrainBatches:
+  """The endless training batches of (inputs, labels) arrays; see the module docstring.
+
+  Args:
+    inputs, labels: a split of `load`.
+    batch_size: examples per batch.
+    seed: keys the epochs' permutations.
+  """
+
+  def __init__(self, inputs, labels, batch_size, seed):
+    self.inputs = inputs
+    self.labels = labels
+    self.batch_size = batch_size
+    self.seed = seed
+    self._orders = {}
+
+  def _order(self, epoch):
+    if epoch not in self._orders:
+      self._orders = {e: o for e, o in self._orders.items() if e >= epoch - 1}
+      rng = np.random.default_rng([self.seed, epoch])
+      self._orders[epoch] = rng.permutation(len(self.labels))
+    return self._orders[epoch]
+
+  def indices(self, batch):
+    """The example indices of batch number `batch` of the run (int64 [batch_size])."""
+    n = len(self.labels)
+    positions = np.arange(batch * self.batch_size, (batch + 1) * self.batch_size)
+    epochs, within = np.divmod(positions, n)
+    out = np.empty(self.batch_size, np.int64)
+    for epoch in np.unique(epochs):
+      chosen = epochs == epoch
+      out[chosen] = self._order(int(epoch))[within[chosen]]
+    return out
+
+  def batches(self, first):
+    """Batches number `first`, `first` + 1, ... as (inputs [batch_size, ...], int32 labels)."""
+    batch = first
+    while True:
+      chosen = self.indices(batch)
+      yield self.inputs[chosen], self.labels[chosen]
+      batch += 1
+
+
+def eval_batches(inputs, labels, batch_size):
+  """Every example once, in order: (inputs, labels) batches of batch_size, the last smaller."""
+  for start in range(0, len(labels), batch_size):
+    yield inputs[start:start + batch_size], labels[start:start + batch_size]

@@ -1,0 +1,105 @@
+"""The training and evaluation input of a Keras 3 run (`trainer.keras_run.job`), from one of two
+sources with the same interface:
+  TFRecordInput  the pipeline's TFRecords through tf.data (keras_models/datasets.py: the
+                 pipeline's preprocessing and augmentation);
+  ArrayInput     a data directory of `trainer.prepare arrays` (trainer/data/arrays.py), read with
+                 NumPy: no TensorFlow needed.
+Each has num_classes, num_train_examples, kind ('tfrecord' or 'arrays'), config (the DataConfig
+of the serving export, or None), train(model, batch_size, first) (what `fit` takes: batches from
+the run's batch number `first` on, with one-hot targets) and evaluation(batch_size) (NumPy
+(inputs, int labels) batches of every evaluation example once).
+"""
+
+import keras
+from keras import tree
+import numpy as np
+
+from keras_models import build
+from trainer.data import arrays
+from trainer.errors import PipelineError
+from trainer.keras_run import recipe
+
+
+class TFRecordInput:
+  """The pipeline's TFRecords through tf.data (the pipeline's preprocessing and augmentation)."""
+  kind = 'tfrecord'
+
+  def __init__(self, f, input_shape):
+    # Imported here: tf.data is needed for TFRecords alone, so arrays run without TensorFlow.
+    from keras_models import datasets  # pylint: disable=g-import-not-at-top
+    self._datasets = datasets
+    overrides = {'cache_decoded': f.cache_decoded}
+    if f.crop_padding is not None:
+      overrides['crop_padding'] = f.crop_padding
+    self.config = datasets.data_config(f.data_dir, input_shape, f.seed, **overrides)
+    self.num_classes = self.config.num_classes
+    self.num_train_examples = self.config.num_train_examples
+
+  def train(self, model, batch_size, first):
+    # A new dataset object per fit call: a second iterator of the same one would draw another
+    # shuffle order (tf.data reshuffles per iteration), not continue the run's.
+    dataset = recipe.one_hot_labels(model, self._datasets.train_dataset(self.config, batch_size),
+                                    self.num_classes).skip(first)
+    if keras.backend.backend() == 'tensorflow':
+      return dataset
+    return _copied(dataset)
+
+  def evaluation(self, batch_size):
+    return self._datasets.eval_dataset(self.config, batch_size).as_numpy_iterator()
+
+
+class ArrayInput:
+  """A data directory of `trainer.prepare arrays` (trainer/data/arrays.py): no TensorFlow."""
+  kind = 'arrays'
+  config = None
+
+  def __init__(self, f, info, input_shape):
+    build.check_data_fits(f.data_dir, info, input_shape)
+    if f.crop_padding:
+      raise PipelineError('--crop_padding=%d: %s holds arrays, preprocessed once without a crop '
+                          'offset; train from the TFRecords (%s) to augment.'
+                          % (f.crop_padding, f.data_dir, info.get('source')))
+    size = info.get('image_size')
+    if len(input_shape) == 3 and size != input_shape[0]:
+      raise PipelineError('the model takes %d px images, the arrays in %s are %s px: write them '
+                          'at %d px (trainer.prepare arrays --image_size=%d) or train at %s.'
+                          % (input_shape[0], f.data_dir, size, input_shape[0], input_shape[0],
+                             size))
+    self.num_classes = info['num_classes']
+    self.num_train_examples = info['num_train_examples']
+    self._train = arrays.load(f.data_dir, info, True)
+    self._eval = arrays.load(f.data_dir, info, False)
+    self._seed = f.seed
+
+  def train(self, model, batch_size, first):
+    stream = arrays.TrainBatches(*self._train, batch_size, self._seed)
+    return recipe.one_hot_batches(model, stream.batches(first), self.num_classes)
+
+  def evaluation(self, batch_size):
+    return arrays.eval_batches(*self._eval, batch_size)
+
+
+def _copied(dataset):
+  """The NumPy batches of a tf.data `dataset` from one iterator, each array copied.
+
+  Given the dataset itself, Keras' JAX and PyTorch trainers begin a new iteration of it at each
+  "epoch" of `fit` (each logged period of a run), and a training dataset reshuffles per
+  iteration: measured here, 3 periods of 2 steps trained on other images than the stream's first
+  6 batches (the TensorFlow backend trains on them). With two JAX devices on a loaded CPU one run
+  in three also trained on other batches than the rest. A generator over one iterator, its arrays
+  copied out of tf.data's buffers, gives every backend the stream's batches in order.
+  """
+  for batch in dataset.as_numpy_iterator():
+    yield tree.map_structure(np.array, batch)
+
+
+def input_of(f, info, input_shape):
+  """The input of a run with flag values `f` and data directory `f.data_dir` (its dataset.json
+  `info`) for a model taking `input_shape` (without the batch).
+
+  Raises:
+    PipelineError: data the model cannot take, or flags the data cannot honour.
+  """
+  if arrays.is_arrays(info):
+    return ArrayInput(f, info, input_shape)
+  return TFRecordInput(f, input_shape)
