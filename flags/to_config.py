@@ -5,7 +5,6 @@ functions take the flag values as a plain mapping (`FLAGS.flag_values_dict()`, w
 overrides a caller such as the benchmark applies), read as attributes `f.name`.
 """
 
-import math
 import random
 import re
 import types
@@ -16,6 +15,7 @@ import tensorflow.compat.v1 as tf
 
 from flags import mode_flags
 from flags import recorded_network
+from flags import train_length
 from flags import value_checks
 from models.model_config import TEXT_MODELS, ModelConfig
 from models.recipes import MODEL_DEFAULTS
@@ -261,12 +261,6 @@ def mirrored_devices_of(f):
   return devices
 
 
-def steps_of_epochs(epochs, num_train_examples, batch_size):
-  """The training steps of `epochs` (float) epochs of `num_train_examples` at the global
-  `batch_size`: rounded up, so every example is seen `epochs` times."""
-  return int(math.ceil(epochs * num_train_examples / batch_size))
-
-
 def profile_steps_of(f):
   """(start, end) of --profile_steps, () when not given.
 
@@ -375,7 +369,8 @@ def config_from_flags(flag_values, given=None):
   if f.train_steps is not None:
     train_steps = f.train_steps
   elif f.train_epochs is not None:
-    train_steps = steps_of_epochs(f.train_epochs, data.num_train_examples, f.train_batch_size)
+    train_steps = train_length.steps_of_epochs(f.train_epochs, data.num_train_examples,
+                                               f.train_batch_size)
   else:  # mode=eval: stop waiting for checkpoints at any step
     train_steps = 0
   try:

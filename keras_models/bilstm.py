@@ -1,6 +1,6 @@
 """The BiLSTM text classifier in Keras 3: the network of `models.bilstm`, with its layer names.
 
-Padding is masked as there: token id 0 is padding (`trainer.data.feature_names.PAD_ID`) and no real
+Padding is masked as there: token id 0 is padding (`models.specs.features.PAD_ID`) and no real
 token has id 0, so the mask `token_ids != 0` is the `length` of the TF1 network; each direction
 keeps its state over masked steps, and the pooling ignores them.
 """

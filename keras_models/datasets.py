@@ -1,8 +1,8 @@
 """This pipeline's input (trainer.data.input_fn: the same records, preprocessing and
 augmentation) as the (inputs, labels[, sample weights]) batches Keras' fit and evaluate take."""
 
-from models import features as features_lib
 from keras_models import build
+from models import features as features_lib
 from trainer.data import data_config as data_config_lib
 from trainer.data import dataset_json
 from trainer.data import input_fn as input_fn_lib
@@ -27,6 +27,10 @@ def data_config(data_dir, input_shape, seed=0, **preprocessing_overrides):
   if not info:
     raise PipelineError('%s has no dataset.json: prepare the data with `python -m '
                         'trainer.prepare`.' % data_dir)
+  if info.get('format') == dataset_json.ARRAYS_FORMAT:
+    raise PipelineError('%s holds NumPy arrays (trainer.prepare arrays), which only '
+                        'trainer.train_keras reads: give the TFRecord directory they came from '
+                        '(%s).' % (data_dir, info.get('source')))
   build.check_data_fits(data_dir, info, input_shape)
   return data_config_lib.from_dataset_json(data_dir, info, input_shape[0], seed,
                                            **preprocessing_overrides)

@@ -59,13 +59,13 @@ ARRAYS_INFO = {'name': 'tiny', 'format': 'arrays', 'source': 'src', 'num_classes
                'image_size': 28, 'mean_rgb': [72.9] * 3, 'stddev_rgb': [90.0] * 3}
 
 
-def _arrays(train_labels=None, files=('train.npz', 'validation.npz')):
+def _arrays(train_labels=None, files=('train.npz', 'validation.npz'), **info):
   """setup(root): root/data as `trainer.prepare arrays` writes it (8 + 4 grey 28 px images)."""
   def setup(root):
     data = os.path.join(root, 'data')
     os.makedirs(data)
     with open(os.path.join(data, 'dataset.json'), 'w') as f:
-      json.dump(ARRAYS_INFO, f)
+      json.dump(dict(ARRAYS_INFO, **info), f)
     rng = np.random.default_rng(0)
     for name, count in (('train.npz', 8), ('validation.npz', 4)):
       labels = np.arange(count, dtype=np.int32) % 10
@@ -89,6 +89,9 @@ TRAIN_ROWS = [
     Row('train_keras: arrays with a label out of range', 'train_keras', TRAIN,
         ['train.npz does not match', 'labels run from 0 to 12', 'outside [0, 10)'],
         _arrays(train_labels=[0, 1, 2, 3, 4, 5, 6, 12])),
+    Row('train_keras: arrays of another size than dataset.json says', 'train_keras', TRAIN,
+        ['train.npz does not match', 'images are 28x28', 'image_size 32'],
+        _arrays(image_size=32)),
 ]
 
 
@@ -100,3 +103,13 @@ def test_keras_commands_refuse_bad_inputs_and_outputs_that_exist(tmp_path, monke
     os.makedirs(str(tmp_path / name))
     failures += run_rows(rows, str(tmp_path / name))
   assert not failures, '\n'.join(failures)
+
+
+def test_the_tf_data_input_refuses_arrays(tmp_path):
+  """trainer.finetune_keras and every other reader of keras_models.datasets: arrays are not
+  TFRecords, said before tf.data looks for shards."""
+  from keras_models import datasets  # pylint: disable=g-import-not-at-top
+  from trainer.errors import PipelineError  # pylint: disable=g-import-not-at-top
+  _arrays()(str(tmp_path))
+  with pytest.raises(PipelineError, match=r'holds NumPy arrays .*TFRecord directory .*\(src\)'):
+    datasets.data_config(str(tmp_path / 'data'), (28, 28, 3))

@@ -1,16 +1,16 @@
 """Training with Keras 3 on every backend (`trainer.train_keras`, Keras runtime), on real
 Fashion-MNIST, without an accelerator: data-parallel training on two (forced) JAX host devices
-matches one device on the same global batch; a run stopped by SIGTERM or killed resumes to the
-very weights of an uninterrupted run; torch trains from the command line; outputs are not
-replaced without --overwrite. The CNN at batch 8 keeps every run to a few seconds of steps."""
+matches one device on the same global batch; every backend trains on its input's batches in
+order; a run stopped by SIGTERM or killed resumes to the weights of an uninterrupted run (bit for
+bit, on TensorFlow from TFRecords and on JAX from arrays without TensorFlow); torch trains from the command line;
+outputs are not replaced without --overwrite. The CNN at batch 8 keeps every run to a few seconds
+of steps."""
 
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pytest
@@ -22,17 +22,11 @@ from helpers import REPO
 from helpers import refused
 import keras_resume
 from trainer.keras_run import job
-from trainer.errors import Preempted
 
 # Data-parallel vs one device: the same global batch's mean loss and the same batch-norm
 # statistics (JAX computes both over the global batch), summed in another order: float32
 # rounding only.
 DATA_PARALLEL_TOLERANCE = 1e-4
-# Resume on the TensorFlow backend is NOT exact yet, from TFRecords or arrays: the bound holds
-# what was measured (5e-6 to 1e-2, batch-norm moving variances; 1e-5 elsewhere; two uninterrupted
-# runs are identical: the interrupted path is nondeterministic, cause not found). On JAX it is
-# exact.
-RESUME_TOLERANCE = 5e-2
 _RUN = ['--model=cnn', '--train_batch_size=8', '--eval_batch_size=25', '--log_every_steps=2',
         '--save_checkpoints_steps=2', '--base_learning_rate=0.05', '--warmup_epochs=0',
         '--weight_decay=1e-4', '--seed=3']
@@ -68,10 +62,12 @@ def test_data_parallel_on_two_jax_devices_matches_one_device(tiny_arrays_dir, tm
   assert 'step 4/4: loss' in proc.stderr and 'examples/sec, ETA' in proc.stderr
 
 
-def _resume_in_fresh_process(data_dir, tmp_path, tolerance, backend, without_tensorflow=False):
+def _resume_in_fresh_process(data_dir, tmp_path, tolerance, backend, without_tensorflow=False,
+                             loss_tolerance=None):
   tests = os.path.dirname(os.path.abspath(__file__))
   script = ('import sys; sys.path.insert(0, %r); import keras_resume; '
-            'keras_resume.resume_scenario(%r, %r, %r)' % (tests, data_dir, str(tmp_path), tolerance))
+            'keras_resume.resume_scenario(%r, %r, %r, %r)'
+            % (tests, data_dir, str(tmp_path), tolerance, loss_tolerance))
   env = dict(os.environ, KERAS_BACKEND=backend)
   if without_tensorflow:
     env['PYTHONPATH'] = os.pathsep.join([os.path.join(tests, 'without_tensorflow'), REPO])
@@ -88,10 +84,10 @@ def test_a_run_resumes_after_sigterm_and_after_a_kill(tiny_dir, tmp_path):
   is (a pytest worker that converted other models before differs in TensorFlow's process-wide
   random state). A SIGTERM after step 3 (off the checkpoint grid of 2) saves step 3 and stops; a
   kill after step 5 loses step 5 and resumes from the checkpoint at 4. Both end with the weights
-  of the uninterrupted run within RESUME_TOLERANCE (not bit for bit, a known gap of this
-  backend): the same batches, optimizer slots and learning rates (the step decay at epoch 0.5 =
-  step 4 falls between the stops)."""
-  _resume_in_fresh_process(tiny_dir, tmp_path, RESUME_TOLERANCE, 'tensorflow')
+  of the uninterrupted run bit for bit: the same batches, optimizer slots and learning rates (the
+  step decay at epoch 0.5 = step 4 falls between the stops). (Under MirroredStrategy, which one
+  device no longer uses, Keras restarted the input at each period: 5e-6 to 1e-2 apart.)"""
+  _resume_in_fresh_process(tiny_dir, tmp_path, 0.0, 'tensorflow')
 
 
 @pytest.fixture(scope='module')

@@ -230,6 +230,9 @@ def _prepare_rows():
           ['arrays', '--source_dir={root}/data', '--output_dir={root}/out'],
           ['training preprocessing', 'is random', 'crop_padding 2', '--crop_padding=0'],
           _data()),
+      Row('prepare arrays: --output_dir is --source_dir, with --overwrite', 'prepare',
+          ['arrays', '--source_dir={root}/data', '--output_dir={root}/data/', '--overwrite'],
+          ['--output_dir=', 'is --source_dir', 'delete the TFRecords'], _data()),
       Row('prepare arrays: --source_dir without dataset.json', 'prepare',
           ['arrays', '--source_dir={root}/none', '--output_dir={root}/out'],
           ['none has no dataset.json', 'trainer.prepare'])]

@@ -1,15 +1,17 @@
 """`python -m trainer.train_keras`: trains one of the pipeline's networks with Keras 3 on any
 backend (KERAS_BACKEND=tensorflow, jax or torch), from scratch or from a converted .keras model,
-on the pipeline's TFRecords (`keras_models.datasets`) with its recipes: the warmup and step or
-cosine schedule scaled per 256 examples, coupled L2 weight decay, label smoothing, gradient
-clipping, an optional mixed_bfloat16 policy (`trainer.keras_run`).
+on the pipeline's TFRecords (`keras_models.datasets`), or on the NumPy arrays of `trainer.prepare
+arrays` (JAX or torch need no TensorFlow then), with its recipes: the warmup and step or cosine
+schedule scaled per 256 examples, coupled L2 weight decay, label smoothing, gradient clipping, an
+optional mixed_bfloat16 policy (`trainer.keras_run`).
 
 Data-parallel over every local device: MirroredStrategy on TensorFlow, keras.distribution's
 DataParallel on JAX (--multi_host: over every host of a slice), one device on torch. Checkpoints
 every --save_checkpoints_steps into model_dir/checkpoints; run the same command again to resume
 (after kill -9, or after SIGTERM, which saves at the step in flight and exits with status 75;
-not yet bit-exact: docs/migration.md). Writes TensorBoard logs, results.json (accuracy on the whole evaluation split), model.keras
-and, on TensorFlow, model_serving/. Guide: docs/migration.md.
+bit-exact on JAX, not yet on TensorFlow: docs/migration.md). Writes TensorBoard logs,
+results.json (accuracy on the whole evaluation split), model.keras and, on TensorFlow from
+TFRecords, model_serving/. Guide: docs/migration.md.
 """
 
 import json

@@ -10,7 +10,8 @@ class _NoTensorFlow(importlib.abc.MetaPathFinder):
   def find_spec(self, name, path=None, target=None):
     del path, target
     if name == 'tensorflow' or name.startswith('tensorflow.'):
-      raise ImportError('No module named %r (tests/without_tensorflow)' % name)
+      raise ModuleNotFoundError('No module named %r (tests/without_tensorflow)' % name,
+                                name=name)
     return None
 
 

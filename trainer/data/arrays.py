@@ -20,13 +20,15 @@ batch may take the last examples of one epoch and the first of the next; so batc
 of (seed, b) alone and a resumed run reads the batches an uninterrupted run reads.
 """
 
+import zipfile
+
 import numpy as np
 
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
 from trainer.storage import gfile
 
-FORMAT = 'arrays'
+FORMAT = dataset_json.ARRAYS_FORMAT
 TRAIN_FILE = 'train.npz'
 EVAL_FILE = 'validation.npz'
 INPUTS = 'inputs'
@@ -38,6 +40,11 @@ def is_arrays(info):
   return info.get('format') == FORMAT
 
 
+def path_of(data_dir, is_training):
+  """<data_dir>/train.npz or <data_dir>/validation.npz (str), local or gs://."""
+  return '%s/%s' % (data_dir.rstrip('/'), TRAIN_FILE if is_training else EVAL_FILE)
+
+
 def load(data_dir, info, is_training):
   """(inputs, labels) of a split of the arrays directory `data_dir` with dataset.json `info`.
 
@@ -46,19 +53,22 @@ def load(data_dir, info, is_training):
 
   Raises:
     PipelineError: the file is missing or unreadable, or its arrays disagree with dataset.json
-      (count, dtype, label range).
+      (count, dtype, image size or max_seq_length, label range).
   """
-  name = TRAIN_FILE if is_training else EVAL_FILE
-  path = '%s/%s' % (data_dir.rstrip('/'), name)
+  path = path_of(data_dir, is_training)
   expected = info['num_train_examples' if is_training else 'num_eval_examples']
   if not gfile.exists(path):
     raise PipelineError('%s is missing: write the arrays again with `python -m trainer.prepare '
                         'arrays --source_dir=<TFRecord data> --output_dir=%s --overwrite`.'
                         % (path, data_dir))
   try:
-    with gfile.GFile(path, 'rb') as f, np.load(f, allow_pickle=False) as npz:
-      inputs, labels = npz[INPUTS], npz[LABELS]
-  except (KeyError, ValueError, OSError) as e:
+    with gfile.GFile(path, 'rb') as f:
+      npz = np.load(f, allow_pickle=False)
+      if not isinstance(npz, np.lib.npyio.NpzFile):
+        raise ValueError('one array, not an .npz archive')
+      with npz:
+        inputs, labels = npz[INPUTS], npz[LABELS]
+  except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, gfile.OpError) as e:
     raise PipelineError('%s is not an arrays file of trainer.prepare (%s): write it again.'
                         % (path, e))
   text = info.get('modality', 'image') == 'text'
@@ -69,6 +79,12 @@ def load(data_dir, info, is_training):
                     % (inputs.dtype, inputs.ndim, np.dtype(want[0]), want[1]))
   if not text and inputs.ndim == 4 and inputs.shape[-1] not in (1, 3):
     problems.append('images have %d channels, not 3 (or 1 for grey)' % inputs.shape[-1])
+  if not text and inputs.ndim == 4 and inputs.shape[1:3] != (info.get('image_size'),) * 2:
+    problems.append('images are %dx%d, dataset.json says image_size %s'
+                    % (inputs.shape[1], inputs.shape[2], info.get('image_size')))
+  if text and inputs.ndim == 2 and inputs.shape[1] != info.get('max_seq_length'):
+    problems.append('%d token ids per text, dataset.json says max_seq_length %s'
+                    % (inputs.shape[1], info.get('max_seq_length')))
   if labels.dtype != np.int32 or labels.shape != (len(inputs),):
     problems.append('labels are %s %s, not int32 [%d]' % (labels.dtype, labels.shape,
                                                           len(inputs)))
@@ -129,6 +145,7 @@ class TrainBatches:
 
 
 def eval_batches(inputs, labels, batch_size):
-  """Every example once, in order: (inputs, labels) batches of batch_size, the last smaller."""
+  """Every example once, in order: (inputs [b, ...] as `load` gives them, int32 labels [b])
+  batches of b = batch_size examples, the last one smaller."""
   for start in range(0, len(labels), batch_size):
     yield inputs[start:start + batch_size], labels[start:start + batch_size]

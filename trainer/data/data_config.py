@@ -87,7 +87,13 @@ PREPROCESSING_FIELDS = ('train_crop', 'crop_padding', 'eval_crop_fraction', 'ran
 def from_dataset_json(data_dir, info, image_size, seed=0, **preprocessing_overrides):
   """The DataConfig of `data_dir` from its dataset.json dict `info` (`trainer.data.dataset_json`),
   for a model of `image_size` (0 for text); `preprocessing_overrides` (PREPROCESSING_FIELDS, e.g.
-  crop_padding) replace dataset.json's preprocessing."""
+  crop_padding) replace dataset.json's preprocessing.
+
+  Raises:
+    ValueError: a field DataConfig refuses (dataset_json.read has checked the schema).
+    KeyError: `info` lacks num_classes or a split size (a dict that dataset_json.read did not
+      check).
+  """
   modality = info.get('modality', 'image')
   preprocessing = {k: v for k, v in info.get('preprocessing', {}).items()
                    if k in PREPROCESSING_FIELDS}

@@ -14,6 +14,11 @@ from trainer.errors import PipelineError
 from trainer.storage import json_files
 
 FILENAME = 'dataset.json'
+# "format": TFRecord shards (the default), or the NumPy arrays of `trainer.prepare arrays`
+# (trainer/data/arrays.py).
+TFRECORD_FORMAT = 'tfrecord'
+ARRAYS_FORMAT = 'arrays'
+FORMATS = (TFRECORD_FORMAT, ARRAYS_FORMAT)
 
 # Upper bounds, each far above any real data set and far below what would overflow or exhaust
 # memory, so a typo (10**12 classes) is refused before a graph is built:
@@ -36,7 +41,7 @@ Field.__new__.__defaults__ = (None, None, None, None)
 
 SCHEMA = {
     'modality': Field('choice', choices=('image', 'text')),
-    'format': Field('choice', choices=('tfrecord', 'arrays')),
+    'format': Field('choice', choices=FORMATS),
     'num_classes': Field('int', 2, MAX_NUM_CLASSES),
     'label_offset': Field('int', 0, MAX_NUM_CLASSES),
     'num_train_examples': Field('int', 1, MAX_EXAMPLES),

@@ -1,6 +1,6 @@
 """Data parallelism of a Keras 3 run, per backend:
-  TensorFlow  tf.distribute.MirroredStrategy over the GPUs, or over `cpu_replicas` logical CPU
-              devices; the model is built and compiled under its scope;
+  TensorFlow  tf.distribute.MirroredStrategy over several GPUs, or over `cpu_replicas` logical
+              CPU devices, the model built and compiled under its scope; one device: none;
   JAX         keras.distribution.DataParallel over every device (keras.distribution.list_devices);
               with `multi_host`, keras.distribution.initialize() first, so that the devices of
               every host of a slice (one process per host) form one mesh and each host reads its
@@ -11,6 +11,7 @@ Each replica gets global_batch / replicas examples; the loss is the global batch
 
 import contextlib
 
+from absl import logging
 import keras
 
 from trainer.errors import PipelineError
@@ -77,7 +78,20 @@ def set_up(cpu_replicas=0, multi_host=False, data_parallel=True):
     raise PipelineError('--multi_host needs KERAS_BACKEND=jax (keras.distribution); the backend '
                         'is %s.' % backend)
   if backend == 'tensorflow':
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    gpus = tf.config.list_physical_devices('GPU')
+    if not cpu_replicas and len(gpus) < 2:
+      # One device needs no strategy, and under MirroredStrategy Keras begins a new iteration of
+      # the input at each `fit` epoch (trainer/keras_run/inputs.py): without it the run reads
+      # one stream in order.
+      return Devices(backend, 1, names=[tf.config.list_logical_devices(
+          'GPU' if gpus else 'CPU')[0].name])
     strategy = strategy_of(cpu_replicas)
+    logging.warning('MirroredStrategy over %d devices: Keras begins a new iteration of the '
+                    'training input at every logged period under it, so each period draws its '
+                    'batches from a new shuffle and a resumed run is not the same run (one '
+                    'device, or JAX, reads one stream in order).',
+                    strategy.num_replicas_in_sync)
     return Devices(backend, strategy.num_replicas_in_sync, strategy=strategy,
                    names=list(strategy.extended.worker_devices))
   strategy_of(cpu_replicas)  # refuses --cpu_replicas

@@ -14,15 +14,18 @@ import keras
 from keras import tree
 import numpy as np
 
+from absl import logging
+
 from keras_models import build
 from trainer.data import arrays
+from trainer.data import dataset_json
 from trainer.errors import PipelineError
 from trainer.keras_run import recipe
 
 
 class TFRecordInput:
   """The pipeline's TFRecords through tf.data (the pipeline's preprocessing and augmentation)."""
-  kind = 'tfrecord'
+  kind = dataset_json.TFRECORD_FORMAT
 
   def __init__(self, f, input_shape):
     # Imported here: tf.data is needed for TFRecords alone, so arrays run without TensorFlow.
@@ -34,13 +37,21 @@ class TFRecordInput:
     self.config = datasets.data_config(f.data_dir, input_shape, f.seed, **overrides)
     self.num_classes = self.config.num_classes
     self.num_train_examples = self.config.num_train_examples
+    # keras.distribution shards a tf.data dataset over the hosts of a multi-host run, and takes
+    # nothing else there (its auto_shard_dataset).
+    self._as_dataset = f.multi_host or keras.backend.backend() == 'tensorflow'
+    if f.multi_host:
+      logging.warning('--multi_host: each host reads its share through keras.distribution, '
+                      'which restarts the training input at every logged period, so each period '
+                      'draws its batches from a new shuffle and a resumed run is not the same run '
+                      '(one host, or arrays on one host, read one stream in order).')
 
   def train(self, model, batch_size, first):
     # A new dataset object per fit call: a second iterator of the same one would draw another
     # shuffle order (tf.data reshuffles per iteration), not continue the run's.
     dataset = recipe.one_hot_labels(model, self._datasets.train_dataset(self.config, batch_size),
                                     self.num_classes).skip(first)
-    if keras.backend.backend() == 'tensorflow':
+    if self._as_dataset:
       return dataset
     return _copied(dataset)
 
@@ -50,11 +61,15 @@ class TFRecordInput:
 
 class ArrayInput:
   """A data directory of `trainer.prepare arrays` (trainer/data/arrays.py): no TensorFlow."""
-  kind = 'arrays'
+  kind = arrays.FORMAT
   config = None
 
   def __init__(self, f, info, input_shape):
     build.check_data_fits(f.data_dir, info, input_shape)
+    if f.multi_host:
+      raise PipelineError('--multi_host: %s holds arrays, which every host would read whole; '
+                          'train a slice of several hosts from the TFRecords (%s).'
+                          % (f.data_dir, info.get('source')))
     if f.crop_padding:
       raise PipelineError('--crop_padding=%d: %s holds arrays, preprocessed once without a crop '
                           'offset; train from the TFRecords (%s) to augment.'
@@ -85,9 +100,10 @@ def _copied(dataset):
   Given the dataset itself, Keras' JAX and PyTorch trainers begin a new iteration of it at each
   "epoch" of `fit` (each logged period of a run), and a training dataset reshuffles per
   iteration: measured here, 3 periods of 2 steps trained on other images than the stream's first
-  6 batches (the TensorFlow backend trains on them). With two JAX devices on a loaded CPU one run
-  in three also trained on other batches than the rest. A generator over one iterator, its arrays
-  copied out of tf.data's buffers, gives every backend the stream's batches in order.
+  6 batches; with two JAX devices on a loaded CPU one run in three also trained on other batches
+  than the rest. A generator over one iterator, its arrays copied out of tf.data's buffers, gives
+  them the stream's batches in order. The TensorFlow trainer iterates a dataset once per `fit`
+  (on one device, without MirroredStrategy: trainer/keras_run/devices.py) and takes it as it is.
   """
   for batch in dataset.as_numpy_iterator():
     yield tree.map_structure(np.array, batch)

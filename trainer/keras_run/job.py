@@ -12,15 +12,16 @@ data directory of `trainer.prepare arrays`, NumPy arrays (trainer/data/arrays.py
 with the JAX or PyTorch backend, needs no TensorFlow at all.
 """
 
-import math
 import os
 import time
 
 from absl import logging
 import keras
 
+from flags import train_length
 from keras_models import build
 from trainer.data import dataset_json
+from trainer.errors import Preempted
 from trainer.errors import PipelineError
 from trainer.keras_run import checkpoints as checkpoints_lib
 from trainer.keras_run import devices as devices_lib
@@ -28,7 +29,6 @@ from trainer.keras_run import inputs as inputs_lib
 from trainer.keras_run import progress as progress_lib
 from trainer.keras_run import recipe
 from trainer.keras_run import schedule as schedule_lib
-from trainer.errors import Preempted
 from trainer.storage import json_files
 from trainer.storage import outputs
 
@@ -127,7 +127,8 @@ def train(f, callbacks=()):
                                                                  data.num_classes))
   _prepare_model_dir(f, checkpoints)  # after every check of the input: a refusal writes nothing
   steps_per_epoch = data.num_train_examples / float(f.train_batch_size)
-  total = f.train_steps or max(1, int(math.ceil(f.train_epochs * steps_per_epoch)))
+  total = f.train_steps or train_length.steps_of_epochs(f.train_epochs, data.num_train_examples,
+                                                        f.train_batch_size)
   schedule = schedule_lib.PipelineSchedule(
       f.lr_schedule, f.base_learning_rate, f.train_batch_size, steps_per_epoch, total,
       f.warmup_epochs, [float(e) for e in f.lr_decay_epochs], f.lr_decay_factor)
@@ -149,13 +150,16 @@ def train(f, callbacks=()):
     callbacks = list(callbacks) + [progress]
     began = time.time()
     epoch = start // f.log_every_steps
-    for first, steps, epochs in _segments(start, total, f.log_every_steps):
-      model.fit(train_data(first), initial_epoch=epoch, epochs=epoch + epochs, shuffle=False,
-                steps_per_epoch=steps, callbacks=callbacks, verbose=0)
-      epoch += epochs
-      if progress.stopped_at is not None:
-        raise Preempted('checkpoint at step %d in %s' % (progress.stopped_at,
-                                                        checkpoints.directory))
+    try:
+      for first, steps, epochs in _segments(start, total, f.log_every_steps):
+        model.fit(train_data(first), initial_epoch=epoch, epochs=epoch + epochs, shuffle=False,
+                  steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+        epoch += epochs
+        if progress.stopped_at is not None:
+          raise Preempted('checkpoint at step %d in %s' % (progress.stopped_at,
+                                                          checkpoints.directory))
+    finally:
+      progress.close()
     seconds = time.time() - began
   correct, examples = recipe.accuracy(model, data.evaluation(f.eval_batch_size))
   logging.info('step %d: accuracy %.4f on the %d evaluation examples', total,

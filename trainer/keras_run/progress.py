@@ -112,3 +112,9 @@ class Progress(keras.callbacks.Callback):
   def on_train_end(self, logs=None):
     if self._writer is not None:
       self._writer.flush()
+
+  def close(self):
+    """Closes the TensorBoard writer (after the run's last `fit`, or on its way out)."""
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None

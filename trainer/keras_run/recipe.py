@@ -138,7 +138,8 @@ def one_hot_labels(model, dataset, num_classes):
 
 
 def one_hot_batches(model, batches, num_classes):
-  """`one_hot_labels` for an iterator of NumPy (inputs, int labels) batches."""
+  """`one_hot_labels` for an iterator of NumPy (inputs, int labels [b]) batches: yields (inputs,
+  `targets` of float32 one-hot labels [b, num_classes])."""
   identity = np.eye(num_classes, dtype=np.float32)
   for inputs, labels in batches:
     yield inputs, targets(model, identity[labels])

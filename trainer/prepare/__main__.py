@@ -83,6 +83,8 @@ def prepare(source):
     PipelineError: what was wrong with the input or the flags; --output_dir holds a conversion
       and --overwrite is not given.
   """
+  if source == 'arrays':
+    arrays.check_paths(FLAGS.source_dir, FLAGS.output_dir)
   shards.check_output_dir(FLAGS.output_dir, FLAGS.overwrite)  # before reading any input
   if source in ('imagenet', 'image_folder', 'photos'):
     return _prepare_on_beam(source)

@@ -11,6 +11,7 @@ at every epoch, which stored arrays cannot.
 """
 
 import io
+import os
 
 import numpy as np
 import tensorflow.compat.v1 as tf
@@ -84,6 +85,29 @@ def _read_split(data, is_training):
           np.concatenate(labels).astype(np.int32))
 
 
+def _same_place(a, b):
+  a, b = a.rstrip('/'), b.rstrip('/')
+  if '://' in a or '://' in b:
+    return a == b
+  return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_paths(source_dir, output_dir):
+  """Refuses a missing --source_dir, and an --output_dir that is --source_dir (writing there
+  would first delete the TFRecords to read). Run before any check of the output.
+
+  Raises:
+    PipelineError: naming the flag.
+  """
+  if not source_dir:
+    raise PipelineError('arrays needs --source_dir: a data directory of trainer.prepare '
+                        '(TFRecords and dataset.json).')
+  if _same_place(source_dir, output_dir):
+    raise PipelineError('--output_dir=%s is --source_dir: the arrays go into another directory '
+                        '(writing them there would first delete the TFRecords they are read '
+                        'from).' % output_dir)
+
+
 def prepare(source_dir, output_dir, image_size=None, crop_padding=None, overwrite=False):
   """Writes the arrays of the TFRecord data directory `source_dir` into `output_dir`; returns the
   dataset.json dict written there.
@@ -97,12 +121,10 @@ def prepare(source_dir, output_dir, image_size=None, crop_padding=None, overwrit
     overwrite: replace an earlier conversion in output_dir.
 
   Raises:
-    PipelineError: no data or dataset.json, random training preprocessing, output_dir holds a
-      conversion and not `overwrite`.
+    PipelineError: no data or dataset.json, output_dir is source_dir, random training
+      preprocessing, output_dir holds a conversion and not `overwrite`.
   """
-  if not source_dir:
-    raise PipelineError('arrays needs --source_dir: a data directory of trainer.prepare '
-                        '(TFRecords and dataset.json).')
+  check_paths(source_dir, output_dir)
   info = dataset_json.read(source_dir)
   if not info:
     raise PipelineError('%s has no dataset.json: give a data directory that trainer.prepare '
@@ -128,7 +150,7 @@ def prepare(source_dir, output_dir, image_size=None, crop_padding=None, overwrit
   shards.prepare_output_dir(output_dir, overwrite)
   out = {k: v for k, v in info.items() if k not in ('train_pattern', 'eval_pattern')}
   out.update({'format': arrays.FORMAT, 'source': source_dir, 'label_offset': 0})
-  for is_training, name in ((True, arrays.TRAIN_FILE), (False, arrays.EVAL_FILE)):
+  for is_training in (True, False):
     inputs, labels = _read_split(data, is_training)
     count = 'num_train_examples' if is_training else 'num_eval_examples'
     if len(labels) != info[count]:
@@ -138,7 +160,7 @@ def prepare(source_dir, output_dir, image_size=None, crop_padding=None, overwrit
       inputs = inputs[..., :1]  # grey images: one channel stored, a third of the bytes
     buffer = io.BytesIO()  # zipfile seeks back, which a gs:// file being written cannot
     np.savez_compressed(buffer, **{arrays.INPUTS: inputs, arrays.LABELS: labels})
-    with outputs.staged_file('%s/%s' % (output_dir.rstrip('/'), name), 'wb') as f:
+    with outputs.staged_file(arrays.path_of(output_dir, is_training), 'wb') as f:
       f.write(buffer.getvalue())
   if not text:
     out['image_size'] = image_size

@@ -56,5 +56,6 @@ else:
   remove = lambda path: os.remove(_local(path))
   rmtree = lambda path: shutil.rmtree(_local(path))
   rename = _local_rename
-  GFile = lambda path, mode='r': open(_local(path), mode)  # pylint: disable=consider-using-with
+  GFile = lambda path, mode='r': open(  # pylint: disable=consider-using-with
+      _local(path), mode, **({} if 'b' in mode else {'encoding': 'utf-8'}))
   OpError = OSError
