@@ -70,7 +70,7 @@ def _resume_in_fresh_process(data_dir, tmp_path, tolerance, backend, without_ten
             % (tests, data_dir, str(tmp_path), tolerance, loss_tolerance))
   env = dict(os.environ, KERAS_BACKEND=backend)
   if without_tensorflow:
-    env['PYTHONPATH'] = os.pathsep.join([os.path.join(tests, 'without_tensorflow'), REPO])
+    env.update(_without_tensorflow())
   proc = subprocess.run([sys.executable, '-c', script], cwd=REPO, stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE, universal_newlines=True, timeout=600, env=env)
   assert proc.returncode == 0, proc.stderr[-4000:]
@@ -130,16 +130,25 @@ def test_every_backend_trains_on_the_streams_batches_in_order(tiny_dir, backend)
   assert seen == expected
 
 
-def test_torch_trains_from_the_command_line_and_outputs_are_not_replaced(tiny_dir, tmp_path):
+def _without_tensorflow():
+  """The environment of a process that cannot import TensorFlow (tests/without_tensorflow)."""
+  tests = os.path.dirname(os.path.abspath(__file__))
+  return {'PYTHONPATH': os.pathsep.join([os.path.join(tests, 'without_tensorflow'), REPO])}
+
+
+def test_torch_trains_from_the_command_line_and_outputs_are_not_replaced(tiny_arrays_dir,
+                                                                          tmp_path):
+  """PyTorch from arrays, where TensorFlow cannot be imported (as on a GPU machine without it)."""
   model_dir = str(tmp_path / 'torch')
-  proc = _train('torch', model_dir, tiny_dir, '--train_steps=2')
+  proc = _train('torch', model_dir, tiny_arrays_dir, '--train_steps=2', env=_without_tensorflow())
   assert proc.returncode == 0, proc.stderr[-3000:]
   results = keras_resume.results(model_dir)
   assert results['devices']['backend'] == 'torch' and results['eval_examples'] == 50
+  assert results['tensorflow_version'] is None and results['input'] == 'arrays'
   assert 0 <= results['accuracy'] <= 1 and len(results['train_log']) == 1
   assert os.path.exists(os.path.join(model_dir, job.MODEL_FILE))
   assert any(n.startswith('events.') for n in os.listdir(os.path.join(model_dir, 'train')))
-  refused(_train('torch', model_dir, tiny_dir, '--train_steps=2'),
+  refused(_train('torch', model_dir, tiny_arrays_dir, '--train_steps=2'),
           'already holds', '--overwrite')
-  refused(_train('torch', str(tmp_path / 'x'), tiny_dir, '--cpu_replicas=2'),
+  refused(_train('torch', str(tmp_path / 'x'), tiny_arrays_dir, '--cpu_replicas=2'),
           '--cpu_replicas needs KERAS_BACKEND=tensorflow')

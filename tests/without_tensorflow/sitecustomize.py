@@ -1,18 +1,20 @@
-"""Put on PYTHONPATH, makes `import tensorflow` fail in every process as on a machine where
-TensorFlow is not installed (the GPU machines of the Keras trainer's arrays input)."""
+"""Put on PYTHONPATH, makes every process of Python behave as on a machine where TensorFlow is not
+installed (the GPU machines of the Keras trainer's arrays input): `importlib.util.find_spec`
+finds no `tensorflow`, and `import tensorflow` raises ModuleNotFoundError."""
 
-import importlib.abc
+import importlib.machinery
 import sys
 
 
-class _NoTensorFlow(importlib.abc.MetaPathFinder):
+class _PathFinderWithoutTensorFlow(importlib.machinery.PathFinder):
+  """The standard path finder, blind to `tensorflow` and its sub-modules."""
 
-  def find_spec(self, name, path=None, target=None):
-    del path, target
-    if name == 'tensorflow' or name.startswith('tensorflow.'):
-      raise ModuleNotFoundError('No module named %r (tests/without_tensorflow)' % name,
-                                name=name)
-    return None
+  @classmethod
+  def find_spec(cls, fullname, path=None, target=None):
+    if fullname == 'tensorflow' or fullname.startswith('tensorflow.'):
+      return None
+    return super().find_spec(fullname, path, target)
 
 
-sys.meta_path.insert(0, _NoTensorFlow())
+sys.meta_path[:] = [_PathFinderWithoutTensorFlow if finder is importlib.machinery.PathFinder
+                    else finder for finder in sys.meta_path]
