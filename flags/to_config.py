@@ -333,10 +333,7 @@ def config_from_flags(flag_values, given=None):
   info = {} if f.fake_data else (dataset_json.read(f.data_dir) or {})
   if f.fake_data:
     info = dict(_FAKE_TEXT_DEFAULTS if f.model in TEXT_MODELS else _FAKE_DEFAULTS)
-  if arrays.is_arrays(info):
-    raise PipelineError('--data_dir=%s holds NumPy arrays for `trainer.train_keras` (dataset.json '
-                        'format "arrays"), not TFRecords: give the TFRecord directory they were '
-                        'made from (%s).' % (f.data_dir, info.get('source', 'its "source"')))
+  arrays.check_not_arrays(f.data_dir, info)
   modality = info.get('modality', 'image')
   if (modality == 'text') != (f.model in TEXT_MODELS):
     raise PipelineError(

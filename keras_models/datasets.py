@@ -3,6 +3,7 @@ augmentation) as the (inputs, labels[, sample weights]) batches Keras' fit and e
 
 from keras_models import build
 from models import features as features_lib
+from trainer.data import arrays
 from trainer.data import data_config as data_config_lib
 from trainer.data import dataset_json
 from trainer.data import input_fn as input_fn_lib
@@ -21,16 +22,13 @@ def data_config(data_dir, input_shape, seed=0, **preprocessing_overrides):
       of dataset.json's.
 
   Raises:
-    PipelineError: no dataset.json, or data the model cannot take.
+    PipelineError: no dataset.json, arrays instead of TFRecords, or data the model cannot take.
   """
   info = dataset_json.read(data_dir)
   if not info:
     raise PipelineError('%s has no dataset.json: prepare the data with `python -m '
                         'trainer.prepare`.' % data_dir)
-  if info.get('format') == dataset_json.ARRAYS_FORMAT:
-    raise PipelineError('%s holds NumPy arrays (trainer.prepare arrays), which only '
-                        'trainer.train_keras reads: give the TFRecord directory they came from '
-                        '(%s).' % (data_dir, info.get('source')))
+  arrays.check_not_arrays(data_dir, info)
   build.check_data_fits(data_dir, info, input_shape)
   return data_config_lib.from_dataset_json(data_dir, info, input_shape[0], seed,
                                            **preprocessing_overrides)

@@ -40,6 +40,19 @@ def is_arrays(info):
   return info.get('format') == FORMAT
 
 
+def check_not_arrays(data_dir, info):
+  """Refuses an arrays directory where TFRecords are read (`trainer.main`, tf.data in
+  `keras_models.datasets`): `data_dir` and its dataset.json `info`.
+
+  Raises:
+    PipelineError: naming the TFRecord directory the arrays came from.
+  """
+  if is_arrays(info):
+    raise PipelineError('--data_dir=%s holds NumPy arrays of `trainer.prepare arrays`, which only '
+                        '`trainer.train_keras` reads, not TFRecords: give the TFRecord directory '
+                        'they came from (%s).' % (data_dir, info.get('source', 'its "source"')))
+
+
 def path_of(data_dir, is_training):
   """<data_dir>/train.npz or <data_dir>/validation.npz (str), local or gs://."""
   return '%s/%s' % (data_dir.rstrip('/'), TRAIN_FILE if is_training else EVAL_FILE)

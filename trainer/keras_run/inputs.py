@@ -10,11 +10,10 @@ the run's batch number `first` on, with one-hot targets) and evaluation(batch_si
 (inputs, int labels) batches of every evaluation example once).
 """
 
+from absl import logging
 import keras
 from keras import tree
 import numpy as np
-
-from absl import logging
 
 from keras_models import build
 from trainer.data import arrays

@@ -109,10 +109,6 @@ class Progress(keras.callbacks.Callback):
         self._writer.add_scalar(name, value, step=entry['step'])
     self._writer.flush()
 
-  def on_train_end(self, logs=None):
-    if self._writer is not None:
-      self._writer.flush()
-
   def close(self):
     """Closes the TensorBoard writer (after the run's last `fit`, or on its way out)."""
     if self._writer is not None:

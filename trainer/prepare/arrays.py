@@ -46,8 +46,6 @@ def _random_parts(data):
 def _split_dataset(data, is_training):
   """(inputs, labels) examples of a split, once each, preprocessed, in the order the pipeline's
   evaluation reads a split (`trainer.data.records.record_dataset`'s interleave of the shards)."""
-  if not tf.io.gfile.glob(data.file_pattern(is_training)):
-    raise PipelineError('no file matches %s.' % data.shown_pattern(is_training))
   dataset = records.record_dataset(data.file_pattern(is_training), False)
   if data.modality == 'text':
     def token_ids(serialized):
@@ -147,6 +145,7 @@ def prepare(source_dir, output_dir, image_size=None, crop_padding=None, overwrit
         'so they would train without that augmentation. Freeze it (--crop_padding=0 for a '
         'pad_and_crop data set whose dataset.json sets no flip or colour jitter), or train from '
         'the TFRecords with tf.data.' % (source_dir, ', '.join(random_parts)))
+  shards.check_shards_exist(data, (True, False))  # before output_dir loses anything
   shards.prepare_output_dir(output_dir, overwrite)
   out = {k: v for k, v in info.items() if k not in ('train_pattern', 'eval_pattern')}
   out.update({'format': arrays.FORMAT, 'source': source_dir, 'label_offset': 0})
