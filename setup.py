@@ -8,9 +8,9 @@ project's own virtualenvs each bring their own TensorFlow build, and pip must no
   pip install '.[tf2]'          # + tensorflow-cpu 2.15.1 and tensorflow-estimator 2.15.0
   pip install '.[keras]'        # + tensorflow-cpu 2.21.0, keras 3.15.1, jax 0.10.2, tensorboard
                                 #   (Python 3.11+)
-  pip install '.[keras-torch]'  # + torch 2.13.0, Keras 3's PyTorch backend: pin the CPU build
-                                #   (-c constraints/py311-keras.txt: torch==2.13.0+cpu, from
-                                #   PyTorch's CPU wheel index), or PyPI's pulls in CUDA (~2.5 GB)
+  pip install '.[keras-torch]'  # + torch 2.13.0, Keras 3's PyTorch backend; PyPI's Linux wheel
+                                #   pulls in CUDA (several GB): add --extra-index-url
+                                #   https://download.pytorch.org/whl/cpu for the CPU build
   pip install '.[keras-no-tf]'  # + keras 3.15.1, tensorboard: trainer.train_keras from arrays,
                                 #   on JAX or PyTorch without TensorFlow (bring the backend)
   pip install '.[prepare]'      # + Apache Beam, for
@@ -40,8 +40,8 @@ setup(
         # TF 2.21 no longer brings TensorBoard, whose summary writer trainer.train_keras uses.
         'keras': ['tensorflow-cpu==2.21.0', 'keras==3.15.1', 'jax[cpu]==0.10.2',
                   'tensorboard==2.21.0'],
-        # Keras 3's third backend. '==2.13.0' also matches the CPU build '2.13.0+cpu', which the
-        # constraints file pins (PyPI's Linux wheel of the same version needs the CUDA wheels).
+        # Keras 3's third backend. '==2.13.0' also matches the CPU build '2.13.0+cpu' of PyTorch's
+        # own index (optional; PyPI's Linux wheel of the same version needs the CUDA wheels).
         'keras-torch': ['torch==2.13.0'],
         # trainer.train_keras from the arrays of `trainer.prepare arrays` with JAX or PyTorch
         # alone, no TensorFlow (a GPU machine): Keras and TensorBoard's own summary writer; add

@@ -241,3 +241,23 @@ def test_profile_steps_writes_a_trace_of_each_step(small_dir, tmp_path):
   common = ['--data_dir=' + small_dir, '--model_dir=' + str(tmp_path / 'm'), '--train_steps=1']
   refused(run_main('--profile_steps=5,3', *common), 'START < END')
   refused(run_main('--profile_steps=0,50', *common), 'at most 20')
+
+
+def test_profile_sums_a_traced_training_step_by_the_kernels_that_ran(tmp_path):
+  out = str(tmp_path / 'profile.json')
+  proc = ok(_bench('profile', '--model=cnn', '--image_size=28', '--num_classes=10',
+                   '--batch_size=8', '--output=' + out, *TINY_WINDOWS))
+  assert 'share of op time' in proc.stdout
+  measurements = _record(out, 'profile')['measurements']
+  assert measurements['traced_steps'] == 2
+  kernels = {k['kernel']: k for k in measurements['kernels']}
+  # The runtime's own kernel names: Conv2D (Eigen), _MklConv2D (intel-tensorflow's layout pass)
+  # or _MklNativeConv2D / _FusedConv2D (TF 2.x with oneDNN); each backward pass as well.
+  assert any('Conv2D' in name and 'Backprop' not in name for name in kernels), sorted(kernels)
+  assert any('Conv2DBackpropFilter' in name for name in kernels), sorted(kernels)
+  assert sum(k['share'] for k in kernels.values()) == pytest.approx(1.0)
+  assert sum(k['ms_per_step'] for k in kernels.values()) == pytest.approx(
+      measurements['op_ms_per_step'])
+  # The CNN's first 5x5 convolution alone, forward: 28x28x64 outputs of 5x5x3 multiply-adds,
+  # 7.5 MFLOPs per example; the other convolutions, the dense layers and the backward pass add more.
+  assert measurements['flops_per_example'] > 2 * 28 * 28 * 64 * 5 * 5 * 3

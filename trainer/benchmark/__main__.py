@@ -5,6 +5,8 @@
             --windows pairs of windows of the two paths alternate in one Estimator session
             (--path=estimator or session times one path alone).
   input     the training input_fn alone on real TFRecords (--data_dir)  (input_bench.py)
+  profile   the model_fn's training step traced per op: milliseconds per kernel (_MklConv2D,
+            _MklToTf, Conv2DBackpropFilter, ...) and FLOPs per example  (profile_bench.py)
   conv      a 5x5 convolution's seconds per iteration and GFLOP/s       (conv_bench.py)
   overhead  per-call overhead of session.run, the TPU-style loop and the Estimator
                                                                         (overhead_bench.py)
@@ -31,12 +33,13 @@ from trainer.benchmark import conv_bench
 from trainer.benchmark import input_bench
 from trainer.benchmark import model_bench
 from trainer.benchmark import overhead_bench
+from trainer.benchmark import profile_bench
 from trainer.benchmark import timing
 from trainer.errors import PipelineError
 from trainer.storage import outputs
 
 FLAGS = absl_flags.FLAGS
-SUBCOMMANDS = ('model', 'input', 'conv', 'overhead')
+SUBCOMMANDS = ('model', 'profile', 'input', 'conv', 'overhead')
 
 
 def _run_config(**overrides):
@@ -65,6 +68,9 @@ def benchmark(subcommand):
   windows = timing.Windows(FLAGS.warmup_steps, FLAGS.windows, FLAGS.steps_per_window)
   if subcommand == 'model':
     return model_bench.bench_model(_model_config, windows, FLAGS.path, FLAGS.output)
+  if subcommand == 'profile':
+    return profile_bench.bench_profile(_model_config(tempfile.gettempdir(), windows.total_steps),
+                                       windows, FLAGS.output)
   if subcommand == 'input':
     if not FLAGS.data_dir:
       raise PipelineError('input needs --data_dir: a directory of TFRecord shards with '

@@ -62,9 +62,9 @@ def write_record(name, config, measurements, rows, columns, output=None):
 
 
 def _details(name, config):
-  if name == 'model':
+  if name in ('model', 'profile'):
     depth = config['resnet_depth'] if config['model'] == 'resnet' else ''
-    return 'model-%s%s-%d-b%d' % (config['model'], depth,
+    return '%s-%s%s-%d-b%d' % (name, config['model'], depth,
                                   config['image_size'] or config['max_seq_length'] or 0,
                                   config['batch_size'])
   if name == 'input':

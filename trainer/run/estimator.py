@@ -10,6 +10,7 @@ here and only here; every kind runs the same TPUEstimator model_fn.
 import tensorflow.compat.v1 as tf
 
 from models import model_fn as model_fn_lib
+from trainer.host import threads as host_threads
 from trainer.tpu import resolver as tpu_resolver
 from trainer.data import input_fn as input_fn_lib
 from trainer.errors import PipelineError
@@ -168,6 +169,8 @@ def tpu_run_config(config, tpu_master=None):
         per_host_input_for_training=tf.estimator.tpu.InputPipelineConfig.PER_HOST_V2)
   return tf.estimator.tpu.RunConfig(
       cluster=cluster, master=tpu_master, model_dir=config.model_dir,
+      # On a TPU, TPUEstimator builds the session config for its master itself.
+      session_config=None if config.use_tpu else host_session_config(),
       save_checkpoints_steps=config.save_checkpoints_steps,
       keep_checkpoint_max=config.keep_checkpoint_max, tpu_config=tpu_config,
       tf_random_seed=config.seed,
@@ -175,6 +178,13 @@ def tpu_run_config(config, tpu_master=None):
       # device between loops: TPUEstimator's own hooks log it, and examples/sec, after every
       # loop.
       log_step_count_steps=config.iterations_per_loop if config.use_tpu else None)
+
+
+def host_session_config():
+  """A ConfigProto with the thread pools chosen for this host's CPU (trainer.host.threads)."""
+  _, settings, _ = host_threads.current()
+  return tf.ConfigProto(intra_op_parallelism_threads=settings.intra_op,
+                        inter_op_parallelism_threads=settings.inter_op)
 
 
 def _distributed_estimator(config):
@@ -198,6 +208,7 @@ def _mirrored_estimator(config):
   """
   devices = list(config.mirrored_devices)
   cpus = [int(d.split(':')[1]) for d in devices if d.startswith('/cpu:')]
+  # The default thread pools: replicas must run at once (and NCCL ops block while they wait).
   session_config = tf.ConfigProto(allow_soft_placement=True)
   if cpus:
     session_config.device_count['CPU'] = max(cpus) + 1

@@ -5,6 +5,7 @@ warnings of the client libraries, and Apache Beam's INFO lines. With absl's `-v 
 everything is shown again."""
 
 import logging as std_logging
+import sys
 import warnings
 
 # Substrings of the TensorFlow log records dropped by default.
@@ -16,6 +17,31 @@ TENSORFLOW_NOISE = (
     'eval_on_tpu ignored because use_tpu is False',
     'Using config: {',                     # Estimator's RunConfig dump
 )
+
+
+# Warnings caught while the libraries loaded (hold_import_notices), shown again with -v 1.
+_HELD = []
+
+
+def hold_import_notices():
+  """Loads google-auth with its import-time notice held back (Python 3.7 only).
+
+  google-auth warns at import that it is dropping Python 3.7 (Python37DeprecationWarning, once
+  from google.auth and once from google.oauth2), and TF 1.15 imports it with TensorFlow (its GCE
+  cluster resolver loads googleapiclient), before any flag is parsed; its own filter ("once",
+  put first) beats an "ignore" set beforehand. So it is loaded here, before TensorFlow, with the
+  warnings recorded instead of printed; `quiet_unless_verbose` shows them at -v 1.
+  """
+  if sys.version_info[:2] != (3, 7):
+    return
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    try:
+      import google.auth  # pylint: disable=g-import-not-at-top,unused-import
+      import google.oauth2  # pylint: disable=g-import-not-at-top,unused-import
+    except ImportError:
+      pass
+  _HELD.extend(caught)
 
 
 class _DropNoise(std_logging.Filter):
@@ -32,6 +58,8 @@ def quiet_unless_verbose(verbosity):
     verbosity: int, absl's FLAGS.verbosity (0 is INFO, the commands' default).
   """
   if verbosity >= 1:
+    for held in _HELD:
+      warnings.showwarning(held.message, held.category, held.filename, held.lineno)
     return
   std_logging.getLogger('tensorflow').addFilter(_DropNoise())
   std_logging.getLogger('apache_beam').setLevel(std_logging.WARNING)

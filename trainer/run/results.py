@@ -13,6 +13,7 @@ from trainer.run import best_checkpoint
 from trainer.run import run_errors
 from trainer.cloud import gcs_preflight
 from trainer.cloud import vertex_env
+from trainer.host import threads as host_threads
 from trainer.data import serving
 from trainer.errors import PipelineError
 from trainer.storage import json_files
@@ -194,12 +195,17 @@ def hparams(config):
 
 def tensorflow_runtime():
   """The Python and TensorFlow this process runs: python, tensorflow_version, tensorflow_build
-  (the installed distribution: intel-tensorflow, tensorflow-cpu, ...) and mkl_enabled (oneDNN)."""
+  (the installed distribution: intel-tensorflow, tensorflow-cpu, ...), mkl_enabled (oneDNN),
+  and host: the CPU (model, vector ISA, cores) and the thread settings chosen for it
+  (trainer.host.threads)."""
+  cpu, settings, _ = host_threads.current()
   return {
       'python': platform.python_version(),
       'tensorflow_version': tf.__version__,
       'tensorflow_build': _tensorflow_build(),
       'mkl_enabled': _mkl_enabled(),
+      'host': dict(settings.as_record(), cpu_model=cpu.model, isa=cpu.isa,
+                   physical_cores=cpu.physical_cores, logical_cpus=cpu.logical_cpus),
   }
 
 

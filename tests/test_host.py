@@ -1,0 +1,119 @@
+"""The host settings (trainer/host): the CPU as Linux describes it, the thread and library
+settings chosen for it, and make train's runtime choice. Pure Python, no TensorFlow."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import REPO
+from trainer.host import cpu as cpu_lib
+from trainer.host import runtime_probe
+from trainer.host import threads
+
+# /proc/cpuinfo's first lines on the two host kinds this project met (flags shortened).
+ZEN3_CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 7B13
+flags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c fma bmi1 avx2 bmi2 sha_ni
+"""
+AVX512_CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) CPU @ 2.20GHz
+flags\t\t: sse4_2 avx fma avx2 avx512f avx512dq avx512cd avx512bw avx512vl
+"""
+
+
+def _cpu(cpuinfo=ZEN3_CPUINFO, cores=2, cpus=2, machine='x86_64'):
+  model, vendor, flags = cpu_lib.parse_cpuinfo(cpuinfo)
+  return cpu_lib.CpuInfo(model=model, vendor=vendor, machine=machine, flags=flags,
+                         logical_cpus=cpus, physical_cores=cores)
+
+
+def test_the_vector_isa_is_read_from_the_cpu_flags():
+  assert _cpu(ZEN3_CPUINFO).isa == 'avx2'
+  assert _cpu(ZEN3_CPUINFO).model == 'AMD EPYC 7B13'
+  assert _cpu(AVX512_CPUINFO).isa == 'avx512'
+  # AVX-512 foundation without BW/DQ/VL (Xeon Phi) is not what oneDNN's AVX-512 kernels need.
+  assert _cpu(ZEN3_CPUINFO.replace('sha_ni', 'avx512f')).isa == 'avx2'
+  assert _cpu('').isa == 'unknown'
+
+
+def test_hyperthread_siblings_count_as_one_physical_core(tmp_path):
+  # Four logical CPUs: 0 and 1 share core 0, 2 and 3 share core 1.
+  for cpu, core in ((0, 0), (1, 0), (2, 1), (3, 1)):
+    topology = tmp_path / ('cpu%d' % cpu) / 'topology'
+    topology.mkdir(parents=True)
+    (topology / 'core_id').write_text('%d\n' % core)
+    (topology / 'physical_package_id').write_text('0\n')
+  assert cpu_lib.count_physical_cores([0, 1, 2, 3], str(tmp_path)) == 2
+  assert cpu_lib.count_physical_cores([0, 2], str(tmp_path)) == 2
+  assert cpu_lib.count_physical_cores([0, 1], str(tmp_path)) == 1
+  # No topology files (not Linux, or a container hiding them): every logical CPU counts.
+  assert cpu_lib.count_physical_cores([0, 1, 2], str(tmp_path / 'absent')) == 3
+
+
+def test_a_small_host_runs_one_op_at_a_time_on_every_physical_core():
+  settings = threads.choose(_cpu(cores=2, cpus=4), environ={})
+  assert (settings.intra_op, settings.inter_op) == (2, 1)
+  env = dict(settings.env)
+  assert env['OMP_NUM_THREADS'] == '2' and env['KMP_BLOCKTIME'] == '1'
+  assert any('hyperthread' in reason for reason in settings.reasons)
+  assert threads.choose(_cpu(cores=16, cpus=16), environ={}).inter_op == 2
+
+
+def test_onednn_is_forced_on_for_avx2_and_avx512_x86_cpus_only():
+  assert dict(threads.choose(_cpu(ZEN3_CPUINFO), environ={}).env)['TF_ENABLE_ONEDNN_OPTS'] == '1'
+  assert dict(threads.choose(_cpu(AVX512_CPUINFO), environ={}).env)[
+      'TF_ENABLE_ONEDNN_OPTS'] == '1'
+  assert 'TF_ENABLE_ONEDNN_OPTS' not in dict(
+      threads.choose(_cpu('', machine='aarch64'), environ={}).env)
+
+
+def test_the_users_environment_wins():
+  environ = {'TF_NUM_INTRAOP_THREADS': '3', 'TF_NUM_INTEROP_THREADS': '2', 'KMP_BLOCKTIME': '0'}
+  settings = threads.choose(_cpu(cores=2), environ=environ)
+  assert (settings.intra_op, settings.inter_op) == (3, 2)
+  applied = threads.apply_process_env(settings, environ)
+  assert ('KMP_BLOCKTIME', '0', 'user') in applied
+  assert ('OMP_NUM_THREADS', '3', 'set') in applied
+  assert environ['KMP_BLOCKTIME'] == '0' and environ['OMP_NUM_THREADS'] == '3'
+
+
+def test_the_settings_are_in_the_environment_before_tensorflow_loads():
+  """Importing the trainer package sets them, without TensorFlow, and a value given wins."""
+  env = dict(os.environ, KMP_BLOCKTIME='0')
+  for name in ('OMP_NUM_THREADS', 'TF_ENABLE_ONEDNN_OPTS'):
+    env.pop(name, None)
+  code = ('import os, sys, trainer; assert "tensorflow" not in sys.modules; '
+          'print(os.environ["KMP_BLOCKTIME"], os.environ["OMP_NUM_THREADS"])')
+  out = subprocess.run([sys.executable, '-c', code], cwd=REPO, env=env, check=True,
+                       stdout=subprocess.PIPE, universal_newlines=True).stdout.split()
+  _, settings, _ = threads.current()
+  assert out == ['0', str(settings.intra_op)]
+
+
+def test_the_runtime_probe_keeps_intel_tensorflow_unless_another_is_clearly_faster():
+  assert runtime_probe.choose({'tf1-mkl': 100.0, 'tf2': 104.0})[0] == 'tf1-mkl'
+  assert runtime_probe.choose({'tf1-mkl': 100.0, 'tf2': 130.0})[0] == 'tf2'
+  assert runtime_probe.choose({'tf1-mkl': 120.0, 'tf2': 100.0})[0] == 'tf1-mkl'
+  assert runtime_probe.choose({'tf1-mkl': None, 'tf2': 80.0})[0] == 'tf2'
+  with pytest.raises(ValueError):
+    runtime_probe.choose({'tf1-mkl': None, 'tf2': None})
+
+
+def test_a_cached_choice_for_this_cpu_is_used_without_measuring(tmp_path):
+  cache = tmp_path / 'runtime-choice.json'
+  cache.write_text(json.dumps({'cpu': runtime_probe.cpu_key(cpu_lib.read_cpu()),
+                               'runtime': 'tf2'}))
+  proc = subprocess.run([sys.executable, '-m', 'trainer.host.runtime_probe',
+                         '--cache=%s' % cache], cwd=str(tmp_path), env=dict(
+                             os.environ, PYTHONPATH=REPO), stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout.strip() == 'RUNTIME=tf2'
+  assert 'measured on this CPU before' in proc.stderr
+  # Nothing was measured: no probe records next to the cache.
+  assert not (tmp_path / 'runtime-probe').exists()

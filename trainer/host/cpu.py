@@ -1,0 +1,105 @@
+"""What this machine's CPU offers: model, vendor, vector ISA, usable logical CPUs and physical
+cores. Read from Linux's /proc/cpuinfo and /sys topology files; elsewhere the fields fall back
+to what Python knows (os.cpu_count) and the ISA to 'unknown'."""
+
+import dataclasses
+import os
+import platform
+from typing import FrozenSet, Optional
+
+# The vector extensions that decide which kernels oneDNN, MKL and Eigen run, widest first.
+# 'avx512' needs the AVX-512 foundation plus the BW/DQ/VL subsets ("avx512_core", what oneDNN's
+# and TF's AVX-512 paths require).
+AVX512_CORE = frozenset({'avx512f', 'avx512bw', 'avx512dq', 'avx512vl'})
+ISA_ORDER = ('avx512', 'avx2', 'avx', 'sse4_2', 'unknown')
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuInfo:
+  """One host's CPU.
+
+  Attributes:
+    model: the model name ('AMD EPYC 7B13'), or the platform's processor string.
+    vendor: 'GenuineIntel', 'AuthenticAMD', ... or None.
+    machine: platform.machine() ('x86_64', 'aarch64').
+    flags: the CPU feature flags Linux reports (empty elsewhere).
+    logical_cpus: CPUs this process may run on (its affinity mask), >= 1.
+    physical_cores: distinct cores among them (SMT siblings counted once), >= 1.
+  """
+  model: Optional[str]
+  vendor: Optional[str]
+  machine: str
+  flags: FrozenSet[str]
+  logical_cpus: int
+  physical_cores: int
+
+  @property
+  def isa(self):
+    """The widest vector ISA the CPU offers, one of ISA_ORDER."""
+    if AVX512_CORE <= self.flags:
+      return 'avx512'
+    for isa in ('avx2', 'avx', 'sse4_2'):
+      if isa in self.flags:
+        return isa
+    return 'unknown'
+
+  @property
+  def smt(self):
+    """True when some usable logical CPUs are hyperthread siblings of others."""
+    return self.physical_cores < self.logical_cpus
+
+  def describe(self):
+    """'AMD EPYC (avx512), 2 cores / 2 CPUs'."""
+    return '%s (%s), %d core%s / %d CPU%s' % (
+        self.model or self.machine, self.isa, self.physical_cores,
+        '' if self.physical_cores == 1 else 's', self.logical_cpus,
+        '' if self.logical_cpus == 1 else 's')
+
+
+def parse_cpuinfo(text):
+  """(model name, vendor_id, flags) of the first processor in a /proc/cpuinfo text."""
+  model = vendor = None
+  flags = frozenset()
+  for line in text.splitlines():
+    key, _, value = line.partition(':')
+    key = key.strip()
+    if key == 'model name' and model is None:
+      model = value.strip()
+    elif key == 'vendor_id' and vendor is None:
+      vendor = value.strip()
+    elif key == 'flags' and not flags:
+      flags = frozenset(value.split())
+  return model, vendor, flags
+
+
+def _read(path):
+  try:
+    with open(path) as f:
+      return f.read()
+  except OSError:
+    return None
+
+
+def count_physical_cores(cpus, sys_root='/sys/devices/system/cpu'):
+  """Distinct (package, core) pairs among logical `cpus`; len(cpus) where topology is unknown."""
+  cores = set()
+  for cpu in cpus:
+    topology = os.path.join(sys_root, 'cpu%d' % cpu, 'topology')
+    core = _read(os.path.join(topology, 'core_id'))
+    package = _read(os.path.join(topology, 'physical_package_id'))
+    if core is None:
+      return len(cpus)
+    cores.add(((package or '0').strip(), core.strip()))
+  return max(1, len(cores))
+
+
+def read_cpu():
+  """The `CpuInfo` of this machine, as this process sees it (its CPU affinity)."""
+  model, vendor, flags = parse_cpuinfo(_read('/proc/cpuinfo') or '')
+  if hasattr(os, 'sched_getaffinity'):
+    cpus = sorted(os.sched_getaffinity(0))
+  else:
+    cpus = list(range(os.cpu_count() or 1))
+  return CpuInfo(model=model or platform.processor() or None, vendor=vendor,
+                 machine=platform.machine(), flags=flags, logical_cpus=max(1, len(cpus)),
+                 physical_cores=count_physical_cores(cpus))

@@ -1,0 +1,133 @@
+"""`python -m trainer.host.runtime_probe`: which TensorFlow runtime trains fastest on this host,
+measured, for `make train` (RUNTIME=auto, the default).
+
+No rule by CPU features predicts it (BENCHMARKS.md, "Fast on every x86 CPU"): on AVX-512 hosts
+intel-tensorflow 1.15.2 and TF 2.15.1 with oneDNN run make train's step at about the same rate,
+and the ranking on AVX2-only hosts depends on kernels that an ISA cap cannot emulate for
+intel-tensorflow (its MKL-DNN 0.x has no ISA switch). So each candidate runs make train's
+ResNet-18 step (`trainer.benchmark model --path=session`, synthetic input, batch 256) for a few
+steps in its own virtualenv, and the fastest wins; intel-tensorflow, the runtime of make train's
+recorded runs, keeps the job unless another is more than `MARGIN` faster. Stock TF 1.15.5 is no
+candidate: 3-10x behind both wherever it was measured.
+
+The choice is cached in --cache with the CPU it was made on, and measured again on another CPU.
+Prints the `make` variables of the choice (e.g. `RUNTIME=tf1 TF1=mkl`) on stdout, the
+measurements and the reason on stderr.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+from absl import app
+from absl import flags
+
+from trainer.host import cpu as cpu_lib
+
+MARGIN = 0.05
+# name -> (virtualenv, make variables, what it is).
+CANDIDATES = {
+    'tf1-mkl': ('.venv-mkl', 'RUNTIME=tf1 TF1=mkl', 'intel-tensorflow 1.15.2'),
+    'tf2': ('.venv-tf2', 'RUNTIME=tf2', 'TF 2.15.1 with oneDNN'),
+}
+INCUMBENT = 'tf1-mkl'
+# make train's network and batch; a few steps after two warm-up steps.
+PROBE_FLAGS = ('--model=resnet', '--resnet_depth=18', '--image_size=32', '--num_classes=10',
+               '--batch_size=256', '--path=session', '--warmup_steps=2', '--steps_per_window=2',
+               '--windows=3', '--overwrite')
+
+FLAGS = flags.FLAGS
+
+
+def cpu_key(cpu):
+  """What a cached choice holds for: the CPU and how many cores this process may use."""
+  return {'cpu_model': cpu.model, 'isa': cpu.isa, 'physical_cores': cpu.physical_cores,
+          'logical_cpus': cpu.logical_cpus}
+
+
+def choose(rates, incumbent=INCUMBENT, margin=MARGIN):
+  """The runtime to train with, and why.
+
+  Args:
+    rates: runtime name -> measured examples/sec (None: it failed to run).
+    incumbent: kept unless another runtime is more than `margin` faster.
+    margin: fraction.
+
+  Returns:
+    (name, reason).
+
+  Raises:
+    ValueError: no runtime ran.
+  """
+  ran = {name: rate for name, rate in rates.items() if rate}
+  if not ran:
+    raise ValueError('no runtime ran the probe step')
+  best = max(ran, key=ran.get)
+  if incumbent in ran and best != incumbent and ran[best] <= ran[incumbent] * (1 + margin):
+    return incumbent, '%s is within %d%% of the fastest (%s): keeping %s' % (
+        incumbent, round(100 * margin), best, incumbent)
+  return best, 'fastest on this CPU'
+
+
+def _probe(name, record_dir):
+  venv = CANDIDATES[name][0]
+  python = os.path.join(venv, 'bin', 'python')
+  if not os.path.exists(python):
+    return None
+  output = os.path.join(record_dir, '%s.json' % name)
+  done = subprocess.run([python, '-m', 'trainer.benchmark', 'model', '--output=%s' % output] +
+                        list(PROBE_FLAGS), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                        universal_newlines=True)
+  if done.returncode:
+    print('runtime probe: %s failed (exit %d): %s' % (
+        name, done.returncode, done.stderr.strip().splitlines()[-1:]), file=sys.stderr)
+    return None
+  with open(output) as f:
+    return json.load(f)['measurements']['session_examples_per_sec']['median']
+
+
+def main(argv):
+  del argv
+  cpu = cpu_lib.read_cpu()
+  key = cpu_key(cpu)
+  cached = None
+  if os.path.exists(FLAGS.cache) and not FLAGS.remeasure:
+    with open(FLAGS.cache) as f:
+      cached = json.load(f)
+  if cached and cached.get('cpu') == key:
+    name = cached['runtime']
+    print('runtime: %s (%s), measured on this CPU before (%s; make train '
+          'RUNTIME_PROBE=again to measure again)' % (
+              name, CANDIDATES[name][2], FLAGS.cache), file=sys.stderr)
+  else:
+    record_dir = os.path.join(os.path.dirname(FLAGS.cache) or '.', 'runtime-probe')
+    os.makedirs(record_dir, exist_ok=True)
+    print('runtime probe on %s: make train\'s ResNet-18 step in each runtime (about a minute, '
+          'once per CPU)' % cpu.describe(), file=sys.stderr)
+    rates = {candidate: _probe(candidate, record_dir) for candidate in CANDIDATES}
+    try:
+      name, reason = choose(rates)
+    except ValueError as e:
+      print('error: runtime probe: %s; set RUNTIME=tf1 or RUNTIME=tf2.' % e, file=sys.stderr)
+      sys.exit(2)
+    print('runtime: %s (%s): %s; %s' % (
+        name, CANDIDATES[name][2], ', '.join(
+            '%s %.0f examples/s' % (n, r) if r else '%s did not run' % n
+            for n, r in rates.items()), reason), file=sys.stderr)
+    with open(FLAGS.cache, 'w') as f:
+      json.dump({'cpu': key, 'runtime': name, 'examples_per_sec': rates, 'reason': reason}, f,
+                indent=2)
+  print(CANDIDATES[name][1])
+
+
+def run():
+  flags.DEFINE_string('cache', 'runs/runtime-choice.json', 'Where the choice is kept, with the '
+                      'CPU it was measured on.')
+  flags.DEFINE_bool('remeasure', False, 'Measure again even if --cache holds a choice for '
+                    'this CPU.')
+  app.run(main)
+
+
+if __name__ == '__main__':
+  run()
