@@ -173,7 +173,7 @@ def test_cli_specs_come_from_the_commands_themselves(cli, scripts):
   assert cli['trainer.main'].flags['use_tpu'] and not cli['trainer.main'].flags['data_dir']
   assert cli['trainer.main'].subcommands is None
   assert 'fashion_mnist' in cli['trainer.prepare'].subcommands
-  assert cli['trainer.benchmark'].subcommands == ('model', 'input', 'conv', 'overhead')
+  assert cli['trainer.benchmark'].subcommands == ('model', 'profile', 'input', 'conv', 'overhead')
   assert 'scale_tier' in cli['trainer.submit'].flags
   # The Keras runtime's commands, read from that runtime (they do not import under TF 2.15).
   assert {'check_predictions', 'use_moving_average'} <= set(cli['trainer.export_keras'].flags)

@@ -1,6 +1,8 @@
 """A run's default output leaves out the libraries' deprecation notices and Estimator's config
 dump; `-v 1` shows them again (trainer/run/log_noise.py). The notices come from TF 2.15's
-tf.estimator: run there only."""
+tf.estimator: run there only; google-auth's Python 3.7 notice exists only on TF 1.15's Python."""
+
+import sys
 
 import pytest
 import tensorflow.compat.v1 as tf
@@ -21,3 +23,15 @@ def test_deprecation_notices_only_with_verbosity(tmp_path):
   assert '"top_1_accuracy"' in quiet.stdout  # and its result
   verbose = ok(run_main('--model_dir=' + str(tmp_path / 'b'), '-v', '1', *FAKE))
   assert 'is deprecated' in verbose.stderr
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 7), reason='google-auth warns only on Python 3.7')
+def test_google_auths_python37_notice_only_with_verbosity(tmp_path):
+  """TF 1.15 loads google-auth with TensorFlow; its notice waits for the flags (and the run's
+  own start-up line, the host settings, stays)."""
+  quiet = ok(run_main('--model_dir=' + str(tmp_path / 'a'), *FAKE))
+  assert 'Python37DeprecationWarning' not in quiet.stderr
+  assert 'host CPU: ' in quiet.stderr and 'inter-op 1' in quiet.stderr
+  verbose = ok(run_main('--model_dir=' + str(tmp_path / 'b'), '-v', '1', *FAKE))
+  # One notice each from google.auth and google.oauth2.
+  assert verbose.stderr.count('Python37DeprecationWarning: After') == 2
