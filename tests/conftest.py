@@ -21,6 +21,9 @@ if 'xla_backend_optimization_level' not in os.environ.get('XLA_FLAGS', ''):
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# The host's thread and oneDNN settings (trainer/host/threads.py) go into the environment before
+# TensorFlow loads, in the test process as in every command.
+import trainer  # pylint: disable=g-import-not-at-top,unused-import
 from helpers import write_subset  # pylint: disable=g-import-not-at-top
 import keras_runs  # pylint: disable=g-import-not-at-top
 from trainer.data import dataset_json  # pylint: disable=g-import-not-at-top

@@ -117,3 +117,20 @@ def test_a_cached_choice_for_this_cpu_is_used_without_measuring(tmp_path):
   assert 'measured on this CPU before' in proc.stderr
   # Nothing was measured: no probe records next to the cache.
   assert not (tmp_path / 'runtime-probe').exists()
+
+
+def test_a_containers_cpu_quota_caps_the_cpus(tmp_path):
+  v2 = tmp_path / 'v2'
+  v2.mkdir()
+  (v2 / 'cpu.max').write_text('150000 100000\n')  # docker run --cpus=1.5
+  assert cpu_lib.cgroup_cpu_limit(str(v2)) == 1.5
+  (v2 / 'cpu.max').write_text('max 100000\n')
+  assert cpu_lib.cgroup_cpu_limit(str(v2)) is None
+  v1 = tmp_path / 'v1' / 'cpu'
+  v1.mkdir(parents=True)
+  (v1 / 'cpu.cfs_quota_us').write_text('200000\n')
+  (v1 / 'cpu.cfs_period_us').write_text('100000\n')
+  assert cpu_lib.cgroup_cpu_limit(str(tmp_path / 'v1')) == 2.0
+  (v1 / 'cpu.cfs_quota_us').write_text('-1\n')
+  assert cpu_lib.cgroup_cpu_limit(str(tmp_path / 'v1')) is None
+  assert cpu_lib.cgroup_cpu_limit(str(tmp_path / 'absent')) is None

@@ -11,6 +11,7 @@ from models import features as features_lib
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import preprocessing
 from trainer.data.data_config import DataConfig
+from trainer.host import cpu as host_cpu
 
 
 def _data_config(data_dir, **overrides):
@@ -185,14 +186,17 @@ def test_image_batches_follow_the_features_contract(fashion_mnist_dir, is_traini
 
 @pytest.mark.parametrize('is_training', [True, False])
 def test_the_input_runs_with_the_host_options(fashion_mnist_dir, is_training):
-  """Each op of the input's functions runs on one thread, and on TF 1.x without the autotuning
-  model, whose teardown crashes TF 1.15 with a segmentation fault (trainer/data/input_fn.py)."""
+  """The input's functions run on a pool of their own, one thread per usable CPU (not on the
+  session's inter-op pool, one thread on a small host), each op of them on one thread, and on
+  TF 1.x without the autotuning model, whose teardown crashes TF 1.15 with a segmentation fault
+  (trainer/data/input_fn.py)."""
   data = _data_config(fashion_mnist_dir, image_size=32)
   with tf.Graph().as_default():
     options = input_fn_lib.input_fn_builder(data, is_training=is_training, global_batch_size=16)(
         {'batch_size': 16}).options()
   threading = getattr(options, 'threading', None) or options.experimental_threading
   assert threading.max_intra_op_parallelism == 1
+  assert threading.private_threadpool_size == host_cpu.read_cpu().logical_cpus
   if tf.__version__.startswith('1.'):
     assert options.experimental_optimization.autotune is False
   else:

@@ -24,7 +24,6 @@ from trainer.run import log_noise
 from trainer.run import preemption
 from trainer.run import run_errors
 from trainer.cloud import aiplatform_env
-from trainer.host import threads as host_threads
 from trainer.errors import EXIT_RESUMABLE, PipelineError
 
 FLAGS = absl_flags.FLAGS
@@ -38,8 +37,6 @@ def main(argv):
     aiplatform_env.check_hypertune_tag()
     config = to_config.config_from_flags(FLAGS.flag_values_dict(),
                                          given={n for n in FLAGS if FLAGS[n].present})
-    if not config.use_tpu:
-      logging.info(host_threads.describe())
     results = driver.run(config)
     aiplatform_env.report_hypertune_metric(results)
   except PipelineError as e:

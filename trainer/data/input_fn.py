@@ -11,6 +11,7 @@ from models import features as features_lib
 from trainer.data import preprocessing
 from trainer.data import records
 from trainer.data import tokenizer
+from trainer.host import threads as host_threads
 
 AUTOTUNE = tf.data.experimental.AUTOTUNE
 _SHUFFLE_BUFFER_DECODED = 10000   # decoded small images: ~2.4 KB each at 28x28x3
@@ -77,8 +78,8 @@ _TF1 = tf.__version__.startswith('1.')
 
 
 def with_host_options(dataset):
-  """`dataset` with each op of its functions on one thread: the map already runs on every core,
-  one example per thread, and splitting a single small image's decode or resize over the cores
+  """`dataset` with its functions on a private pool of one thread per usable CPU and each op of
+  them on one thread: the map already runs on every core, one example per thread, and splitting a single small image's decode or resize over the cores
   as well costs more in hand-offs than it gains (BENCHMARKS.md, input pipeline).
 
   On TF 1.x the autotuning model is also off (it crashes there, see `_TF1`): an AUTOTUNE map
@@ -90,6 +91,10 @@ def with_host_options(dataset):
   # `threading` since TF 2.6; TF 1.15 has only `experimental_threading`.
   threading = getattr(options, 'threading', None) or options.experimental_threading
   threading.max_intra_op_parallelism = 1
+  # The map's calls run on a pool of the input's own, one thread per usable CPU: the session's
+  # inter-op pool, which they would share otherwise, is one thread on a small host
+  # (trainer.host.threads), and the input must not wait behind the training step's ops.
+  threading.private_threadpool_size = host_threads.current()[0].logical_cpus
   if _TF1:
     options.experimental_optimization.autotune = False
   return dataset.with_options(options)

@@ -1,8 +1,9 @@
 """What this machine's CPU offers: model, vendor, vector ISA, usable logical CPUs and physical
-cores. Read from Linux's /proc/cpuinfo and /sys topology files; elsewhere the fields fall back
-to what Python knows (os.cpu_count) and the ISA to 'unknown'."""
+cores. Read from Linux's /proc/cpuinfo, /sys topology files and the container's cgroup CPU quota;
+elsewhere the fields fall back to what Python knows (os.cpu_count) and the ISA to 'unknown'."""
 
 import dataclasses
+import math
 import os
 import platform
 from typing import FrozenSet, Optional
@@ -11,7 +12,7 @@ from typing import FrozenSet, Optional
 # 'avx512' needs the AVX-512 foundation plus the BW/DQ/VL subsets ("avx512_core", what oneDNN's
 # and TF's AVX-512 paths require).
 AVX512_CORE = frozenset({'avx512f', 'avx512bw', 'avx512dq', 'avx512vl'})
-ISA_ORDER = ('avx512', 'avx2', 'avx', 'sse4_2', 'unknown')
+ISA_ORDER = ('avx512', 'avx2', 'avx', 'sse4_2')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,11 +36,9 @@ class CpuInfo:
 
   @property
   def isa(self):
-    """The widest vector ISA the CPU offers, one of ISA_ORDER."""
-    if AVX512_CORE <= self.flags:
-      return 'avx512'
-    for isa in ('avx2', 'avx', 'sse4_2'):
-      if isa in self.flags:
+    """The widest vector ISA the CPU offers, one of ISA_ORDER, or 'unknown'."""
+    for isa in ISA_ORDER:
+      if (AVX512_CORE <= self.flags if isa == 'avx512' else isa in self.flags):
         return isa
     return 'unknown'
 
@@ -93,13 +92,38 @@ def count_physical_cores(cpus, sys_root='/sys/devices/system/cpu'):
   return max(1, len(cores))
 
 
+def cgroup_cpu_limit(cgroup_root='/sys/fs/cgroup'):
+  """CPUs' worth of time this container may use (a `docker run --cpus=2` gives 2.0), or None.
+
+  cgroup v2's cpu.max ("QUOTA PERIOD" or "max PERIOD"), else cgroup v1's cpu.cfs_quota_us and
+  cpu.cfs_period_us (quota -1: no limit).
+  """
+  v2 = _read(os.path.join(cgroup_root, 'cpu.max'))
+  if v2:
+    quota, _, period = v2.strip().partition(' ')
+    if quota != 'max' and quota.isdigit() and period.strip().isdigit():
+      return int(quota) / float(period)
+    return None
+  quota = _read(os.path.join(cgroup_root, 'cpu', 'cpu.cfs_quota_us'))
+  period = _read(os.path.join(cgroup_root, 'cpu', 'cpu.cfs_period_us'))
+  if quota and period and quota.strip().isdigit() and period.strip().isdigit():
+    return int(quota) / float(period)
+  return None
+
+
 def read_cpu():
-  """The `CpuInfo` of this machine, as this process sees it (its CPU affinity)."""
+  """The `CpuInfo` of this machine as this process may use it: its CPU affinity, capped by a
+  container's CPU quota (rounded up: a quota of 1.5 CPUs keeps 2 threads busy part time)."""
   model, vendor, flags = parse_cpuinfo(_read('/proc/cpuinfo') or '')
   if hasattr(os, 'sched_getaffinity'):
     cpus = sorted(os.sched_getaffinity(0))
   else:
     cpus = list(range(os.cpu_count() or 1))
+  logical, physical = max(1, len(cpus)), count_physical_cores(cpus)
+  limit = cgroup_cpu_limit()
+  if limit:
+    logical = max(1, min(logical, math.ceil(limit)))
+    physical = min(physical, logical)
   return CpuInfo(model=model or platform.processor() or None, vendor=vendor,
-                 machine=platform.machine(), flags=flags, logical_cpus=max(1, len(cpus)),
-                 physical_cores=count_physical_cores(cpus))
+                 machine=platform.machine(), flags=flags, logical_cpus=logical,
+                 physical_cores=physical)

@@ -6,9 +6,10 @@ intel-tensorflow 1.15.2 and TF 2.15.1 with oneDNN run make train's step at about
 and the ranking on AVX2-only hosts depends on kernels that an ISA cap cannot emulate for
 intel-tensorflow (its MKL-DNN 0.x has no ISA switch). So each candidate runs make train's
 ResNet-18 step (`trainer.benchmark model --path=session`, synthetic input, batch 256) for a few
-steps in its own virtualenv, and the fastest wins; intel-tensorflow, the runtime of make train's
-recorded runs, keeps the job unless another is more than `MARGIN` faster. Stock TF 1.15.5 is no
-candidate: 3-10x behind both wherever it was measured.
+steps in its own virtualenv, two processes each in the order A B B A, and the fastest wins;
+intel-tensorflow, the runtime of make train's recorded runs, keeps the job unless another is
+more than `MARGIN` faster. Stock TF 1.15.5 is no candidate: 3-10x behind both wherever it was
+measured. A choice is kept only when every candidate ran.
 
 The choice is cached in --cache with the CPU it was made on, and measured again on another CPU.
 Prints the `make` variables of the choice (e.g. `RUNTIME=tf1 TF1=mkl`) on stdout, the
@@ -26,6 +27,7 @@ from absl import flags
 from trainer.host import cpu as cpu_lib
 
 MARGIN = 0.05
+ROUNDS = 2  # processes per runtime
 # name -> (virtualenv, make variables, what it is).
 CANDIDATES = {
     'tf1-mkl': ('.venv-mkl', 'RUNTIME=tf1 TF1=mkl', 'intel-tensorflow 1.15.2'),
@@ -35,7 +37,7 @@ INCUMBENT = 'tf1-mkl'
 # make train's network and batch; a few steps after two warm-up steps.
 PROBE_FLAGS = ('--model=resnet', '--resnet_depth=18', '--image_size=32', '--num_classes=10',
                '--batch_size=256', '--path=session', '--warmup_steps=2', '--steps_per_window=2',
-               '--windows=3', '--overwrite')
+               '--windows=2', '--overwrite')
 
 FLAGS = flags.FLAGS
 
@@ -70,21 +72,36 @@ def choose(rates, incumbent=INCUMBENT, margin=MARGIN):
   return best, 'fastest on this CPU'
 
 
-def _probe(name, record_dir):
-  venv = CANDIDATES[name][0]
-  python = os.path.join(venv, 'bin', 'python')
+def _probe(name, output):
+  """Examples/sec of make train's step in runtime `name` (one process), or None with the reason
+  printed."""
+  python = os.path.join(CANDIDATES[name][0], 'bin', 'python')
   if not os.path.exists(python):
+    print('runtime probe: %s is not installed (%s)' % (name, python), file=sys.stderr)
     return None
-  output = os.path.join(record_dir, '%s.json' % name)
   done = subprocess.run([python, '-m', 'trainer.benchmark', 'model', '--output=%s' % output] +
                         list(PROBE_FLAGS), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                         universal_newlines=True)
   if done.returncode:
     print('runtime probe: %s failed (exit %d): %s' % (
-        name, done.returncode, done.stderr.strip().splitlines()[-1:]), file=sys.stderr)
+        name, done.returncode, ' '.join(done.stderr.strip().splitlines()[-1:])),
+          file=sys.stderr)
     return None
   with open(output) as f:
     return json.load(f)['measurements']['session_examples_per_sec']['median']
+
+
+def measure(record_dir, rounds=ROUNDS):
+  """Each candidate's examples/sec: the mean over `rounds` processes, run in the order A B, B A,
+  ... so that a drift of the machine's speed costs both the same; None for a candidate that did
+  not run."""
+  names = list(CANDIDATES)
+  rates = {name: [] for name in names}
+  for round_ in range(rounds):
+    for name in (names if round_ % 2 == 0 else names[::-1]):
+      rate = _probe(name, os.path.join(record_dir, '%s-%d.json' % (name, round_)))
+      rates[name].append(rate)
+  return {name: (sum(r) / len(r) if r and all(r) else None) for name, r in rates.items()}
 
 
 def main(argv):
@@ -98,26 +115,33 @@ def main(argv):
   if cached and cached.get('cpu') == key:
     name = cached['runtime']
     print('runtime: %s (%s), measured on this CPU before (%s; make train '
-          'RUNTIME_PROBE=again to measure again)' % (
-              name, CANDIDATES[name][2], FLAGS.cache), file=sys.stderr)
-  else:
-    record_dir = os.path.join(os.path.dirname(FLAGS.cache) or '.', 'runtime-probe')
-    os.makedirs(record_dir, exist_ok=True)
-    print('runtime probe on %s: make train\'s ResNet-18 step in each runtime (about a minute, '
-          'once per CPU)' % cpu.describe(), file=sys.stderr)
-    rates = {candidate: _probe(candidate, record_dir) for candidate in CANDIDATES}
-    try:
-      name, reason = choose(rates)
-    except ValueError as e:
-      print('error: runtime probe: %s; set RUNTIME=tf1 or RUNTIME=tf2.' % e, file=sys.stderr)
-      sys.exit(2)
-    print('runtime: %s (%s): %s; %s' % (
-        name, CANDIDATES[name][2], ', '.join(
-            '%s %.0f examples/s' % (n, r) if r else '%s did not run' % n
-            for n, r in rates.items()), reason), file=sys.stderr)
+          'RUNTIME_PROBE=again measures again)' % (name, CANDIDATES[name][2], FLAGS.cache),
+          file=sys.stderr)
+    print(CANDIDATES[name][1])
+    return
+  record_dir = os.path.join(os.path.dirname(FLAGS.cache) or '.', 'runtime-probe')
+  os.makedirs(record_dir, exist_ok=True)
+  print('runtime probe on %s: make train\'s ResNet-18 step in each runtime, %d processes each, '
+        'alternating (about a minute; once per CPU; the machine should be otherwise idle)' % (
+            cpu.describe(), ROUNDS), file=sys.stderr)
+  rates = measure(record_dir)
+  try:
+    name, reason = choose(rates)
+  except ValueError as e:
+    print('error: runtime probe: %s; install them (make venvs) or set RUNTIME=tf1 or '
+          'RUNTIME=tf2.' % e, file=sys.stderr)
+    sys.exit(2)
+  print('runtime: %s (%s): %s; %s' % (
+      name, CANDIDATES[name][2], ', '.join(
+          '%s %.0f examples/s' % (n, r) if r else '%s did not run' % n
+          for n, r in rates.items()), reason), file=sys.stderr)
+  if all(rates.values()):
     with open(FLAGS.cache, 'w') as f:
       json.dump({'cpu': key, 'runtime': name, 'examples_per_sec': rates, 'reason': reason}, f,
                 indent=2)
+  else:
+    print('runtime probe: not every runtime ran, so the choice is not kept: the next make train '
+          'measures again', file=sys.stderr)
   print(CANDIDATES[name][1])
 
 

@@ -40,35 +40,48 @@ class HostSettings:
   reasons: Tuple[str, ...]
 
   def as_record(self):
+    """{'intra_op': int, 'inter_op': int, 'env': {name: value}} (the chosen defaults)."""
     return {'intra_op': self.intra_op, 'inter_op': self.inter_op, 'env': dict(self.env)}
 
 
-def _env_int(environ, name):
+def _thread_count(environ, name, label, default, why, reasons):
+  """`environ[name]` where the user set a positive integer there, else `default`; the reason
+  goes to `reasons` (a value that is not a positive integer is ignored, and said so)."""
   value = environ.get(name, '').strip()
-  return int(value) if value.isdigit() and int(value) > 0 else None
+  if value:
+    if value.isdigit() and int(value) > 0:
+      if int(value) != default:
+        reasons.append('%s %s: %s' % (label, value, name))
+        return int(value)
+    else:
+      reasons.append('%s=%r ignored: not a positive integer' % (name, value))
+  reasons.append('%s %d: %s' % (label, default, why))
+  return default
 
 
 def choose(cpu, environ=None):
-  """The settings for `cpu` (a `cpu_lib.CpuInfo`); TF_NUM_INTRAOP_THREADS and
-  TF_NUM_INTEROP_THREADS in `environ` (default os.environ) override the thread counts."""
+  """The settings for one process on `cpu`.
+
+  Args:
+    cpu: a `cpu_lib.CpuInfo`.
+    environ: the environment (default os.environ); TF_NUM_INTRAOP_THREADS and
+      TF_NUM_INTEROP_THREADS there override the thread counts.
+
+  Returns:
+    HostSettings.
+  """
   environ = os.environ if environ is None else environ
   reasons = []
-  intra_op = _env_int(environ, 'TF_NUM_INTRAOP_THREADS')
-  if intra_op:
-    reasons.append('intra-op %d threads: TF_NUM_INTRAOP_THREADS' % intra_op)
-  else:
-    intra_op = cpu.physical_cores
-    reasons.append('intra-op %d threads: one per physical core%s' % (
-        intra_op, ' (hyperthread siblings share the vector units that convolutions fill)'
-        if cpu.smt else ''))
-  inter_op = _env_int(environ, 'TF_NUM_INTEROP_THREADS')
-  if inter_op:
-    reasons.append('inter-op %d: TF_NUM_INTEROP_THREADS' % inter_op)
-  else:
-    inter_op = 1 if cpu.physical_cores <= SERIAL_OPS_MAX_CORES else 2
-    reasons.append('inter-op %d: %s' % (inter_op, (
-        'one op at a time on <= %d cores, each with all of them (two at once oversubscribe '
-        'the cores)' % SERIAL_OPS_MAX_CORES) if inter_op == 1 else 'two ops at a time'))
+  cores = cpu.physical_cores
+  intra_op = _thread_count(
+      environ, 'TF_NUM_INTRAOP_THREADS', 'intra-op threads', cores, 'one per physical core%s' % (
+          ' (hyperthread siblings share the vector units that convolutions fill)'
+          if cpu.smt else ''), reasons)
+  serial = cores <= SERIAL_OPS_MAX_CORES
+  inter_op = _thread_count(
+      environ, 'TF_NUM_INTEROP_THREADS', 'inter-op', 1 if serial else 2,
+      'one op at a time on <= %d cores, each with all of them (two at once oversubscribe the '
+      'cores)' % SERIAL_OPS_MAX_CORES if serial else 'two ops at a time', reasons)
   env = [('OMP_NUM_THREADS', str(intra_op)),
          # Intel's guide for TensorFlow on CPUs: 0 or 1 ms instead of OpenMP's 200 ms spin.
          ('KMP_BLOCKTIME', '1')]

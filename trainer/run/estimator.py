@@ -7,7 +7,9 @@ here and only here; every kind runs the same TPUEstimator model_fn.
                              CPU/GPU (no TPUClusterResolver is built then)
 """
 
+from absl import logging
 import tensorflow.compat.v1 as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
 
 from models import model_fn as model_fn_lib
 from trainer.host import threads as host_threads
@@ -45,6 +47,8 @@ def build_estimator(config, cluster_task=None, tpu_master=None):
     return _distributed_estimator(config)
   if config.mirrored_devices:
     return _mirrored_estimator(config)
+  if not config.use_tpu:
+    logging.info(host_threads.describe())
   return _tpu_estimator(config, tpu_master)
 
 
@@ -181,10 +185,20 @@ def tpu_run_config(config, tpu_master=None):
 
 
 def host_session_config():
-  """A ConfigProto with the thread pools chosen for this host's CPU (trainer.host.threads)."""
+  """Estimator's default session config (soft placement, one round of grappler's meta
+  optimizer: tensorflow_estimator's `run_config.get_default_session_config`) with the thread
+  pools chosen for this host's CPU (trainer.host.threads).
+
+  Used by the single-process CPU/GPU run only: MirroredStrategy keeps TensorFlow's pools (its
+  replicas must run at once), a TF_CONFIG cluster its own device filters, a TPU its master's.
+  """
   _, settings, _ = host_threads.current()
-  return tf.ConfigProto(intra_op_parallelism_threads=settings.intra_op,
-                        inter_op_parallelism_threads=settings.inter_op)
+  session_config = tf.ConfigProto(allow_soft_placement=True,
+                                  intra_op_parallelism_threads=settings.intra_op,
+                                  inter_op_parallelism_threads=settings.inter_op)
+  session_config.graph_options.rewrite_options.meta_optimizer_iterations = (
+      rewriter_config_pb2.RewriterConfig.ONE)
+  return session_config
 
 
 def _distributed_estimator(config):

@@ -41,7 +41,11 @@ def hold_import_notices():
       import google.oauth2  # pylint: disable=g-import-not-at-top,unused-import
     except ImportError:
       pass
-  _HELD.extend(caught)
+  for held in caught:
+    if held.category.__name__ == 'Python37DeprecationWarning':
+      _HELD.append(held)
+    else:  # anything else google-auth says at import is shown as it would have been
+      warnings.warn_explicit(held.message, held.category, held.filename, held.lineno)
 
 
 class _DropNoise(std_logging.Filter):

@@ -196,16 +196,18 @@ def hparams(config):
 def tensorflow_runtime():
   """The Python and TensorFlow this process runs: python, tensorflow_version, tensorflow_build
   (the installed distribution: intel-tensorflow, tensorflow-cpu, ...), mkl_enabled (oneDNN),
-  and host: the CPU (model, vector ISA, cores) and the thread settings chosen for it
-  (trainer.host.threads)."""
-  cpu, settings, _ = host_threads.current()
+  and host: the CPU (model, vector ISA, cores) and the environment its process ran with
+  (trainer.host.threads: OpenMP and oneDNN settings, who set each)."""
+  cpu, _, applied = host_threads.current()
   return {
       'python': platform.python_version(),
       'tensorflow_version': tf.__version__,
       'tensorflow_build': _tensorflow_build(),
       'mkl_enabled': _mkl_enabled(),
-      'host': dict(settings.as_record(), cpu_model=cpu.model, isa=cpu.isa,
-                   physical_cores=cpu.physical_cores, logical_cpus=cpu.logical_cpus),
+      'host': {'cpu_model': cpu.model, 'isa': cpu.isa, 'physical_cores': cpu.physical_cores,
+               'logical_cpus': cpu.logical_cpus,
+               # name -> [value, 'set' by the trainer or the 'user''s]
+               'env': {name: [value, source] for name, value, source in applied}},
   }
 
 
