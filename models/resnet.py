@@ -38,13 +38,38 @@ def _fixed_padding(inputs, kernel_size, data_format):
   return tf.pad(inputs, [[0, 0], [pad_beg, pad_end], [pad_beg, pad_end], [0, 0]])
 
 
+def _spatial_shape(inputs, data_format):
+  """Static (height, width) of an NHWC or NCHW tensor."""
+  shape = inputs.shape.as_list()
+  return tuple(shape[2:4] if data_format == 'channels_first' else shape[1:3])
+
+
 def _conv(inputs, filters, kernel_size, strides, data_format):
+  """A bias-free convolution ('SAME' at stride 1, fixed padding and 'VALID' when strided).
+
+  On a 1x1 feature map a stride-1 'SAME' convolution sees its zero padding through every tap but
+  the centre one, so it is computed as the 1x1 convolution of that tap: the same output and the
+  same gradient (zero for the other taps, as the full convolution's), at 1/k^2 of the cost. A
+  32x32 image reaches the last stage of the ImageNet stem's network at 1x1, where oneDNN's
+  weight gradient of the 3x3 convolutions alone took 63% of make train's step with the ISA held to
+  AVX2 (BENCHMARKS.md, "Fast on every x86 CPU"). The variable stays [k, k, in, out] under its
+  usual name, so checkpoints, warm starts and the Keras conversion see the same network.
+  """
   if strides > 1:
     inputs = _fixed_padding(inputs, kernel_size, data_format)
-  return tf.layers.conv2d(
-      inputs, filters=filters, kernel_size=kernel_size, strides=strides,
+  layer = tf.layers.Conv2D(
+      filters=filters, kernel_size=kernel_size, strides=strides,
       padding='SAME' if strides == 1 else 'VALID', use_bias=False,
       kernel_initializer=tf.variance_scaling_initializer(), data_format=data_format)
+  outputs = layer.apply(inputs)
+  if strides == 1 and kernel_size > 1 and _spatial_shape(inputs, data_format) == (1, 1):
+    centre = kernel_size // 2
+    # The full convolution above is left unused, so no session runs it.
+    outputs = tf.nn.conv2d(
+        inputs, tf.cast(layer.kernel[centre:centre + 1, centre:centre + 1], inputs.dtype),
+        strides=1, padding='VALID', data_format='NCHW' if data_format == 'channels_first'
+        else 'NHWC')
+  return outputs
 
 
 def _basic_block(inputs, filters, strides, is_training, data_format, project):

@@ -41,6 +41,34 @@ def test_v1_5_puts_the_stride_on_the_3x3_conv():
     assert kernels == [[1, 1], [3, 3]], strides
 
 
+def test_resnet_at_32px_runs_its_last_stage_3x3_convs_as_their_centre_tap():
+  """At 32x32 the last stage's maps are 1x1: its stride-1 3x3 convolutions run as the 1x1
+  convolution of their centre tap (models/resnet.py, _conv), with the same values and weight
+  gradients as the full 3x3 convolution, and the same [3, 3, in, out] variables."""
+  with tf.Graph().as_default():
+    resnet.resnet_v1_5(tf.zeros([2, 32, 32, 3]), 18, 10, is_training=True)
+    kernels = {v.name: v.shape.as_list() for v in tf.trainable_variables()
+               if v.name.startswith('stage4_block2/')}
+    assert kernels['stage4_block2/conv2d/kernel:0'] == [3, 3, 512, 512]
+    centre_taps = [op for op in tf.get_default_graph().get_operations()
+                   if op.type == 'Conv2D' and op.name.startswith('stage4_block2/')
+                   and op.inputs[1].shape.as_list()[:2] == [1, 1]]
+    assert len(centre_taps) == 2
+  rng = np.random.RandomState(0)
+  with tf.Graph().as_default():
+    x = tf.constant(rng.normal(size=[4, 1, 1, 8]).astype(np.float32))
+    centre = resnet._conv(x, 5, 3, 1, 'channels_last')  # pylint: disable=protected-access
+    kernel, = tf.trainable_variables()
+    full = tf.nn.conv2d(x, kernel, strides=1, padding='SAME')
+    gradients = [tf.gradients(tf.reduce_sum(tf.sin(y)), kernel)[0] for y in (centre, full)]
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      centre_value, full_value, centre_grad, full_grad = sess.run([centre, full] + gradients)
+  np.testing.assert_allclose(centre_value, full_value, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(centre_grad, full_grad, rtol=1e-6, atol=1e-6)
+  assert np.any(centre_grad[1, 1] != 0) and not np.any(centre_grad[0])  # only the centre learns
+
+
 def test_unsupported_depth_is_refused():
   with pytest.raises(ValueError, match='resnet_depth must be one of'):
     ModelConfig(resnet_depth=20)
