@@ -4,8 +4,9 @@ TensorFlow's CPU defaults suit neither a small VM nor every x86 CPU (BENCHMARKS.
 every x86 CPU"): an inter-op pool as wide as the machine runs two ops at once, each asking for
 every core; OpenMP threads (intel-tensorflow's oneDNN/MKL) spin 200 ms after each parallel
 region (KMP_BLOCKTIME's default), taking cores from TensorFlow's own threads and from any other
-process; and TF >= 2.9 turns its oneDNN kernels on by default only on CPUs with AVX-512 features,
-leaving an AVX2-only CPU on Eigen kernels several times slower.
+process; and TF >= 2.9 turns its oneDNN kernels on by default only on x86 CPUs with
+neural-network features (AVX512_VNNI, AVX512_BF16, AVX_VNNI, AMX), leaving an AVX2-only CPU on
+Eigen kernels several times slower.
 
 The process settings are environment variables that TensorFlow and OpenMP read once, when they
 load: `apply_process_env` sets them (a value the user set wins) and `trainer/__init__.py` calls
@@ -90,7 +91,7 @@ def choose(cpu, environ=None):
   if cpu.machine in ('x86_64', 'AMD64') and cpu.isa in ('avx512', 'avx2'):
     env.append(('TF_ENABLE_ONEDNN_OPTS', '1'))
     reasons.append('TF_ENABLE_ONEDNN_OPTS=1: TF >= 2.9 turns oneDNN on by itself only on CPUs '
-                   'with AVX-512 features; this one has %s' % cpu.isa)
+                   'with AVX-512 VNNI/BF16, AVX-VNNI or AMX; this one has %s' % cpu.isa)
   return HostSettings(intra_op=intra_op, inter_op=inter_op, env=tuple(env),
                       reasons=tuple(reasons))
 
