@@ -127,7 +127,7 @@ help:
 ifeq ($(RUNTIME),auto)
 # Both candidate runtimes, the probe (cached per CPU in runs/), then make train on its choice.
 train: .venv-mkl/.installed .venv-tf2/.installed
-	@choice="$$(.venv-tf2/bin/python -m trainer.host.runtime_probe \
+	@choice="$$(TF_CPP_MIN_LOG_LEVEL=1 .venv-tf2/bin/python -m trainer.host.runtime_probe \
 	  --cache=runs/runtime-choice.json $(if $(RUNTIME_PROBE),--remeasure))" \
 	  && $(MAKE) --no-print-directory train $$choice
 else

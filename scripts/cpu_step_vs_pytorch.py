@@ -40,8 +40,7 @@ def tf_worker():
   from absl import flags as absl_flags  # pylint: disable=g-import-not-at-top
   from flags import run_flags, to_config  # pylint: disable=g-import-not-at-top
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  from models import model_fn as model_fn_lib  # pylint: disable=g-import-not-at-top
-  from trainer.data import input_fn as input_fn_lib  # pylint: disable=g-import-not-at-top
+  from trainer.benchmark import model_bench  # pylint: disable=g-import-not-at-top
   from trainer.run import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
   from trainer.run import log_noise  # pylint: disable=g-import-not-at-top
   from trainer.run import results  # pylint: disable=g-import-not-at-top
@@ -59,17 +58,14 @@ def tf_worker():
       export_dir=None, mode='train', train_steps=1, train_epochs=None, train_batch_size=BATCH))
   graph = tf.Graph()
   with graph.as_default():
-    dataset = input_fn_lib.input_fn_builder(config.data, is_training=True)({'batch_size': BATCH})
-    features, labels = tf.data.make_one_shot_iterator(dataset).get_next()
-    spec = model_fn_lib.model_fn_builder(config.model)(
-        features, labels, tf.estimator.ModeKeys.TRAIN, {'batch_size': BATCH})
+    train_op = model_bench.build_train_op(config)
     init = [tf.global_variables_initializer(), tf.local_variables_initializer()]
   sess = tf.Session(graph=graph, config=estimator_lib.host_session_config())
   sess.run(init)
   runtime = results.tensorflow_runtime()
   name = 'TF %s (%s%s)' % (runtime['tensorflow_version'], runtime['tensorflow_build'],
                            ', oneDNN' if runtime['mkl_enabled'] else '')
-  serve(name, lambda: sess.run(spec.train_op))
+  serve(name, lambda: sess.run(train_op))
 
 
 def torch_worker(channels_last):
@@ -155,8 +151,12 @@ def main():
   parser.add_argument('--steps_per_window', type=int, default=3)
   parser.add_argument('--warmup_steps', type=int, default=3)
   parser.add_argument('--isa_cap', choices=sorted(ISA_CAPS), help='hold the vector ISA to this')
-  parser.add_argument('--output', help='JSON file for the result')
+  parser.add_argument('--output', help='JSON file for the result (a new file, unless --overwrite)')
+  parser.add_argument('--overwrite', action='store_true', help='replace --output if it exists')
   args = parser.parse_args()
+  if args.output and os.path.exists(args.output) and not args.overwrite:
+    parser.exit(2, 'error: --output %s exists: pass --overwrite to replace it, or another '
+                'path.\n' % args.output)
   if args.worker == 'tf':
     return tf_worker()
   if args.worker:

@@ -58,20 +58,43 @@ def estimator_rates(config, windows):
   return windows.rates(timer.times, config.train_batch_size)
 
 
+def build_train_op(config):
+  """The model_fn's train op on `config`'s training input, built in the default graph (no
+  Estimator, no hooks): what the bare loops of `model --path=session` and `profile` run.
+
+  Returns:
+    the train op; run `tf.global_variables_initializer()` and
+    `tf.local_variables_initializer()` first.
+  """
+  batch_size = config.train_batch_size
+  dataset = input_fn_lib.input_fn_builder(config.data, is_training=True)(
+      {'batch_size': batch_size})
+  features, labels = tf.data.make_one_shot_iterator(dataset).get_next()
+  return model_fn_lib.model_fn_builder(config.model)(
+      features, labels, tf.estimator.ModeKeys.TRAIN, {'batch_size': batch_size}).train_op
+
+
+def model_details(config, windows):
+  """The network, batch and windows of a model or profile record (`report.write_record`)."""
+  model = config.model
+  return dict(
+      windows.as_record(), model=model.model,
+      resnet_depth=model.resnet_depth if model.model == 'resnet' else None,
+      image_size=model.image_size if config.data.modality == 'image' else None,
+      max_seq_length=model.max_seq_length if config.data.modality == 'text' else None,
+      num_classes=model.num_classes, batch_size=config.train_batch_size)
+
+
 def session_rates(config, session_config, windows):
   """Examples/sec per window of the same model_fn's train op and input in a bare loop, in a
   graph and session of its own."""
   with tf.Graph().as_default():
-    dataset = input_fn_lib.input_fn_builder(config.data, is_training=True)(
-        {'batch_size': config.train_batch_size})
-    features, labels = tf.data.make_one_shot_iterator(dataset).get_next()
-    spec = model_fn_lib.model_fn_builder(config.model)(
-        features, labels, tf.estimator.ModeKeys.TRAIN, {'batch_size': config.train_batch_size})
+    train_op = build_train_op(config)
     with tf.Session(config=session_config) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
       times = []
       for _ in range(config.train_steps):
-        sess.run(spec.train_op)
+        sess.run(train_op)
         times.append(time.perf_counter())
   return windows.rates(times, config.train_batch_size)
 
@@ -127,11 +150,7 @@ def bench_model(make_config, windows, path='both', output=None):
           max(pairs))])
     model = config.model
     details = dict(
-        windows.as_record(), model=model.model,
-        resnet_depth=model.resnet_depth if model.model == 'resnet' else None,
-        image_size=model.image_size if config.data.modality == 'image' else None,
-        max_seq_length=model.max_seq_length if config.data.modality == 'text' else None,
-        num_classes=model.num_classes, batch_size=config.train_batch_size,
+        model_details(config, windows),
         optimizer=model.optimizer, moving_average_decay=model.moving_average_decay,
         skip_host_call=model.skip_host_call, path=path,
         window_order=timing.abba_order(windows.windows) if path == 'both' else None,

@@ -19,10 +19,9 @@ import time
 
 import tensorflow.compat.v1 as tf
 
-from models import model_fn as model_fn_lib
+from trainer.benchmark import model_bench
 from trainer.benchmark import report
 from trainer.run import estimator as estimator_lib
-from trainer.data import input_fn as input_fn_lib
 
 # "node_name = OpType(inputs)": the timeline label of a node's execution.
 _LABEL = re.compile(r'=\s*([A-Za-z0-9_>]+)\(')
@@ -94,16 +93,12 @@ def profile_train_step(config, windows, top=12):
   """
   batch_size = config.train_batch_size
   with tf.Graph().as_default() as graph:
-    dataset = input_fn_lib.input_fn_builder(config.data, is_training=True)(
-        {'batch_size': batch_size})
-    features, labels = tf.data.make_one_shot_iterator(dataset).get_next()
-    spec = model_fn_lib.model_fn_builder(config.model)(
-        features, labels, tf.estimator.ModeKeys.TRAIN, {'batch_size': batch_size})
+    train_op = model_bench.build_train_op(config)
     flops = step_flops(graph, batch_size)
     with tf.Session(config=estimator_lib.host_session_config()) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
       for _ in range(windows.warmup_steps):
-        sess.run(spec.train_op)
+        sess.run(train_op)
       options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
       micros = collections.Counter()
       steps = windows.windows * windows.steps_per_window
@@ -111,7 +106,7 @@ def profile_train_step(config, windows, top=12):
       for _ in range(steps):
         metadata = tf.RunMetadata()
         began = time.perf_counter()
-        sess.run(spec.train_op, options=options, run_metadata=metadata)
+        sess.run(train_op, options=options, run_metadata=metadata)
         wall += time.perf_counter() - began
         micros.update(op_type_micros(metadata.step_stats))
   total = float(sum(micros.values())) or 1.0
@@ -139,13 +134,8 @@ def profile_train_step(config, windows, top=12):
 def bench_profile(config, windows, output=None):
   """Runs the profile and writes its record (see `report.write_record`)."""
   measurements, rows = profile_train_step(config, windows)
-  model = config.model
   details = dict(
-      windows.as_record(), model=model.model,
-      resnet_depth=model.resnet_depth if model.model == 'resnet' else None,
-      image_size=model.image_size if config.data.modality == 'image' else None,
-      max_seq_length=model.max_seq_length if config.data.modality == 'text' else None,
-      num_classes=model.num_classes, batch_size=config.train_batch_size,
+      model_bench.model_details(config, windows),
       input='synthetic (--fake_data), bare session.run with RunOptions.FULL_TRACE')
   return report.write_record('profile', details, measurements, rows,
                              ['kernel', 'ms per step', 'share of op time'], output)

@@ -7,30 +7,20 @@ import time
 
 import tensorflow.compat.v1 as tf
 
+from trainer.host import threads as host_threads
 from trainer.run import results
 from trainer.storage import json_files
 
 
 def runtime_facts():
-  """What the numbers were measured on."""
-  cpu_model, cpu_flags = None, []
-  if os.path.exists('/proc/cpuinfo'):
-    with open('/proc/cpuinfo') as f:
-      for line in f:
-        key, _, value = line.partition(':')
-        if key.strip() == 'model name' and cpu_model is None:
-          cpu_model = value.strip()
-        if key.strip() == 'flags':
-          present = set(value.split())
-          cpu_flags = [flag for flag in ('sse4_2', 'avx', 'avx2', 'fma', 'avx512f', 'avx512_vnni')
-                       if flag in present]
-          break
+  """What the numbers were measured on (the CPU as trainer.host.cpu reads it)."""
+  cpu, _, _ = host_threads.current()
   return dict(
       results.tensorflow_runtime(),
-      cpu_model=cpu_model,
-      cpu_flags=cpu_flags,
-      usable_cores=(len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity')
-                    else os.cpu_count()),
+      cpu_model=cpu.model,
+      cpu_flags=[flag for flag in ('sse4_2', 'avx', 'avx2', 'fma', 'avx512f', 'avx512_vnni')
+                 if flag in cpu.flags],
+      usable_cores=cpu.logical_cpus,
       gpus=[d.name for d in tf.config.experimental.list_physical_devices('GPU')],
       hostname=platform.node(),
       time=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),

@@ -79,8 +79,9 @@ _TF1 = tf.__version__.startswith('1.')
 
 def with_host_options(dataset):
   """`dataset` with its functions on a private pool of one thread per usable CPU and each op of
-  them on one thread: the map already runs on every core, one example per thread, and splitting a single small image's decode or resize over the cores
-  as well costs more in hand-offs than it gains (BENCHMARKS.md, input pipeline).
+  them on one thread: the map already runs on every core, one example per thread, and splitting
+  a single small image's decode or resize over the cores as well costs more in hand-offs than it
+  gains (BENCHMARKS.md, input pipeline).
 
   On TF 1.x the autotuning model is also off (it crashes there, see `_TF1`): an AUTOTUNE map
   then keeps the host's core count of parallel calls and an AUTOTUNE interleave its

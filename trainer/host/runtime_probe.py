@@ -16,7 +16,6 @@ Prints the `make` variables of the choice (e.g. `RUNTIME=tf1 TF1=mkl`) on stdout
 measurements and the reason on stderr.
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from absl import app
 from absl import flags
 
 from trainer.host import cpu as cpu_lib
+from trainer.storage import json_files
 
 MARGIN = 0.05
 ROUNDS = 2  # processes per runtime
@@ -87,8 +87,7 @@ def _probe(name, output):
         name, done.returncode, ' '.join(done.stderr.strip().splitlines()[-1:])),
           file=sys.stderr)
     return None
-  with open(output) as f:
-    return json.load(f)['measurements']['session_examples_per_sec']['median']
+  return json_files.read(output)['measurements']['session_examples_per_sec']['median']
 
 
 def measure(record_dir, rounds=ROUNDS):
@@ -109,10 +108,12 @@ def main(argv):
   cpu = cpu_lib.read_cpu()
   key = cpu_key(cpu)
   cached = None
-  if os.path.exists(FLAGS.cache) and not FLAGS.remeasure:
-    with open(FLAGS.cache) as f:
-      cached = json.load(f)
-  if cached and cached.get('cpu') == key:
+  if not FLAGS.remeasure:
+    try:
+      cached = json_files.read(FLAGS.cache)
+    except ValueError:
+      print('runtime probe: %s is not JSON: measuring again' % FLAGS.cache, file=sys.stderr)
+  if isinstance(cached, dict) and cached.get('cpu') == key and cached.get('runtime') in CANDIDATES:
     name = cached['runtime']
     print('runtime: %s (%s), measured on this CPU before (%s; make train '
           'RUNTIME_PROBE=again measures again)' % (name, CANDIDATES[name][2], FLAGS.cache),
@@ -136,9 +137,9 @@ def main(argv):
           '%s %.0f examples/s' % (n, r) if r else '%s did not run' % n
           for n, r in rates.items()), reason), file=sys.stderr)
   if all(rates.values()):
-    with open(FLAGS.cache, 'w') as f:
-      json.dump({'cpu': key, 'runtime': name, 'examples_per_sec': rates, 'reason': reason}, f,
-                indent=2)
+    # Aside and renamed into place: a second make train reads either choice whole, never half.
+    json_files.write(FLAGS.cache, {'cpu': key, 'runtime': name, 'examples_per_sec': rates,
+                                   'reason': reason})
   else:
     print('runtime probe: not every runtime ran, so the choice is not kept: the next make train '
           'measures again', file=sys.stderr)

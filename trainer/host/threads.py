@@ -16,6 +16,7 @@ TF_ENABLE_ONEDNN_OPTS, TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS.
 """
 
 import dataclasses
+import functools
 import os
 from typing import Tuple
 
@@ -113,18 +114,14 @@ def apply_process_env(settings, environ=None):
   return applied
 
 
-_CURRENT = []
-
-
+@functools.lru_cache(maxsize=None)
 def current():
   """(cpu_lib.CpuInfo, HostSettings, applied env) of this process, computed once; the
   environment is applied on the first call (`trainer/__init__.py` makes it before TensorFlow
   loads)."""
-  if not _CURRENT:
-    cpu = cpu_lib.read_cpu()
-    settings = choose(cpu)
-    _CURRENT.append((cpu, settings, apply_process_env(settings)))
-  return _CURRENT[0]
+  cpu = cpu_lib.read_cpu()
+  settings = choose(cpu)
+  return cpu, settings, apply_process_env(settings)
 
 
 def describe():
