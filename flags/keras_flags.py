@@ -146,5 +146,8 @@ def define_train_keras_flags():
   flags.DEFINE_boolean('multi_host', False, 'JAX backend: call keras.distribution.initialize() '
                        'first, to train over every host of a TPU slice (one process per host).')
   flags.DEFINE_integer('seed', 0, 'Seeds the weights, dropout, the shuffles and augmentation.')
+  flags.DEFINE_integer('lease_expiry_secs', 180, 'The run holds a lease on --model_dir, renewed '
+                       'every sixth of this: a second run on it is refused; a lease not renewed '
+                       'for this long (its run died) is taken over.', lower_bound=6)
   for name in ('model_dir', 'data_dir'):
     flags.mark_flag_as_required(name)

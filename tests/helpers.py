@@ -233,16 +233,6 @@ def refused(proc, *fragments):
   assert 'Traceback' not in proc.stderr
 
 
-def refused_on_beam(proc, *fragments):
-  """refused() for a converter that ran a Beam pipeline: Beam's worker processes log the
-  failing element's traceback themselves, so the check is on the driver's one 'error:' line."""
-  assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
-  errors = [line for line in proc.stderr.splitlines() if line.startswith('error: ')]
-  assert len(errors) == 1, proc.stderr[-2000:]
-  for fragment in fragments:
-    assert fragment in errors[0], errors[0]
-
-
 _PREDICT_SCRIPT = '''
 import json, sys
 import numpy as np

@@ -20,6 +20,7 @@ from helpers import REPO, BackgroundRun, ok, results_of, run_main, write_subset
 from trainer.run import checkpoints
 from trainer.run import preemption
 from trainer.run import run_errors
+from trainer import errors
 from trainer.errors import EXIT_RESUMABLE
 
 
@@ -211,3 +212,104 @@ def test_a_storage_outage_outlasting_the_retries_is_a_clear_resumable_error():
   assert 'run the same command again to resume' in message
   assert run_errors.storage_outage_message(tf.errors.AbortedError(None, None, 'a step')) is None
   assert run_errors.storage_outage_message(ValueError('HTTP request')) is None
+
+
+def test_ctrl_c_saves_the_step_reached_like_sigterm(small_dir, tmp_path):
+  """Ctrl-C (SIGINT) in the middle of training: the step in flight is saved and the run exits
+  with status 75 saying it was interrupted, no KeyboardInterrupt traceback; the re-run resumes
+  there."""
+  model_dir = str(tmp_path / 'model')
+  args = _args(small_dir, model_dir, '--mode=train', '--save_checkpoints_steps=10000')
+  with BackgroundRun('--train_steps=10000', *args) as run:
+    logged = run.wait_for_step(15)
+    run.proc.send_signal(signal.SIGINT)
+    assert run.wait() == EXIT_RESUMABLE, run.stderr[-3000:]
+  saved = re.search(r'interrupted \(Ctrl-C\): the checkpoint at step (\d+) in \S+ is saved; run '
+                    r'the same command again to resume', run.stderr)
+  assert saved, run.stderr[-3000:]
+  assert 'Ctrl-C received: stopping after the step in flight' in run.stderr
+  assert 'KeyboardInterrupt' not in run.stderr and 'Traceback' not in run.stderr
+  step = int(saved.group(1))
+  assert step >= logged and _checkpoint_steps(model_dir) == [0, step]
+  resumed = ok(run_main('--train_steps=%d' % (step + 2), *args))
+  assert 'Resuming from the checkpoint at step %d' % step in resumed.stderr
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path):
+  """A step that does not end (a training phase that sleeps): the first Ctrl-C waits for it,
+  the second ends the process at once with status 130 (128 + SIGINT)."""
+  script = textwrap.dedent('''
+      import time
+      from trainer.run import preemption
+      watch = preemption.SigtermWatch('MODEL_DIR', grace_secs=60)
+      with watch.installed(), watch.training():
+        print('ready', flush=True)
+        time.sleep(60)
+      ''').replace('MODEL_DIR', str(tmp_path))
+  proc = subprocess.Popen([sys.executable, '-c', script], cwd=REPO, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True)
+  assert proc.stdout.readline().strip() == 'ready', proc.communicate()[1][-3000:]
+  proc.send_signal(signal.SIGINT)
+  time.sleep(1)
+  assert proc.poll() is None  # the first one waits for the step in flight
+  proc.send_signal(signal.SIGINT)
+  _, stderr = proc.communicate(timeout=20)
+  assert proc.returncode == errors.EXIT_INTERRUPTED, stderr
+  assert 'Second Ctrl-C: stopping now, without saving. No checkpoint was saved.' in stderr
+  assert 'Traceback' not in stderr
+
+
+def test_a_diverging_run_stops_at_the_step_keeping_the_last_finite_checkpoint(small_dir,
+                                                                              tmp_path):
+  """--base_learning_rate=1e9 with a checkpoint every step: the weights saved after the first
+  update are already non-finite, the next loss is NaN. The run exits 2 with one line naming the
+  step, the last finite loss and what to try; the non-finite checkpoint is in damaged/, and the
+  newest one left has finite weights."""
+  model_dir = str(tmp_path / 'model')
+  proc = run_main(*_args(small_dir, model_dir, '--mode=train', '--train_steps=50',
+                         '--save_checkpoints_steps=1', '--base_learning_rate=1e9'))
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  error = [l for l in proc.stderr.splitlines() if l.startswith('error: ')]
+  assert len(error) == 1 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+  assert re.match(r'error: training diverged: the loss became NaN or Inf at step \d+ \(the last '
+                  r'finite loss was [\d.]+ at step \d+\)\. The newest checkpoint with finite '
+                  r'weights is kept: \S+model.ckpt-\d+\. Try a lower --base_learning_rate \(this '
+                  r'run: 1e\+09\), --gradient_clip_norm=1.0', error[0]), error[0]
+  kept = tf.train.latest_checkpoint(model_dir)
+  assert kept in error[0] and not checkpoints.nonfinite_variables(kept)
+  damaged = os.listdir(os.path.join(model_dir, checkpoints.DAMAGED_DIR))
+  assert any(name.endswith('.index') for name in damaged), damaged
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='mounts a small tmpfs (root, unshare --mount)')
+def test_a_full_disk_stops_with_one_line_and_keeps_the_newest_intact_checkpoint(small_dir,
+                                                                                 tmp_path):
+  """model_dir on a 50 MiB tmpfs; each checkpoint of this CNN takes about 19 MiB: the third save
+  finds the disk full. One error line names the directory and the space a checkpoint needs;
+  the unfinished save is deleted; the newest checkpoint left is intact."""
+  mount = str(tmp_path / 'small-disk')
+  os.makedirs(mount)
+  model_dir = mount + '/model'
+  # Inside the mount namespace, after the run: what the tmpfs holds (it goes away with it).
+  check = ('import os, sys; from trainer.run import checkpoints as c; d = sys.argv[1]; '
+           'k = c.newest_intact_checkpoint(d, move_aside=False); '
+           'print("AFTER", k, c.checkpoint_damage(k), [n for n in os.listdir(d) if "_temp_" in n])')
+  command = ('mount -t tmpfs -o size=50m none "$0" && "$@"; status=$?; '
+             '"$1" -c \'%s\' "$0/model" 1>&2; exit $status' % check)
+  args = _args(small_dir, model_dir, '--mode=train', '--train_steps=60',
+               '--save_checkpoints_steps=10')
+  proc = subprocess.run(['unshare', '--mount', 'sh', '-c', command, mount, sys.executable, '-m',
+                         'trainer.main'] + args, cwd=REPO, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  error = [l for l in proc.stderr.splitlines() if l.startswith('error: ')]
+  assert len(error) == 1 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+  assert re.match(r'error: the disk of --model_dir=%s is full \(no space left on device\)\. Each '
+                  r'checkpoint of this network takes 1\d\.\d MiB.* Free at least \d+\.\d MiB there '
+                  r'\([\d.]+ MiB are free now\), or choose another --model_dir; then run the same '
+                  r'command again: it resumes from the newest intact checkpoint, step (10|20), '
+                  r'which is kept\.' % re.escape(model_dir), error[0]), error[0]
+  after = re.search(r'^AFTER (\S+) (\S+) (.*)$', proc.stderr, re.MULTILINE)
+  assert after, proc.stderr[-3000:]
+  assert after.group(1).endswith(error[0].split('step ')[-1].split(',')[0])  # the step named
+  assert after.group(2) == 'None' and after.group(3) == '[]', after.group(0)  # intact, no temp

@@ -152,3 +152,28 @@ def test_torch_trains_from_the_command_line_and_outputs_are_not_replaced(tiny_ar
           'already holds', '--overwrite')
   refused(_train('torch', str(tmp_path / 'x'), tiny_arrays_dir, '--cpu_replicas=2'),
           '--cpu_replicas needs KERAS_BACKEND=tensorflow')
+
+
+def test_killed_anywhere_the_run_ends_with_the_uninterrupted_weights_bit_for_bit(tiny_arrays_dir,
+                                                                               tmp_path):
+  """The random-kill harness (tests/kill_harness.py) on trainer.train_keras, JAX from arrays:
+  kill -9 or SIGTERM after a logged period or before a staged rename (of a checkpoint's weights
+  or state, model.keras, results.json), up to 4 times, each followed by the same command; the
+  run ends with model.keras equal to an uninterrupted run's, bit for bit."""
+  from kill_harness import KILLED, run_until_done  # pylint: disable=g-import-not-at-top
+  args = lambda model_dir: ['--model_dir=' + model_dir, '--data_dir=' + tiny_arrays_dir,
+                            '--train_steps=12'] + _RUN
+  whole, killed = str(tmp_path / 'whole'), str(tmp_path / 'killed')
+  env = dict(os.environ, KERAS_BACKEND='jax')
+  proc = subprocess.run([sys.executable, '-m', 'trainer.train_keras'] + args(whole), cwd=REPO,
+                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        universal_newlines=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  history = run_until_done('trainer.train_keras', args(killed), 21,
+                           {'keras_step': 3, 'rename': 4}, env=env)
+  print('train_keras: %s' % history)
+  assert sum(status in KILLED for _, status in history) >= 2, history
+  for a, b in zip(keras_resume.weights(whole), keras_resume.weights(killed)):
+    np.testing.assert_array_equal(a, b)
+  assert keras_resume.results(killed)['steps'] == 12
+  assert not [n for n in os.listdir(killed) if 'partial' in n or n == 'writer.lease']

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import ok, read_records, refused_on_beam, run_prepare
+from helpers import ok, read_records, refused, run_prepare
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
 from trainer.prepare import fashion_mnist
@@ -104,7 +104,7 @@ def test_image_folder_names_an_undecodable_file(tmp_path):
   images = fashion_mnist.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))[:30]
   labels = fashion_mnist.read_idx(os.path.join(source, 't10k-labels-idx1-ubyte.gz'))[:30]
   _write_tree(tmp_path / 'tree', images, labels, corrupt=True)
-  refused_on_beam(run_prepare('image_folder', '--source_dir=%s' % (tmp_path / 'tree'),
+  refused(run_prepare('image_folder', '--source_dir=%s' % (tmp_path / 'tree'),
                               '--output_dir=%s' % (tmp_path / 'out')),
                   'broken.jpg is not a readable')
 

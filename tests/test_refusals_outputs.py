@@ -102,6 +102,11 @@ MAIN_ROWS = [
     Row('main: --export_dir is a file', 'main',
         FAKE + ['--mode=train', '--model_dir={root}/model', '--export_dir={root}/export'],
         ['--export_dir', 'is a file'], _files('export')),
+    # Writable by its permission bits (root's view), but nothing can be created there: found by
+    # trying, before training.
+    Row('main: --export_dir under /proc', 'main',
+        FAKE + ['--mode=train', '--model_dir={root}/model', '--export_dir=/proc/no/such'],
+        ['--export_dir=/proc/no/such is not usable', '/proc does not let this user create']),
 ]
 
 BENCHMARK_ROWS = [

@@ -19,11 +19,19 @@ EXIT_RESUMABLE = 75
 
 
 class Preempted(BaseException):
-  """The run stopped on SIGTERM. A BaseException, like KeyboardInterrupt, so that no `except
-  Exception` on the way turns it into another error; the entry points (`trainer.main`,
-  `trainer.train_keras`) catch it by name and exit with EXIT_RESUMABLE."""
+  """The run stopped on SIGTERM (or a first Ctrl-C, SIGINT). A BaseException, like
+  KeyboardInterrupt, so that no `except Exception` on the way turns it into another error; the
+  entry points (`trainer.main`, `trainer.train_keras`) catch it by name and exit with
+  EXIT_RESUMABLE."""
 
-  def __init__(self, message):
-    super(Preempted, self).__init__('preempted (SIGTERM): %s; run the same command again to '
-                                    'resume.' % message)
+  def __init__(self, message, cause='preempted (SIGTERM)'):
+    super(Preempted, self).__init__('%s: %s; run the same command again to resume.'
+                                    % (cause, message))
+
+
+# How `Preempted` names a stop asked for with Ctrl-C.
+INTERRUPTED = 'interrupted (Ctrl-C)'
+
+# The exit status of a run stopped at once by a second Ctrl-C: 128 + SIGINT, a shell's.
+EXIT_INTERRUPTED = 130
 

@@ -41,6 +41,7 @@ class Checkpoints:
     self.directory = directory
     self.keep = max(1, keep)
     self.chief = chief
+    self.before_save = None  # called first by save(): the writer's lease check, which raises
 
   def _path(self, name):
     return os.path.join(self.directory, name)
@@ -58,6 +59,8 @@ class Checkpoints:
     """Writes the checkpoint of `model` at `step` and names it in checkpoint.json."""
     if not self.chief:
       return
+    if self.before_save:
+      self.before_save()
     gfile.makedirs(self.directory)
     name = _PATTERN % step
     temporary = self._path('tmp-%s.weights.h5' % uuid.uuid4().hex[:12])

@@ -30,6 +30,7 @@ from trainer.keras_run import progress as progress_lib
 from trainer.keras_run import recipe
 from trainer.keras_run import schedule as schedule_lib
 from trainer.storage import json_files
+from trainer.storage import lease as lease_lib
 from trainer.storage import outputs
 
 RESULTS_FILE = 'results.json'
@@ -104,7 +105,9 @@ def train(f, callbacks=()):
 
   Raises:
     PipelineError: bad flags, data or model, or outputs that would be replaced.
-    Preempted: stopped by SIGTERM after saving a checkpoint (exit status 75: run it again).
+    Preempted: stopped by SIGTERM or a first Ctrl-C after saving a checkpoint (exit status 75:
+      run it again).
+    lease_lib.LeaseHeld, LeaseLost: another run writes model_dir (PipelineErrors).
   """
   _check_flags(f)
   devices = devices_lib.set_up(f.cpu_replicas, f.multi_host, f.data_parallel)
@@ -125,66 +128,74 @@ def train(f, callbacks=()):
   if width != data.num_classes:
     raise PipelineError('the model has %d classes, %s has %d.' % (width, f.data_dir,
                                                                  data.num_classes))
-  _prepare_model_dir(f, checkpoints)  # after every check of the input: a refusal writes nothing
-  steps_per_epoch = data.num_train_examples / float(f.train_batch_size)
-  total = f.train_steps or train_length.steps_of_epochs(f.train_epochs, data.num_train_examples,
-                                                        f.train_batch_size)
-  schedule = schedule_lib.PipelineSchedule(
-      f.lr_schedule, f.base_learning_rate, f.train_batch_size, steps_per_epoch, total,
-      f.warmup_epochs, [float(e) for e in f.lr_decay_epochs], f.lr_decay_factor)
-  with devices.scope():
-    decayed = recipe.add_weight_decay(model, f.weight_decay)
-    recipe.compile_model(model, recipe.optimizer_of(f, schedule), f.label_smoothing,
-                         f.aux_loss_weight)
-  with devices.scope():
-    start = checkpoints.restore(model)
+  # One writer per model_dir (trainer.storage.lease): taken after every check of the input, so
+  # that a refusal writes nothing; the chief holds it for every process of the job.
+  with lease_lib.held(f.model_dir, '--model_dir', f.lease_expiry_secs, needed=chief) as lease:
+    checkpoints.before_save = lease.check if lease else None
+    if lease:
+      outputs.remove_staged_leftovers(f.model_dir)
+    _prepare_model_dir(f, checkpoints)
+    steps_per_epoch = data.num_train_examples / float(f.train_batch_size)
+    total = f.train_steps or train_length.steps_of_epochs(f.train_epochs, data.num_train_examples,
+                                                          f.train_batch_size)
+    schedule = schedule_lib.PipelineSchedule(
+        f.lr_schedule, f.base_learning_rate, f.train_batch_size, steps_per_epoch, total,
+        f.warmup_epochs, [float(e) for e in f.lr_decay_epochs], f.lr_decay_factor)
+    with devices.scope():
+      decayed = recipe.add_weight_decay(model, f.weight_decay)
+      recipe.compile_model(model, recipe.optimizer_of(f, schedule), f.label_smoothing,
+                           f.aux_loss_weight)
+    with devices.scope():
+      start = checkpoints.restore(model)
 
-  def train_data(first):
-    return data.train(model, f.train_batch_size, first)
-  logging.info('%s on %s: %d replicas, steps %d to %d, batch %d, %d weights decayed',
-               model.name, keras.backend.backend(), devices.replicas, start, total,
-               f.train_batch_size, decayed)
-  with progress_lib.SigtermFlag() as sigterm:
-    progress = progress_lib.Progress(checkpoints, sigterm, total, f.train_batch_size,
-                                     f.save_checkpoints_steps, f.model_dir if chief else None)
-    callbacks = list(callbacks) + [progress]
-    began = time.time()
-    epoch = start // f.log_every_steps
-    try:
-      for first, steps, epochs in _segments(start, total, f.log_every_steps):
-        model.fit(train_data(first), initial_epoch=epoch, epochs=epoch + epochs, shuffle=False,
-                  steps_per_epoch=steps, callbacks=callbacks, verbose=0)
-        epoch += epochs
-        if progress.stopped_at is not None:
-          raise Preempted('checkpoint at step %d in %s' % (progress.stopped_at,
-                                                          checkpoints.directory))
-    finally:
-      progress.close()
-    seconds = time.time() - began
-  correct, examples = recipe.accuracy(model, data.evaluation(f.eval_batch_size))
-  logging.info('step %d: accuracy %.4f on the %d evaluation examples', total,
-               correct / max(examples, 1), examples)
-  inference = model.__class__.from_config(model.get_config())  # without optimizer or compile
-  inference.set_weights(model.get_weights())
-  results = {
-      'model': model.name, 'init_model': f.init_model, 'data_dir': f.data_dir,
-      'steps': total, 'resumed_from_step': start, 'batch_size': f.train_batch_size,
-      'accuracy': correct / max(examples, 1), 'eval_examples': examples,
-      'train_log': progress.history, 'seconds': seconds, 'seed': f.seed,
-      'dtype_policy': f.dtype_policy, 'recipe': {
-          name: getattr(f, name) for name in (
-              'optimizer', 'momentum', 'nesterov', 'base_learning_rate', 'lr_schedule',
-              'warmup_epochs', 'lr_decay_epochs', 'lr_decay_factor', 'weight_decay',
-              'label_smoothing', 'gradient_clip_norm')} | {
-                  'lr_decay_epochs': [float(e) for e in f.lr_decay_epochs]},
-      'devices': devices.describe(), 'keras_version': keras.__version__,
-      'tensorflow_version': _tensorflow_version(), 'input': data.kind,
-  }
-  if chief:
-    with outputs.staged_path(os.path.join(f.model_dir, MODEL_FILE)) as path:
-      inference.save(path)
-    if keras.backend.backend() == 'tensorflow' and data.config is not None:
-      from keras_models import serving  # pylint: disable=g-import-not-at-top
-      serving.export(inference, os.path.join(f.model_dir, SERVING_DIR), data.config)
-    json_files.write(os.path.join(f.model_dir, RESULTS_FILE), results)
-  return results
+    def train_data(first):
+      return data.train(model, f.train_batch_size, first)
+    logging.info('%s on %s: %d replicas, steps %d to %d, batch %d, %d weights decayed',
+                 model.name, keras.backend.backend(), devices.replicas, start, total,
+                 f.train_batch_size, decayed)
+    with progress_lib.SigtermFlag() as sigterm:
+      progress = progress_lib.Progress(checkpoints, sigterm, total, f.train_batch_size,
+                                       f.save_checkpoints_steps, f.model_dir if chief else None)
+      callbacks = list(callbacks) + [progress]
+      began = time.time()
+      epoch = start // f.log_every_steps
+      try:
+        for first, steps, epochs in _segments(start, total, f.log_every_steps):
+          model.fit(train_data(first), initial_epoch=epoch, epochs=epoch + epochs, shuffle=False,
+                    steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+          epoch += epochs
+          if progress.stopped_at is not None:
+            raise Preempted('checkpoint at step %d in %s' % (progress.stopped_at,
+                                                            checkpoints.directory),
+                            sigterm.cause)
+      finally:
+        progress.close()
+      seconds = time.time() - began
+    correct, examples = recipe.accuracy(model, data.evaluation(f.eval_batch_size))
+    logging.info('step %d: accuracy %.4f on the %d evaluation examples', total,
+                 correct / max(examples, 1), examples)
+    inference = model.__class__.from_config(model.get_config())  # without optimizer or compile
+    inference.set_weights(model.get_weights())
+    results = {
+        'model': model.name, 'init_model': f.init_model, 'data_dir': f.data_dir,
+        'steps': total, 'resumed_from_step': start, 'batch_size': f.train_batch_size,
+        'accuracy': correct / max(examples, 1), 'eval_examples': examples,
+        'train_log': progress.history, 'seconds': seconds, 'seed': f.seed,
+        'dtype_policy': f.dtype_policy, 'recipe': {
+            name: getattr(f, name) for name in (
+                'optimizer', 'momentum', 'nesterov', 'base_learning_rate', 'lr_schedule',
+                'warmup_epochs', 'lr_decay_epochs', 'lr_decay_factor', 'weight_decay',
+                'label_smoothing', 'gradient_clip_norm')} | {
+                    'lr_decay_epochs': [float(e) for e in f.lr_decay_epochs]},
+        'devices': devices.describe(), 'keras_version': keras.__version__,
+        'tensorflow_version': _tensorflow_version(), 'input': data.kind,
+    }
+    if chief:
+      lease.check()
+      with outputs.staged_path(os.path.join(f.model_dir, MODEL_FILE)) as path:
+        inference.save(path)
+      if keras.backend.backend() == 'tensorflow' and data.config is not None:
+        from keras_models import serving  # pylint: disable=g-import-not-at-top
+        serving.export(inference, os.path.join(f.model_dir, SERVING_DIR), data.config)
+      json_files.write(os.path.join(f.model_dir, RESULTS_FILE), results)
+    return results

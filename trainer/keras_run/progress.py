@@ -1,9 +1,9 @@
 """The callback that runs a Keras 3 training run's periodic work: every `log_every_steps` (one
 Keras "epoch" of `fit`) a log line with the step, the loss, the learning rate, examples/sec and
 the ETA, and the same scalars in TensorBoard (model_dir/train, written with TensorBoard's own
-writer, which needs no TensorFlow); a checkpoint every `save_every_steps`; and on SIGTERM a stop after the step in flight,
-with a checkpoint at that step (the caller then exits with status 75,
-`trainer.errors.EXIT_RESUMABLE`)."""
+writer, which needs no TensorFlow); a checkpoint every `save_every_steps`; and on SIGTERM or a
+first Ctrl-C a stop after the step in flight, with a checkpoint at that step (the caller then
+exits with status 75, `trainer.errors.EXIT_RESUMABLE`)."""
 
 import os
 import signal
@@ -14,27 +14,40 @@ from absl import logging
 import keras
 from tensorboard import summary as tensorboard_summary
 
+from trainer import errors
+
 
 class SigtermFlag:
-  """Records a SIGTERM instead of dying of it, while installed (main thread only)."""
+  """Records a SIGTERM or a first Ctrl-C instead of dying of it, while installed (main thread
+  only); a second Ctrl-C exits at once with status 130, without saving."""
 
   def __init__(self):
     self.requested = False
-    self._previous = None
+    self.cause = 'preempted (SIGTERM)'
+    self._previous = {}
 
   def __enter__(self):
     if threading.current_thread() is threading.main_thread():
-      self._previous = signal.signal(signal.SIGTERM, self._handle)
+      self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGTERM, signal.SIGINT)}
     return self
 
   def _handle(self, signum, frame):
-    del signum, frame
-    logging.warning('SIGTERM: stopping after the step in flight, saving a checkpoint')
+    del frame
+    if signum == signal.SIGINT and self.requested:
+      logging.error('Second Ctrl-C: stopping now, without saving; the newest checkpoint stays.')
+      logging.flush()
+      os._exit(errors.EXIT_INTERRUPTED)  # pylint: disable=protected-access
+    if not self.requested and signum == signal.SIGINT:
+      self.cause = errors.INTERRUPTED
+    logging.warning('%s: stopping after the step in flight, saving a checkpoint%s',
+                    'SIGTERM' if signum == signal.SIGTERM else 'Ctrl-C',
+                    '; Ctrl-C again stops at once' if signum == signal.SIGINT else '')
     self.requested = True
 
   def __exit__(self, *exc):
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)
+    for number, handler in self._previous.items():
+      if handler is not None:
+        signal.signal(number, handler)
 
 
 class Progress(keras.callbacks.Callback):

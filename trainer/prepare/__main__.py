@@ -25,6 +25,7 @@ from absl import logging
 from flags import help_text
 from flags import prepare_flags
 from trainer.cloud import gcs_preflight
+from trainer.data import dataset_json
 from trainer.data import shards
 from trainer.errors import PipelineError
 from trainer.prepare import arrays
@@ -33,6 +34,7 @@ from trainer.prepare import ilsvrc_layout
 from trainer.prepare import rotten_tomatoes
 from trainer.prepare import text_csv
 from trainer.run import log_noise
+from trainer.storage import lease as lease_lib
 from trainer.storage import outputs
 
 FLAGS = absl_flags.FLAGS
@@ -69,10 +71,10 @@ def beam_options(beam_convert):
                                            extra + FLAGS.beam_option)
 
 
-def _text_options():
+def _text_options(overwrite):
   return dict(vocab_size=FLAGS.vocab_size, min_count=FLAGS.min_count,
               max_seq_length=FLAGS.max_seq_length, train_shards=FLAGS.train_shards,
-              validation_shards=FLAGS.validation_shards, overwrite=FLAGS.overwrite)
+              validation_shards=FLAGS.validation_shards, overwrite=overwrite)
 
 
 def prepare(source):
@@ -81,32 +83,59 @@ def prepare(source):
 
   Raises:
     PipelineError: what was wrong with the input or the flags; --output_dir holds a conversion
-      and --overwrite is not given.
+      and --overwrite is not given; another command is writing --output_dir (`LeaseHeld`).
   """
   if source == 'arrays':
     arrays.check_paths(FLAGS.source_dir, FLAGS.output_dir)
-  shards.check_output_dir(FLAGS.output_dir, FLAGS.overwrite)  # before reading any input
+  # One writer per output_dir (trainer.storage.lease), taken before the output is checked: a
+  # killed conversion's files are only known for what they are once its lease is taken over.
+  with lease_lib.held(FLAGS.output_dir, '--output_dir') as lease:
+    overwrite = FLAGS.overwrite or _resumes_killed_conversion(lease)
+    shards.check_output_dir(FLAGS.output_dir, overwrite)  # before reading any input
+    return _convert(source, overwrite)
+
+
+def _resumes_killed_conversion(lease):
+  """True (with a warning) when this run took the lease over from a `trainer.prepare` that died
+  before it finished: the unfinished conversion it left (shards, plan, no dataset.json) is
+  deleted and made again, as the same command with --overwrite would. A finished conversion
+  (dataset.json) is refused as ever."""
+  if not lease.took_over or not str(lease.took_over.get('command', '')).startswith(
+      'trainer.prepare'):
+    return False
+  left = shards.existing_conversion(FLAGS.output_dir)
+  if not left or any(path.endswith('/' + dataset_json.FILENAME) for path in left):
+    return False
+  logging.warning('%s holds the unfinished conversion of a trainer.prepare that died (pid %s on '
+                  '%s): deleting its %d files and converting again.', FLAGS.output_dir,
+                  lease.took_over.get('pid'), lease.took_over.get('host'), len(left))
+  return True
+
+
+def _convert(source, overwrite):
   if source in ('imagenet', 'image_folder', 'photos'):
-    return _prepare_on_beam(source)
+    return _prepare_on_beam(source, overwrite)
   if source == 'arrays':
     return arrays.prepare(FLAGS.source_dir, FLAGS.output_dir, FLAGS.image_size,
-                          FLAGS.crop_padding, overwrite=FLAGS.overwrite)
+                          FLAGS.crop_padding, overwrite=overwrite)
   if source == 'fashion_mnist':
     return fashion_mnist.prepare(FLAGS.output_dir, FLAGS.source_dir, FLAGS.train_shards,
-                                 FLAGS.validation_shards, overwrite=FLAGS.overwrite)
+                                 FLAGS.validation_shards, overwrite=overwrite)
   if source == 'text':
     return text_csv.prepare(
         FLAGS.input, FLAGS.output_dir, validation_input=FLAGS.validation_input,
         text_column=FLAGS.text_column, label_column=FLAGS.label_column,
-        validation_fraction=FLAGS.validation_fraction or 0.2, seed=FLAGS.seed, **_text_options())
+        validation_fraction=FLAGS.validation_fraction or 0.2, seed=FLAGS.seed,
+        **_text_options(overwrite))
   if FLAGS.input and len(FLAGS.input) > 1:
     raise PipelineError('rotten_tomatoes takes at most one --input (the .csv.bz2 file).')
   return rotten_tomatoes.prepare(
       FLAGS.output_dir, FLAGS.input[0] if FLAGS.input else None,
-      validation_fraction=FLAGS.validation_fraction or 0.2, seed=FLAGS.seed, **_text_options())
+      validation_fraction=FLAGS.validation_fraction or 0.2, seed=FLAGS.seed,
+      **_text_options(overwrite))
 
 
-def _prepare_on_beam(source):
+def _prepare_on_beam(source, overwrite):
   """prepare() for the converters that run on Apache Beam."""
   beam_convert, image_folder, imagenet, photos = _beam_converters()
   options = beam_options(beam_convert)
@@ -118,18 +147,18 @@ def _prepare_on_beam(source):
                       else ilsvrc_layout.DEFAULT_TRAIN_SHARDS),
         validation_shards=(FLAGS.validation_shards if FLAGS['validation_shards'].present
                            else ilsvrc_layout.DEFAULT_VALIDATION_SHARDS),
-        skip_unreadable=FLAGS.skip_unreadable, overwrite=FLAGS.overwrite, shuffle_seed=FLAGS.seed)
+        skip_unreadable=FLAGS.skip_unreadable, overwrite=overwrite, shuffle_seed=FLAGS.seed)
   if source == 'image_folder':
     return image_folder.prepare(FLAGS.source_dir, FLAGS.output_dir,
                                 FLAGS.validation_fraction or 0.1, FLAGS.train_shards,
                                 FLAGS.validation_shards, options=options,
-                                skip_unreadable=FLAGS.skip_unreadable, overwrite=FLAGS.overwrite,
+                                skip_unreadable=FLAGS.skip_unreadable, overwrite=overwrite,
                                 shuffle_seed=FLAGS.seed)
   if FLAGS.runner != 'DirectRunner':
     raise PipelineError('photos runs on this machine only (it cuts its images into a local '
                         'temporary folder): leave out --runner.')
   return photos.prepare(FLAGS.output_dir, FLAGS.num_images, FLAGS.train_shards,
-                        FLAGS.validation_shards, options=options, overwrite=FLAGS.overwrite)
+                        FLAGS.validation_shards, options=options, overwrite=overwrite)
 
 
 def main(argv):

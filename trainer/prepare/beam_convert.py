@@ -21,6 +21,7 @@ import collections
 import json
 import os
 import random
+import uuid
 
 from absl import logging
 import apache_beam as beam
@@ -102,7 +103,7 @@ def empty_summary():
   """What WriteShard reports per shard, and the combined report: examples per split, the
   training images' channel sums (0-255 scale), the image sizes seen, repairs and skipped files."""
   return {'count': {}, 'sums': [[0.0] * 3, [0.0] * 3], 'pixels': 0, 'heights': {}, 'widths': {},
-          'repaired': {}, 'skipped': []}
+          'repaired': {}, 'skipped': [], 'unreadable': []}
 
 
 def merge_summaries(summaries):
@@ -115,14 +116,38 @@ def merge_summaries(summaries):
     total['sums'] = (np.asarray(total['sums']) + np.asarray(s['sums'])).tolist()
     total['pixels'] += s['pixels']
     total['skipped'] += s['skipped']
+    total['unreadable'] += s['unreadable']
   return total
+
+
+def _report_problem(output_dir, message):
+  """Records why the conversion fails, beside the plan, for the driver to say (`problems_found`):
+  raised in a worker, the error would come with Beam's traceback of it."""
+  folder = '%s/%s' % (output_dir.rstrip('/'), PLAN_DIR)
+  tf.io.gfile.makedirs(folder)
+  path = '%s/problem-%s.txt' % (folder, uuid.uuid4().hex[:12])
+  with tf.io.gfile.GFile(path, 'w') as f:
+    f.write(message + '\n')
+
+
+def problems_found(output_dir):
+  """The messages `_report_problem` left in `output_dir`, sorted; [] when there are none."""
+  found = []
+  for path in sorted(tf.io.gfile.glob('%s/%s/problem-*.txt' % (output_dir.rstrip('/'),
+                                                               PLAN_DIR))):
+    with tf.io.gfile.GFile(path) as f:
+      found.append(f.read().strip())
+  return found
 
 
 class WriteShard(beam.DoFn):
   """Converts the images of one planned shard and writes them as <split>-NNNNN-of-NNNNN in
   output_dir, under a temporary name renamed when complete; yields the shard's summary.
 
-  Raises PipelineError naming the file when an image does not decode and skip_unreadable is off.
+  An image that does not decode, with skip_unreadable off, ends its shard unwritten and is
+  reported in a file beside the plan (`problems_found`); shards not yet started then stop too.
+  It is not raised: a worker's exception makes Beam print its traceback before the driver's
+  error line, and the driver (`convert`) words the error from that file instead.
   """
 
   def __init__(self, output_dir, jpeg_only, skip_unreadable, with_stats):
@@ -142,6 +167,9 @@ class WriteShard(beam.DoFn):
 
   def process(self, shard):
     summary = empty_summary()
+    if not self._skip_unreadable and problems_found(self._output_dir):
+      yield summary  # another shard found an unreadable image: the conversion fails anyway
+      return
     split = shard['split']
     final = '%s/%s' % (self._output_dir, shards.shard_name(split, shard['index'],
                                                            shard['num_shards']))
@@ -161,7 +189,10 @@ class WriteShard(beam.DoFn):
               writer.write(example)
               heights[converted[2]] += 1
               widths[converted[3]] += 1
-      tf.io.gfile.rename(temporary, final, overwrite=True)
+          if summary['unreadable']:
+            break
+      if not summary['unreadable']:
+        tf.io.gfile.rename(temporary, final, overwrite=True)
     finally:
       if tf.io.gfile.exists(temporary):
         tf.io.gfile.remove(temporary)
@@ -180,9 +211,12 @@ class WriteShard(beam.DoFn):
     if isinstance(converted, image_coder.UnreadableImage):
       reason = str(converted)
       if not self._skip_unreadable:
-        raise PipelineError('%s is not a readable image: %s. Remove or replace it, or pass '
-                            '--skip_unreadable to leave it out (dataset.json then lists it).'
-                            % (item.source, reason))
+        message = ('%s is not a readable image: %s. Remove or replace it, or pass '
+                   '--skip_unreadable to leave it out (dataset.json then lists it).'
+                   % (item.source, reason))
+        _report_problem(self._output_dir, message)
+        summary['unreadable'].append(item.source)
+        return None
       logging.warning('skipping unreadable %s: %s', item.source, reason)
       summary['skipped'].append([item.source, reason])
       return None
@@ -214,13 +248,17 @@ def _median(counts):
 def write_dataset_json(summary, output_dir, info):
   """The pipeline's last step: completes `info` (the dataset.json dict without the figures
   only the conversion knows) from the combined summary, writes dataset.json and removes the
-  plan. Returns the written dict."""
+  plan. Returns the written dict; None, writing nothing, when the conversion failed
+  (`problems_found` says why)."""
+  if summary['unreadable']:
+    return None
   empty = [split for split in (shards.TRAIN_SPLIT, shards.EVAL_SPLIT)
            if not summary['count'].get(split)]
   if empty:
-    raise PipelineError('no readable image in the %s split (%d skipped as unreadable); '
-                        'dataset.json was not written.' % (' and '.join(empty),
-                                                           len(summary['skipped'])))
+    _report_problem(output_dir, 'no readable image in the %s split (%d skipped as unreadable); '
+                    'dataset.json was not written.' % (' and '.join(empty),
+                                                       len(summary['skipped'])))
+    return None
   for path in existing_output(output_dir):  # temporaries of workers killed mid-shard
     if '.tmp-' in os.path.basename(path):
       tf.io.gfile.remove(path)
@@ -327,6 +365,10 @@ def convert(splits, output_dir, info, num_shards, options, jpeg_only=False,
       raise
     raise error
   written = dataset_json.read(output_dir)
+  problems = problems_found(output_dir)
+  if written is None and problems:
+    raise PipelineError(problems[0] + (' (%d more unreadable images were found.)'
+                                       % (len(problems) - 1) if len(problems) > 1 else ''))
   if written is None:
     raise PipelineError('the pipeline finished without writing %s/%s; see its log.'
                         % (output_dir, dataset_json.FILENAME))

@@ -90,13 +90,25 @@ def _damage_message(error):
   raise error
 
 
-def _step(prefix):
+def step_of(prefix):
+  """The global step in a checkpoint prefix's name ('.../model.ckpt-1000' -> 1000), -1 if none."""
   match = re.search(r'-(\d+)$', prefix)
   return int(match.group(1)) if match else -1
 
 
-def newest_intact_checkpoint(model_dir, move_aside=True):
+def nonfinite_variables(prefix):
+  """The names of the floating-point variables of checkpoint `prefix` that hold a NaN or an
+  infinity (a diverged run's weights), in name order; [] for finite weights."""
+  reader = tf.train.load_checkpoint(prefix)
+  return sorted(name for name, dtype in reader.get_variable_to_dtype_map().items()
+                if dtype.is_floating and not np.all(np.isfinite(reader.get_tensor(name))))
+
+
+def newest_intact_checkpoint(model_dir, move_aside=True, finite=False):
   """The newest intact checkpoint in `model_dir` (the prefix), or None when it holds none.
+
+  With `finite`, a checkpoint whose weights hold a NaN or an infinity counts as damaged (after a
+  diverged run: every variable of each newer checkpoint is read).
 
   With `move_aside` (a job that owns model_dir: training), newer damaged checkpoints are moved
   into <model_dir>/damaged/ with a warning, and the `checkpoint` state file is rewritten to list
@@ -113,11 +125,16 @@ def newest_intact_checkpoint(model_dir, move_aside=True):
   listed = list(state.all_model_checkpoint_paths)
   if state.model_checkpoint_path not in listed:
     listed.append(state.model_checkpoint_path)
-  listed.sort(key=_step)
+  listed.sort(key=step_of)
   damaged = []
   intact = None
   for prefix in reversed(listed):
     problem = checkpoint_damage(prefix)
+    if problem is None and finite:
+      bad = nonfinite_variables(prefix)
+      if bad:
+        problem = 'its weights hold NaN or Inf (%d variables, e.g. %s): the run had diverged' % (
+            len(bad), bad[0])
     if problem is None:
       intact = prefix
       break
@@ -136,7 +153,7 @@ def newest_intact_checkpoint(model_dir, move_aside=True):
   if damaged and move_aside:
     # The paths as get_checkpoint_state gave them (joined to model_dir), as the Saver passes
     # them: TensorFlow stores them relative to a relative or gs:// model_dir.
-    kept = [p for p in listed if _step(p) <= _step(intact)]
+    kept = [p for p in listed if step_of(p) <= step_of(intact)]
     tf.train.update_checkpoint_state(model_dir, intact, all_model_checkpoint_paths=kept)
   return intact
 

@@ -2,6 +2,7 @@
 from model_dir, or between-graph training when TF_CONFIG describes a cluster. Either way the run
 ends in `trainer.run.results` (evaluation, export, results.json)."""
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -17,6 +18,7 @@ from trainer.run import dry_run as dry_run_lib
 from trainer.run import estimator as estimator_lib
 from trainer.run import hooks as hooks_lib
 from trainer.run import input_checks
+from trainer.run import lease_hooks
 from trainer.run import network_record
 from trainer.run import predict as predict_lib
 from trainer.run import preemption
@@ -26,6 +28,8 @@ from trainer.cloud import aiplatform_env
 from trainer.cloud import gcs_preflight
 from trainer.data import shards
 from trainer.errors import PipelineError
+from trainer.storage import lease as lease_lib
+from trainer.storage import outputs
 
 
 def checkpoint_step(checkpoint_path):
@@ -50,23 +54,39 @@ def run(config):
     PipelineError: for anything the user must fix (data, TPU, checkpoints, cluster), among them
       an --export_dir that already holds something or a --predict_output that exists, without
       --overwrite (refused before any work); an export that failed (results.json is written).
-    preemption.Preempted: on SIGTERM, after saving a checkpoint at the step reached.
+    preemption.Preempted: on SIGTERM or a first Ctrl-C, after saving a checkpoint at the step
+      reached.
+    lease_lib.LeaseHeld: another live run is training into model_dir (a PipelineError).
+    lease_lib.LeaseLost: another run took model_dir over during this one, which stopped before
+      its next checkpoint (a PipelineError).
+    PipelineError: the training diverged (a NaN or Inf loss), or model_dir's disk is full
+      (`trainer.run.run_errors`): the newest usable checkpoint is kept.
   """
   input_checks.check(config)  # vocab.txt, best.json, model_dir's checkpoint vs this network
   task = None if config.mode == 'dry_run' else aiplatform_env.distributed_task()
+  chief = not task or task[0] in ('chief', 'master')
   if config.mode == 'predict':
     predict_lib.check_output(config)
-  elif not task or task[0] in ('chief', 'master'):  # the task that exports
+  elif chief:  # the task that exports
     results_lib.check_export_dir(config)
   watch = preemption.SigtermWatch(config.model_dir, config.preemption_grace_secs,
-                                  saves_checkpoints=not task or task[0] in ('chief', 'master'))
+                                  saves_checkpoints=chief)
   if task and task[0] == 'ps':  # holds nothing to save: SIGTERM may end it as it always did
-    return _run(config, watch, task)
-  with watch.installed():
-    return _run(config, watch, task)
+    return _run(config, watch, task, None)
+  # One writer per model_dir: training holds its lease (in a cluster, the chief for the job);
+  # evaluation, prediction and dry runs only read it.
+  writes = chief and config.mode in ('train', 'train_and_eval')
+  if writes:
+    gcs_preflight.check_path_usable(config.model_dir, 'model_dir', config.use_tpu)
+  with lease_lib.held(config.model_dir, '--model_dir', config.lease_expiry_secs,
+                      needed=writes) as lease, watch.installed(), \
+      (run_errors.explain_full_disk(config) if writes else contextlib.nullcontext()):
+    return _run(config, watch, task, lease)
 
 
-def _run(config, watch, task):
+def _run(config, watch, task, lease):
+  if lease and tf.io.gfile.isdir(config.model_dir):
+    outputs.remove_staged_leftovers(config.model_dir)
   config = _resolve_init_checkpoint(config)
   if config.mode == 'predict':
     if task:
@@ -85,7 +105,7 @@ def _run(config, watch, task):
     results_lib.write_json(config.model_dir, dry_run_lib.REPORT_FILE, report)
     return report
   if task:
-    return _run_distributed(config, watch, *task)
+    return _run_distributed(config, watch, lease, *task)
   estimator = estimator_lib.build_estimator(config)  # resolves the TPU first with --use_tpu
   gcs_preflight.check_path_usable(config.model_dir, 'model_dir', config.use_tpu)
   if config.mode != 'eval':  # training owns model_dir: a damaged newest checkpoint moves aside
@@ -100,9 +120,11 @@ def _run(config, watch, task):
   if config.mode == 'eval':
     results, checkpoint = _eval_only(estimator, config)
   else:
-    results = _train_and_eval(estimator, config, throughput, watch)
+    results = _train_and_eval(estimator, config, throughput, watch, lease)
     checkpoint = tf.train.latest_checkpoint(config.model_dir)
   results.update(results_lib.run_facts(config, throughput[0], throughput[1], start))
+  if lease:
+    lease.check()
   return results_lib.finish(estimator, config, results, checkpoint)
 
 
@@ -147,9 +169,9 @@ def _resolve_init_checkpoint(config):
                                                                init_checkpoint=prefix))
 
 
-def _train(estimator, config, start_step, max_steps, throughput, watch):
+def _train(estimator, config, start_step, max_steps, throughput, watch, lease):
   hook = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
-  hooks = [hook, watch.hook()]
+  hooks = [hook, watch.hook()] + ([lease_hooks.LeaseHook(lease)] if lease else [])
   if not config.use_tpu and config.data.modality == 'image' and start_step == 0:
     hooks.append(hooks_lib.InputImagesHook(config.model_dir))
   if config.profile_steps:
@@ -157,9 +179,11 @@ def _train(estimator, config, start_step, max_steps, throughput, watch):
                                      *config.profile_steps))
   with run_errors.explain_input_errors(config, 'train'), \
       run_errors.explain_checkpoint_mismatch(config), run_errors.explain_tpu_shape_errors(config), \
-      run_errors.explain_warm_start_errors(), watch.training():
+      run_errors.explain_warm_start_errors(), run_errors.explain_divergence(config, hook), \
+      watch.training():
     estimator.train(estimator_lib.input_fns(config, estimator, start_step)[0],
-                    max_steps=max_steps, hooks=hooks)
+                    max_steps=max_steps, hooks=hooks,
+                    saving_listeners=[lease_hooks.LeaseSaverListener(lease)] if lease else None)
   throughput[0] += hook.measured_steps
   throughput[1] += hook.measured_seconds
 
@@ -169,7 +193,7 @@ def _evaluate(estimator, config, checkpoint_path):
                               estimator_lib.input_fns(config, estimator)[1])
 
 
-def _train_and_eval(estimator, config, throughput, watch):
+def _train_and_eval(estimator, config, throughput, watch, lease):
   """Trains to config.train_steps in chunks of steps_per_eval (train_and_eval) and evaluates
   after each; keeps the best checkpoint (config.keep_best) and stops early after
   config.early_stopping_evals evaluations without a better top_1_accuracy. Returns the last
@@ -196,7 +220,7 @@ def _train_and_eval(estimator, config, throughput, watch):
       stopped_early = True
       break
     next_stop = min(config.train_steps, (step // chunk + 1) * chunk)
-    _train(estimator, config, step, next_stop, throughput, watch)
+    _train(estimator, config, step, next_stop, throughput, watch, lease)
     step = latest_step(config.model_dir)
     if evaluating:
       results = _evaluate_latest(estimator, config, best)
@@ -262,7 +286,7 @@ def _eval_only(estimator, config):
   return results, evaluated
 
 
-def _run_distributed(config, watch, task_type, task_index, cluster):
+def _run_distributed(config, watch, lease, task_type, task_index, cluster):
   """Between-graph training on TensorFlow's distributed runtime (`tf.estimator.train_and_evaluate`
   with the TF_CONFIG cluster). Parameter servers serve until they are stopped; every worker trains
   until the shared global_step reaches train_steps and records its own step count in
@@ -287,6 +311,9 @@ def _run_distributed(config, watch, task_type, task_index, cluster):
                json.dumps(cluster, sort_keys=True))
   progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
   counter = hooks_lib.LocalStepCounter()
+  # The chief holds model_dir's lease; TF 1.15's TrainSpec has no saving listeners, so the
+  # heartbeat's finding is checked after each step.
+  lease_hook = [lease_hooks.LeaseHook(lease)] if lease else []
   train_input_fn, eval_input_fn = estimator_lib.input_fns(
       config, estimator, latest_step(config.model_dir))
   start = time.time()
@@ -296,7 +323,7 @@ def _run_distributed(config, watch, task_type, task_index, cluster):
     tf.estimator.train_and_evaluate(  # a 'ps' task serves here until it is stopped
         estimator,
         tf.estimator.TrainSpec(train_input_fn, max_steps=config.train_steps,
-                               hooks=[progress, counter, watch.hook()]),
+                               hooks=[progress, counter, watch.hook()] + lease_hook),
         tf.estimator.EvalSpec(eval_input_fn, steps=config.eval_steps))
   task = {'task_type': task_type, 'task_index': task_index, 'local_steps': counter.steps,
           'wall_seconds': time.time() - start}
@@ -310,4 +337,6 @@ def _run_distributed(config, watch, task_type, task_index, cluster):
   results.update(task, cluster={k: len(v) for k, v in cluster.items()})
   if config.export_dir:
     gcs_preflight.check_path_usable(config.export_dir, 'export_dir')
+  if lease:
+    lease.check()
   return results_lib.finish(estimator, config, results, checkpoint)

@@ -1,6 +1,7 @@
 """Training progress in the logs (step, loss, learning rate, examples/sec and ETA) and in
 TensorBoard (the first training batch's input images, the run's hyperparameters)."""
 
+import math
 import time
 
 from absl import logging
@@ -32,6 +33,7 @@ class ProgressHook(tf.train.SessionRunHook):
     self._start = None      # (time, step) after the first step
     self._last_log = None   # (time, step) of the last log line
     self._latest = None     # (time, step, fetched values) of the latest step
+    self.last_finite_loss = None  # (step, loss) of the latest step whose loss was finite
     self.measured_steps = 0
     self.measured_seconds = 0.0
 
@@ -51,6 +53,8 @@ class ProgressHook(tf.train.SessionRunHook):
     values = run_values.results
     step = int(values['step'])
     self._latest = (now, step, values)
+    if 'loss' in values and math.isfinite(values['loss']):
+      self.last_finite_loss = (step, float(values['loss']))
     if self._start is None:
       self._start = self._last_log = (now, step)
       return
@@ -59,6 +63,11 @@ class ProgressHook(tf.train.SessionRunHook):
     if now - self._last_log[0] >= self._every_n_secs:
       self._log(now, step, values)
       self._last_log = (now, step)
+
+  @property
+  def latest_step(self):
+    """The global step fetched with the latest training step, or None before the first."""
+    return self._latest[1] if self._latest else None
 
   def end(self, session):
     """Always logs the last step, so even a run shorter than every_n_secs reports progress."""

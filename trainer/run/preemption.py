@@ -1,4 +1,5 @@
-"""Preemption: a SIGTERM saves a checkpoint at the current step and ends the run.
+"""Preemption: a SIGTERM (or a first Ctrl-C) saves a checkpoint at the current step and ends the
+run; a second Ctrl-C ends it at once.
 
 AI Platform, GKE and preemptible (spot) VMs announce the end of a job with SIGTERM and kill it
 some seconds later (about 30 on GCE and GKE). On SIGTERM during training, `PreemptionHook` stops
@@ -11,11 +12,16 @@ signal (a step or a save that does not finish), a watchdog exits the process wit
 status; a checkpoint cut short by that exit is moved aside by the next run's integrity check
 (`trainer.run.checkpoints`), which resumes from the newest intact one.
 
+Ctrl-C (SIGINT) is handled the same way, so that an interrupted local run keeps the step it reached
+instead of dying of KeyboardInterrupt inside TensorFlow; its message says "interrupted (Ctrl-C)".
+A second Ctrl-C, for one who cannot wait for the step and the save, exits at once with status 130
+(128 + SIGINT); the newest checkpoint already written stays.
+
 TPUEstimator's own preemption handling watches the TPU, not this process: in TF 1.15 and 2.15 it
 adds `GracefulShutdownHook` (the TPU workers' heartbeats: a TPU host going down triggers a save to
 `model_dir/model.ckpt`, the prefix this hook's save uses too) and, on GCE with a resolved
 TPU, `CloudTPUPreemptedHook` (polls the TPU's state every 30 s and exits the process when it is
-PREEMPTED or TERMINATED). Neither handles SIGTERM, and this module leaves both, and SIGINT, alone.
+PREEMPTED or TERMINATED). Neither handles SIGTERM or SIGINT, and this module leaves both alone.
 """
 
 import contextlib
@@ -31,6 +37,7 @@ from trainer import errors
 from trainer.errors import Preempted
 
 DEFAULT_GRACE_SECS = 25
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def saved_step(model_dir):
@@ -46,7 +53,7 @@ def saved_step(model_dir):
 
 
 class SigtermWatch(object):
-  """Turns SIGTERM into a clean stop of one run (see the module docstring).
+  """Turns SIGTERM and Ctrl-C into a clean stop of one run (see the module docstring).
 
   Use `with watch.installed():` around the run and `with watch.training():` around each
   `Estimator.train` call, passing `watch.hook()` among its hooks. Install it from the main thread
@@ -64,6 +71,9 @@ class SigtermWatch(object):
     self._watchdog_started = False
     self.ended = threading.Event()  # set when the run is over: the watchdog stands down
     self.requested = False
+    self.cause = 'preempted (SIGTERM)'
+    self._interrupts = 0
+    self._lock = threading.Lock()
 
   @contextlib.contextmanager
   def installed(self):
@@ -75,7 +85,7 @@ class SigtermWatch(object):
     # for the hook and starts the watchdog even then.
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
-    previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+    previous = {s: signal.signal(s, self._on_signal) for s in _SIGNALS}
     previous_fd = signal.set_wakeup_fd(write_fd)
     listener = threading.Thread(target=self._listen, args=(read_fd,), name='sigterm-listener',
                                 daemon=True)
@@ -83,16 +93,17 @@ class SigtermWatch(object):
     try:
       yield self
     finally:
-      # A SIGTERM from here on is not this run's: it stays pending while the handler is put
+      # A signal from here on is not this run's: it stays pending while the handlers are put
       # back, then takes the previous handler's action (by default, the end of the process).
       self._closing = True
-      signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+      signal.pthread_sigmask(signal.SIG_BLOCK, set(_SIGNALS))
       try:
-        if previous is not None:  # None: a handler installed from C, which Python cannot restore
-          signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+          if handler is not None:  # None: a handler installed from C, which Python cannot restore
+            signal.signal(number, handler)
         signal.set_wakeup_fd(previous_fd)
       finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(_SIGNALS))
       self.ended.set()
       os.close(write_fd)  # ends the listener's read
       listener.join()
@@ -100,8 +111,9 @@ class SigtermWatch(object):
 
   @contextlib.contextmanager
   def training(self):
-    """Marks an `Estimator.train` call: a SIGTERM inside it stops after the step in flight and
-    raises `Preempted` once train() has returned (and its saver has written the checkpoint)."""
+    """Marks an `Estimator.train` call: a SIGTERM or Ctrl-C inside it stops after the step in
+    flight and raises `Preempted` once train() has returned (and its saver has written the
+    checkpoint)."""
     self._training = True
     try:
       yield
@@ -116,47 +128,74 @@ class SigtermWatch(object):
   def _preempted_after_training(self):
     if not self._saves:
       return Preempted('this worker stopped; the chief saves the checkpoints in %s'
-                       % self._model_dir)
+                       % self._model_dir, self.cause)
     step = saved_step(self._model_dir)
     if step is None:
-      return Preempted('no checkpoint is in %s yet' % self._model_dir)
-    return Preempted('the checkpoint at step %d in %s is saved' % (step, self._model_dir))
+      return Preempted('no checkpoint is in %s yet' % self._model_dir, self.cause)
+    return Preempted('the checkpoint at step %d in %s is saved' % (step, self._model_dir),
+                     self.cause)
 
-  def _on_sigterm(self, signum, frame):
-    del signum, frame
+  def _request(self, signum):
+    """Records the stop, and the first signal's cause (from either thread)."""
+    with self._lock:
+      if not self.requested:
+        self.cause = errors.INTERRUPTED if signum == signal.SIGINT else 'preempted (SIGTERM)'
+      self.requested = True
+
+  def _exit_now(self):
+    step = saved_step(self._model_dir)
+    logging.error('Second Ctrl-C: stopping now, without saving. %s', (
+        'The newest checkpoint, step %d in %s, stays; run the same command again to resume '
+        'from it.' % (step, self._model_dir)) if step is not None else 'No checkpoint was saved.')
+    logging.flush()
+    os._exit(errors.EXIT_INTERRUPTED)  # pylint: disable=protected-access
+
+  def _on_signal(self, signum, frame):
+    del frame
     if self._closing:
       return
-    self.requested = True
+    self._request(signum)
     if not self._training:
       raise Preempted('stopped outside training, with nothing unsaved; the checkpoints in %s '
-                      'are as they were' % self._model_dir)
+                      'are as they were' % self._model_dir, self.cause)
 
   def _listen(self, read_fd):
     while True:
       signals = os.read(read_fd, 64)
       if not signals:
         return
-      if signal.SIGTERM in signals and not self._closing and not self._watchdog_started:
+      for signum in signals:
+        if signum not in _SIGNALS or self._closing:
+          continue
+        if signum == signal.SIGINT:  # counted here only: each signal reaches this loop once
+          self._interrupts += 1
+          if self._interrupts > 1:
+            self._exit_now()
+        self._request(signum)
+        if self._watchdog_started:
+          continue
         self._watchdog_started = True
-        self.requested = True
-        logging.warning('SIGTERM received: %s (the run ends within %d s).',
+        logging.warning('%s received: %s (the run ends within %d s%s).',
+                        'SIGTERM' if signum == signal.SIGTERM else 'Ctrl-C',
                         'stopping after the step in flight and saving a checkpoint there'
                         if self._training else 'stopping; nothing is left to save',
-                        self._grace_secs)
+                        self._grace_secs,
+                        '; Ctrl-C again stops at once, without saving'
+                        if signum == signal.SIGINT else '')
         threading.Thread(target=self._watchdog, name='preemption-watchdog', daemon=True).start()
 
   def _watchdog(self):
     if self.ended.wait(self._grace_secs):
       return
-    logging.error('preempted (SIGTERM): the run did not end within %d s of the signal; exiting '
-                  'now without a new checkpoint. The next run resumes from the newest intact '
-                  'checkpoint in %s.', self._grace_secs, self._model_dir)
+    logging.error('%s: the run did not end within %d s of the signal; exiting now without a new '
+                  'checkpoint. The next run resumes from the newest intact checkpoint in %s.',
+                  self.cause, self._grace_secs, self._model_dir)
     logging.flush()
     os._exit(errors.EXIT_RESUMABLE)  # pylint: disable=protected-access
 
 
 class PreemptionHook(tf.train.SessionRunHook):
-  """Requests the training session's stop after the step in which SIGTERM arrived, or before
+  """Requests the training session's stop after the step in which the signal arrived, or before
   the first step if it arrived while the session was being created."""
 
   def __init__(self, watch):

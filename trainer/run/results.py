@@ -20,6 +20,9 @@ from trainer.storage import json_files
 from trainer.storage import outputs
 
 RESULTS_FILE = 'results.json'
+# In model_dir while an export runs: the export directory and what it held before, so that a
+# rerun after a kill mid-export knows what the interrupted export left (`interrupted_export`).
+EXPORTING_FILE = 'export_in_progress.json'
 
 
 def evaluate(estimator, config, checkpoint_path, input_fn):
@@ -94,7 +97,21 @@ def check_export_dir(config):
     return
   flag = export_dir_flag(config.export_dir)
   gcs_preflight.check_path_usable(config.export_dir, 'export_dir', config.use_tpu)  # gs:// only
-  outputs.check_output_dir(config.export_dir, flag, config.overwrite)
+  left = set(interrupted_export(config))  # removed by `finish`, under model_dir's lease
+  outputs.check_output_dir(config.export_dir, flag, config.overwrite,
+                           owned=lambda name: name not in left)
+
+
+def interrupted_export(config):
+  """The names in config.export_dir that an export of this model_dir, killed before it ended,
+  left there (its SavedModel or the Estimator's temp-<timestamp> folder): [] when model_dir has
+  no EXPORTING_FILE for this export_dir."""
+  record = json_files.read(config.model_dir.rstrip('/') + '/' + EXPORTING_FILE)
+  if (not isinstance(record, dict) or
+      record.get('export_dir', '').rstrip('/') != config.export_dir.rstrip('/')):
+    return []
+  before = set(record.get('names_before') or [])
+  return [n for n in outputs.existing_entries(config.export_dir) if n not in before]
 
 
 def finish(estimator, config, results, checkpoint_path):
@@ -115,9 +132,17 @@ def finish(estimator, config, results, checkpoint_path):
   if not config.export_dir:
     return results
   flag = export_dir_flag(config.export_dir)
+  exporting = config.model_dir.rstrip('/') + '/' + EXPORTING_FILE
   try:
+    left = interrupted_export(config)
+    if left:
+      logging.warning('Removing what an interrupted export of this run left in %s: %s.',
+                      config.export_dir, ', '.join(left))
+      outputs.clear_output_dir(config.export_dir, left)
     if config.overwrite:  # what the start check found there (--overwrite), and anything since
       outputs.clear_output_dir(config.export_dir, outputs.existing_entries(config.export_dir))
+    json_files.write(exporting, {'export_dir': config.export_dir,
+                                 'names_before': outputs.existing_entries(config.export_dir)})
     exported = {'export_path': export(estimator, config, checkpoint_path)}
     if results.get('best'):
       exported['best_export_path'] = export(
@@ -132,6 +157,7 @@ def finish(estimator, config, results, checkpoint_path):
            flag))
   results.update(exported)
   write_json(config.model_dir, RESULTS_FILE, results)
+  tf.io.gfile.remove(exporting)
   return results
 
 

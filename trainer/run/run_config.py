@@ -40,6 +40,7 @@ class Config:
   profile_steps: Tuple[int, ...] = ()  # (start, end): trace global steps [start, end)
   seed: int = 0  # graph-level seed (initializers, dropout); data.seed is the same --seed
   preemption_grace_secs: int = 25  # SIGTERM to exit, at most (trainer.run.preemption)
+  lease_expiry_secs: int = 180  # model_dir's writer lease (trainer.storage.lease)
   predict_input: Optional[str] = None  # mode predict: a glob (trainer.data.predict_input)
   predict_output: Optional[str] = None  # mode predict: the JSON-lines file
   predict_top_k: int = 5

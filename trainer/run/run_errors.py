@@ -2,11 +2,20 @@
 do. Checkpoints already written stay; the messages say how the run resumes."""
 
 import contextlib
+import errno
+import os
 import re
+import shutil
 
+from absl import logging
 import tensorflow.compat.v1 as tf
 
 from trainer.errors import PipelineError
+from trainer.run import checkpoints
+
+# What the operating system says when a write finds no room (ENOSPC, EDQUOT), as TensorFlow's
+# file system errors and Python's OSError word it.
+_NO_SPACE = ('No space left on device', 'Disk quota exceeded')
 
 
 @contextlib.contextmanager
@@ -135,3 +144,85 @@ def storage_outage_message(error):
   return ('the storage did not answer within TensorFlow\'s retries (%s). Checkpoints written '
           'before stay; run the same command again to resume from the newest intact one.'
           % found[0][:300])
+
+
+@contextlib.contextmanager
+def explain_divergence(config, progress):
+  """A training loss that became NaN or Inf (TensorFlow's NanTensorHook stops the session
+  before the step's checkpoint) becomes a PipelineError with the step, the last finite loss and
+  what to try; checkpoints whose weights are no longer finite (saved after the divergence began)
+  are moved into model_dir/damaged/, so the newest finite one is what a rerun resumes.
+
+  progress: the run's `trainer.run.hooks.ProgressHook` (its last finite loss; None on a TPU,
+  whose loss the hook does not read)."""
+  try:
+    yield
+  except tf.train.NanLossDuringTrainingError:
+    finite = progress.last_finite_loss if progress else None
+    kept = checkpoints.newest_intact_checkpoint(config.model_dir, move_aside=True, finite=True)
+    model = config.model
+    raise PipelineError(
+        'training diverged: the loss became NaN or Inf at step %s (%s). The newest checkpoint '
+        'with finite weights is kept: %s. Try a lower --base_learning_rate (this run: %g), '
+        '--gradient_clip_norm=1.0 (this run: %s) or a longer --warmup_epochs (this run: %s), '
+        'and run again: it resumes from the kept checkpoint.' % (
+            progress.latest_step if progress and progress.latest_step is not None else '?',
+            'the last finite loss was %.4g at step %d' % (finite[1], finite[0]) if finite else
+            'no finite loss was read before it',
+            kept or 'none (no checkpoint before the divergence)', model.base_learning_rate,
+            model.gradient_clip_norm or 'none', model.warmup_epochs))
+
+
+def _no_space(error):
+  if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+    return True
+  return isinstance(error, (tf.errors.OpError, OSError)) and any(
+      text in str(error) for text in _NO_SPACE)
+
+
+def _checkpoint_bytes(prefix):
+  return sum(tf.io.gfile.stat(p).length for p in checkpoints.checkpoint_files(prefix))
+
+
+def _remove_unfinished_saves(model_dir):
+  """Deletes what a checkpoint save cut short by the full disk left: the Saver's
+  `<prefix>_temp_<hex>/` folders (this run holds model_dir's lease: no other save is running)."""
+  for name in tf.io.gfile.listdir(model_dir):
+    if re.search(r'_temp_[0-9a-f]{32}/?$', name):
+      tf.io.gfile.rmtree('%s/%s' % (model_dir.rstrip('/'), name.rstrip('/')))
+
+
+@contextlib.contextmanager
+def explain_full_disk(config):
+  """A write into model_dir that found its disk full (ENOSPC, EDQUOT: a checkpoint, an events
+  file, results.json) becomes a PipelineError naming the directory and the space a checkpoint
+  needs; the unfinished save is deleted and the newest intact checkpoint kept, so that the same
+  command resumes once there is room."""
+  try:
+    yield
+  except (tf.errors.OpError, OSError) as e:
+    if not _no_space(e):
+      raise
+    model_dir = config.model_dir
+    _remove_unfinished_saves(model_dir)
+    kept = checkpoints.newest_intact_checkpoint(model_dir, move_aside=True)
+    need = _checkpoint_bytes(kept) if kept else None
+    try:
+      free = shutil.disk_usage(model_dir).free if os.path.isdir(model_dir) else None
+    except OSError:
+      free = None
+    logging.error('No space left in %s: %s', model_dir, str(e).splitlines()[0][:300])
+    raise PipelineError(
+        'the disk of --model_dir=%s is full (%s). %s Free at least %s there%s, or choose '
+        'another --model_dir; then run the same command again: it resumes from the newest intact '
+        'checkpoint%s.' % (
+            model_dir, 'no space left on device' if 'quota' not in str(e) else 'disk quota '
+            'exceeded',
+            'Each checkpoint of this network takes %.1f MiB, and up to --keep_checkpoint_max=%d '
+            'are kept, with the TensorBoard events beside them.' % (need / 2.0**20,
+                                                                    config.keep_checkpoint_max)
+            if need else 'No checkpoint was saved yet.',
+            '%.1f MiB' % (2 * need / 2.0**20) if need else 'room for one checkpoint',
+            ' (%.1f MiB are free now)' % (free / 2.0**20) if free is not None else '',
+            ', step %d, which is kept' % checkpoints.step_of(kept) if kept else
+            ' (none yet: it starts over)'))

@@ -9,10 +9,14 @@ stale shard is left beside new ones. Files are written aside and renamed into pl
 
 import contextlib
 import os
+import re
 import uuid
+
+from absl import logging
 
 from trainer.errors import PipelineError
 from trainer.storage import gfile
+from trainer.storage import lease
 
 # The suffix of a file being written aside (`staged_file`, `staged_path`): a regular expression,
 # for owners of a directory that clean up after a crash (trainer.data.shards).
@@ -28,7 +32,11 @@ def _is_gcs(path):
 
 
 def _directory_problem(path):
-  """Why local directory `path` could not be created or written, or None."""
+  """Why local directory `path` could not be created or written, or None.
+
+  Found by trying, not from permission bits (which root ignores, and which say nothing of /proc,
+  a read-only mount or a full quota): a uniquely named folder is created in the directory, or in
+  its nearest existing parent, and removed again."""
   absolute = os.path.abspath(path)
   if os.path.exists(absolute) and not os.path.isdir(absolute):
     return 'it is a file, not a directory'
@@ -37,8 +45,13 @@ def _directory_problem(path):
     parent = os.path.dirname(parent)
   if not os.path.isdir(parent):
     return 'it cannot be created: %s is a file' % parent
-  if not os.access(parent, os.W_OK | os.X_OK):
-    return '%s does not allow this user to write' % parent
+  probe = os.path.join(parent, '.write-check-%s' % uuid.uuid4().hex[:12])
+  try:
+    os.mkdir(probe)
+  except OSError as e:
+    return '%s does not let this user create anything in it (%s)' % (
+        parent, e.strerror or type(e).__name__)
+  os.rmdir(probe)
   return None
 
 
@@ -79,10 +92,12 @@ def check_file_usable(path, flag):
 
 
 def existing_entries(path):
-  """The names directly in directory `path` ([] when it does not exist or is empty)."""
+  """The names directly in directory `path` ([] when it does not exist or is empty), but the
+  writer's lease (`trainer.storage.lease`), which is the running command's own."""
   if not gfile.isdir(path):
     return []
-  return sorted(name.rstrip('/') for name in gfile.listdir(path))
+  return sorted(name.rstrip('/') for name in gfile.listdir(path)
+                if name.rstrip('/') != lease.LEASE_FILE)
 
 
 def _shown(path, names):
@@ -154,6 +169,21 @@ def check_output_file(path, flag, overwrite, overwrite_flag='--overwrite'):
   if gfile.exists(path) and not overwrite:
     raise PipelineError('%s=%s already exists. Choose another path, or pass %s to replace it.'
                         % (flag, path, overwrite_flag))
+
+
+def remove_staged_leftovers(directory):
+  """Deletes the files a killed writer left aside in `directory` (`staged_file`, `staged_path`:
+  NAME.partial-HEX[.EXT]), which no reader takes for outputs; for the holder of the directory's
+  writer lease (`trainer.storage.lease`), so that no live writer's file is removed. Returns
+  their names."""
+  pattern = re.compile(r'.+%s(\.\w+)?$' % STAGED_SUFFIX)
+  left = [n for n in existing_entries(directory) if pattern.match(n)]
+  for name in left:
+    gfile.remove('%s/%s' % (directory.rstrip('/'), name))
+  if left:
+    logging.info('Removed %d files a killed run left aside in %s: %s', len(left), directory,
+                 ', '.join(left))
+  return left
 
 
 @contextlib.contextmanager

@@ -1,0 +1,86 @@
+"""Runs a pipeline command and kills it at a chosen point of its work, for the random-kill harness
+(tests/test_kill_anywhere.py).
+
+  python tests/kill_at.py POINT:N:SIGNAL MODULE [ARGS...]     (or `none` for no kill)
+
+runs `python -m MODULE ARGS` in this process and, the N-th time the program reaches POINT, sends
+itself SIGNAL: KILL (kill -9: nothing more runs) or TERM (the command's own preemption handling
+goes on from there). The points, each reached from the pipeline's real code paths:
+
+  step        after a training step of trainer.main (its progress hook)
+  checkpoint  inside a checkpoint save: the Saver has written the new checkpoint's files and is
+              about to name it in the `checkpoint` state file
+  rename      before any staged file is renamed into place (shards, dataset.json, results.json,
+              Keras checkpoints, model.keras: `trainer.storage.gfile.rename`, tf.io.gfile.rename)
+  export      inside a SavedModel export: variables written, saved_model.pb not yet
+  keras_step  after a logged period of trainer.train_keras (before its checkpoint)
+"""
+
+import importlib
+import os
+import runpy
+import signal
+import sys
+import traceback
+
+
+def _patch(module_name, owner, name, point, state):
+  """Wraps `owner.name` (owner: a module, or a class of `module_name`; or the object itself) to
+  count calls."""
+  module = (importlib.import_module(module_name) if isinstance(module_name, str)
+            else module_name)
+  target = getattr(module, owner) if owner else module
+  original = getattr(target, name)
+
+  def wrapped(*args, **kwargs):
+    state['calls'] += 1
+    if state['calls'] == state['n']:
+      sys.stderr.write('kill_at: %s #%d: SIG%s, in\n' % (point, state['n'], state['signal']))
+      traceback.print_stack(limit=6)
+      sys.stderr.flush()
+      os.kill(os.getpid(), getattr(signal, 'SIG' + state['signal']))
+    return original(*args, **kwargs)
+  setattr(target, name, wrapped)
+
+
+def install(point, n, signal_name):
+  state = {'calls': 0, 'n': n, 'signal': signal_name}
+  if point == 'step':
+    _patch('trainer.run.hooks', 'ProgressHook', 'after_run', point, state)
+  elif point == 'checkpoint':
+    try:
+      _patch('tensorflow.python.checkpoint.checkpoint_management', None,
+             'update_checkpoint_state_internal', point, state)
+    except ImportError:  # TF 1.15
+      _patch('tensorflow.python.training.checkpoint_management', None,
+             'update_checkpoint_state_internal', point, state)
+  elif point == 'rename':
+    _patch('trainer.storage.gfile', None, 'rename', point, state)
+    try:
+      import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    except ImportError:
+      tf = None
+    if tf is not None:  # tf.io.gfile and tf.compat.v1.io.gfile are two module objects
+      _patch(tf.io.gfile, None, 'rename', point, state)
+      _patch(tf.compat.v1.io.gfile, None, 'rename', point, state)
+  elif point == 'export':
+    _patch('tensorflow.python.saved_model.builder_impl', '_SavedModelBuilder', 'save', point,
+           state)
+  elif point == 'keras_step':
+    _patch('trainer.keras_run.progress', 'Progress', 'on_epoch_end', point, state)
+  else:
+    raise SystemExit('kill_at: unknown point %r' % point)
+
+
+def main():
+  import trainer  # pylint: disable=g-import-not-at-top,unused-import  # host threads before TF
+  spec, module = sys.argv[1], sys.argv[2]
+  if spec != 'none':
+    point, n, signal_name = spec.split(':')
+    install(point, int(n), signal_name)
+  sys.argv = [module] + sys.argv[3:]
+  runpy.run_module(module, run_name='__main__', alter_sys=True)
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,104 @@
+"""Kills at any moment, resumed to the same result: a harness that kills a command (kill -9, and
+SIGTERM) at points drawn from a seed (after a training step, inside a checkpoint save, before the
+rename of a staged file, inside the SavedModel export, inside a `prepare` conversion: the points
+of tests/kill_at.py), then runs the same command again, until it ends; at most MAX_KILLS kills a
+run. Each run must end as an uninterrupted one does: the same final step, every output present
+and readable, nothing outside its own directories touched. (The Keras trainer's version, whose
+resumed weights equal an uninterrupted run's bit for bit: tests/test_keras_train.py.)
+
+The harness is runtime-independent; it runs on TF 2.15 only (the fault handling under it, SIGTERM
+and the lease, is tested on both runtimes in tests/test_faults.py and tests/test_lease.py)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow.compat.v1 as tf
+
+from helpers import REPO, ok, run_main
+from kill_harness import KILLED, run_until_done
+from refusals import fingerprint
+from trainer.run import checkpoints
+from trainer.storage import outputs
+
+pytestmark = pytest.mark.skipif(tf.__version__.startswith('1.'), reason='runtime-independent: '
+                                'on TF 2.15 only')
+
+def _tiny(small_dir, model_dir, export_dir):
+  return ['--data_dir=' + small_dir, '--model_dir=' + model_dir, '--export_dir=' + export_dir,
+          '--model=cnn', '--image_size=28', '--train_batch_size=32', '--eval_batch_size=100',
+          '--seed=3', '--log_every_n_secs=60', '--mode=train_and_eval', '--train_steps=24',
+          '--steps_per_eval=12', '--save_checkpoints_steps=6', '--keep_checkpoint_max=2']
+
+
+@pytest.mark.parametrize('seed', [11, 12])
+def test_trainer_killed_anywhere_finishes_like_an_uninterrupted_run(seed, small_dir, tmp_path):
+  """trainer.main (24 steps, a checkpoint every 6, an evaluation every 12, an export) killed up
+  to 4 times: it ends at step 24 with results.json, an intact checkpoint and one loadable
+  SavedModel (and the best one), like the uninterrupted run, and a sibling directory is
+  untouched. The resumed run's accuracy is not compared: a resumed Estimator run draws new
+  shuffles and dropout (docs/reliability.md says why)."""
+  neighbour = tmp_path / 'neighbour'
+  (neighbour / 'model').mkdir(parents=True)
+  (neighbour / 'model' / 'notes.txt').write_text('another run')
+  before = fingerprint(str(neighbour))
+  whole = tmp_path / 'whole'
+  ok(run_main(*_tiny(small_dir, str(whole / 'model'), str(whole / 'export'))))
+  killed = tmp_path / 'killed'
+  history = run_until_done('trainer.main', _tiny(small_dir, str(killed / 'model'),
+                                                 str(killed / 'export')),
+                           seed, {'step': 8, 'checkpoint': 3, 'rename': 4, 'export': 2})
+  print('seed %d: %s' % (seed, history))
+  assert sum(status in KILLED for _, status in history) >= 2, history
+  assert fingerprint(str(neighbour)) == before
+  results = [json.loads((run / 'model' / 'results.json').read_text()) for run in (whole, killed)]
+  for key in ('global_step', 'train_steps', 'mode', 'model', 'seed'):
+    assert results[0][key] == results[1][key], key
+  assert results[1]['global_step'] == 24 and 0 <= results[1]['top_1_accuracy'] <= 1
+  model_dir = str(killed / 'model')
+  newest = checkpoints.newest_intact_checkpoint(model_dir, move_aside=False)
+  assert checkpoints.step_of(newest) == 24 and checkpoints.checkpoint_damage(newest) is None
+  exports = [sorted(n if not n.isdigit() else 'TIMESTAMP' for n in os.listdir(str(run / 'export')))
+             for run in (whole, killed)]
+  assert exports[0] == exports[1] and exports[1].count('TIMESTAMP') == 1, exports
+  for path in (results[1]['export_path'], results[1].get('best_export_path')):
+    if path:
+      with tf.Graph().as_default(), tf.Session() as session:
+        tf.saved_model.loader.load(session, ['serve'], path)
+  names = [{n for n in os.listdir(str(run / 'model')) if not n.startswith('events.out.')}
+           for run in (whole, killed)]  # events files are named by their time and pid
+  assert names[1] - names[0] <= {'damaged'} and names[0] <= names[1], names
+  for left in ('export_in_progress.json', 'writer.lease'):
+    assert not os.path.exists(os.path.join(model_dir, left))
+
+
+def test_prepare_killed_anywhere_writes_the_same_conversion(tmp_path):
+  """trainer.prepare fashion_mnist (the real files) killed up to 4 times inside its conversion
+  (before a shard's or dataset.json's rename): the same command, run again, takes over the dead
+  run's lease, replaces its unfinished output and writes shards identical to an uninterrupted
+  conversion's."""
+  from trainer.prepare import fashion_mnist  # pylint: disable=g-import-not-at-top
+  if not os.path.isdir(fashion_mnist.DEFAULT_SOURCE_DIR):
+    pytest.skip('no Fashion-MNIST source files (make fashion-mnist-source)')
+  args = lambda out: ['fashion_mnist', '--output_dir=' + out, '--train_shards=4',
+                      '--validation_shards=2']
+  whole, killed = str(tmp_path / 'whole'), str(tmp_path / 'killed')
+  proc = subprocess.run([sys.executable, '-m', 'trainer.prepare'] + args(whole), cwd=REPO,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  history = run_until_done('trainer.prepare', args(killed), 5, {'rename': 7})
+  print('prepare: %s' % history)
+  assert any(status in KILLED for _, status in history), history
+  assert fingerprint(whole) == fingerprint(killed)
+
+
+def test_files_a_killed_writer_left_aside_are_removed_by_the_next_holder(tmp_path):
+  """`outputs.remove_staged_leftovers`: NAME.partial-HEX[.EXT] goes, everything else stays."""
+  for name in ('results.json.partial-0123456789ab', 'model.partial-0123456789ab.keras',
+               'results.json', 'notes.partial-12'):
+    (tmp_path / name).write_text('x')
+  assert sorted(outputs.remove_staged_leftovers(str(tmp_path))) == [
+      'model.partial-0123456789ab.keras', 'results.json.partial-0123456789ab']
+  assert sorted(os.listdir(str(tmp_path))) == ['notes.partial-12', 'results.json']
