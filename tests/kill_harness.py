@@ -11,25 +11,30 @@ from helpers import REPO
 from trainer.errors import EXIT_RESUMABLE
 
 MAX_KILLS = 4
-# kill -9; SIGTERM's clean stop (trainer.main, trainer.train_keras); death by SIGTERM
-# (trainer.prepare, which has nothing to save on it: its outputs are staged and renamed)
-KILLED = (-9, EXIT_RESUMABLE, -15)
+# How a killed run may end: kill -9; SIGTERM's clean stop (trainer.main, trainer.train_keras);
+# death by SIGTERM (trainer.prepare, which has nothing to save on it: its outputs are staged and
+# renamed).
+KILLED = {'trainer.main': (-9, EXIT_RESUMABLE), 'trainer.train_keras': (-9, EXIT_RESUMABLE),
+          'trainer.prepare': (-9, -15)}
 
 
-def _draw(rng, points):
-  """(point, n, signal) from `points` ({point: the most calls a run makes there})."""
-  point = rng.choice(sorted(points))
-  return point, rng.randint(1, points[point]), rng.choice(['KILL', 'TERM'])
+def _draws(rng, points):
+  """(point, n, signal) for each kill: the points of `points` ({point: the most calls a run makes
+  there}) in an order drawn from `rng`, every one before any again, each at a drawn call."""
+  order = rng.sample(sorted(points), len(points))
+  for i in range(MAX_KILLS):
+    point = order[i % len(order)]
+    yield point, rng.randint(1, points[point]), rng.choice(['KILL', 'TERM'])
 
 
 def run_until_done(module, args, seed, points, env=None):
   """Runs `python -m module args` under tests/kill_at.py, killed at a point drawn from `seed`,
   again and again (the last run without a kill) until it exits 0; returns [(spec, status)].
   With $KILL_HARNESS_LOGS set, each run's stderr is kept in that folder."""
-  rng = random.Random(seed)
+  draws = list(_draws(random.Random(seed), points))
   history = []
   for attempt in range(MAX_KILLS + 1):
-    spec = ':'.join(map(str, _draw(rng, points))) if attempt < MAX_KILLS else 'none'
+    spec = ':'.join(map(str, draws[attempt])) if attempt < MAX_KILLS else 'none'
     proc = subprocess.run([sys.executable, os.path.join(REPO, 'tests', 'kill_at.py'), spec,
                            module] + list(args), cwd=REPO, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
@@ -39,6 +44,6 @@ def run_until_done(module, args, seed, points, env=None):
         f.write(proc.stderr)
     if proc.returncode == 0:
       return history
-    assert proc.returncode in KILLED, (history, proc.stderr[-3000:])
+    assert proc.returncode in KILLED[module], (history, proc.stderr[-3000:])
     assert 'Traceback' not in proc.stderr, (history, proc.stderr[-3000:])
   raise AssertionError('not done after %d kills: %s' % (MAX_KILLS, history))

@@ -293,7 +293,7 @@ def test_a_full_disk_stops_with_one_line_and_keeps_the_newest_intact_checkpoint(
   # Inside the mount namespace, after the run: what the tmpfs holds (it goes away with it).
   check = ('import os, sys; from trainer.run import checkpoints as c; d = sys.argv[1]; '
            'k = c.newest_intact_checkpoint(d, move_aside=False); '
-           'print("AFTER", k, c.checkpoint_damage(k), [n for n in os.listdir(d) if "_temp_" in n])')
+           'print("AFTER", k, c.checkpoint_damage(k), [n for n in os.listdir(d) if "_temp" in n])')
   command = ('mount -t tmpfs -o size=50m none "$0" && "$@"; status=$?; '
              '"$1" -c \'%s\' "$0/model" 1>&2; exit $status' % check)
   args = _args(small_dir, model_dir, '--mode=train', '--train_steps=60',

@@ -33,7 +33,9 @@ def _tiny(small_dir, model_dir, export_dir):
           '--steps_per_eval=12', '--save_checkpoints_steps=6', '--keep_checkpoint_max=2']
 
 
-@pytest.mark.parametrize('seed', [11, 12])
+# Seed 11 kills after a step, before a rename and inside the export; seed 28 inside a checkpoint
+# save first (the points come in an order drawn from the seed, each before any again).
+@pytest.mark.parametrize('seed', [11, 28])
 def test_trainer_killed_anywhere_finishes_like_an_uninterrupted_run(seed, small_dir, tmp_path):
   """trainer.main (24 steps, a checkpoint every 6, an evaluation every 12, an export) killed up
   to 4 times: it ends at step 24 with results.json, an intact checkpoint and one loadable
@@ -51,7 +53,7 @@ def test_trainer_killed_anywhere_finishes_like_an_uninterrupted_run(seed, small_
                                                  str(killed / 'export')),
                            seed, {'step': 8, 'checkpoint': 3, 'rename': 4, 'export': 2})
   print('seed %d: %s' % (seed, history))
-  assert sum(status in KILLED for _, status in history) >= 2, history
+  assert sum(status in KILLED['trainer.main'] for _, status in history) >= 2, history
   assert fingerprint(str(neighbour)) == before
   results = [json.loads((run / 'model' / 'results.json').read_text()) for run in (whole, killed)]
   for key in ('global_step', 'train_steps', 'mode', 'model', 'seed'):
@@ -90,7 +92,7 @@ def test_prepare_killed_anywhere_writes_the_same_conversion(tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   history = run_until_done('trainer.prepare', args(killed), 5, {'rename': 7})
   print('prepare: %s' % history)
-  assert any(status in KILLED for _, status in history), history
+  assert any(status in KILLED['trainer.prepare'] for _, status in history), history
   assert fingerprint(whole) == fingerprint(killed)
 
 

@@ -75,6 +75,19 @@ class Checkpoints:
       gfile.remove(self._path(_PATTERN % old))
     logging.info('checkpoint at step %d: %s', step, self._path(name))
 
+  def remove_leftovers(self):
+    """Deletes the tmp-* files a save killed before its renames left (for the holder of
+    model_dir's writer lease: no other save is running); returns their names."""
+    if not self.chief or not gfile.isdir(self.directory):
+      return []
+    left = [n for n in gfile.listdir(self.directory) if n.startswith('tmp-')]
+    for name in left:
+      gfile.remove(self._path(name))
+    if left:
+      logging.info('Removed %d files a killed checkpoint save left in %s: %s', len(left),
+                   self.directory, ', '.join(left))
+    return left
+
   def _all(self):
     steps = []
     for name in gfile.listdir(self.directory):

@@ -29,6 +29,7 @@ from trainer.keras_run import inputs as inputs_lib
 from trainer.keras_run import progress as progress_lib
 from trainer.keras_run import recipe
 from trainer.keras_run import schedule as schedule_lib
+from trainer.storage import gfile
 from trainer.storage import json_files
 from trainer.storage import lease as lease_lib
 from trainer.storage import outputs
@@ -36,7 +37,6 @@ from trainer.storage import outputs
 RESULTS_FILE = 'results.json'
 MODEL_FILE = 'model.keras'
 SERVING_DIR = 'model_serving'
-_FINISHED = (RESULTS_FILE, MODEL_FILE, SERVING_DIR)
 
 
 def _check_flags(f):
@@ -50,9 +50,10 @@ def _check_flags(f):
 
 def _prepare_model_dir(f, checkpoints):
   """Refuses a finished run (or foreign files) in model_dir unless --overwrite, which deletes
-  them; an unfinished run (a checkpoint, nothing of a finished one) is resumed."""
+  them; an unfinished run (a checkpoint, no results.json: the last output a run writes, so a
+  run killed while writing model.keras or model_serving/ is unfinished too) is resumed."""
   names = outputs.existing_entries(f.model_dir)
-  unfinished = checkpoints.latest() is not None and not set(names) & set(_FINISHED)
+  unfinished = checkpoints.latest() is not None and RESULTS_FILE not in names
   if not unfinished or f.overwrite:
     outputs.prepare_output_dir(f.model_dir, '--model_dir', f.overwrite)
 
@@ -130,10 +131,12 @@ def train(f, callbacks=()):
                                                                  data.num_classes))
   # One writer per model_dir (trainer.storage.lease): taken after every check of the input, so
   # that a refusal writes nothing; the chief holds it for every process of the job.
-  with lease_lib.held(f.model_dir, '--model_dir', f.lease_expiry_secs, needed=chief) as lease:
+  with lease_lib.held(f.model_dir, '--model_dir', f.lease_expiry_secs, 'trainer.train_keras',
+                      needed=chief) as lease:
     checkpoints.before_save = lease.check if lease else None
     if lease:
       outputs.remove_staged_leftovers(f.model_dir)
+      checkpoints.remove_leftovers()
     _prepare_model_dir(f, checkpoints)
     steps_per_epoch = data.num_train_examples / float(f.train_batch_size)
     total = f.train_steps or train_length.steps_of_epochs(f.train_epochs, data.num_train_examples,
@@ -196,6 +199,9 @@ def train(f, callbacks=()):
         inference.save(path)
       if keras.backend.backend() == 'tensorflow' and data.config is not None:
         from keras_models import serving  # pylint: disable=g-import-not-at-top
-        serving.export(inference, os.path.join(f.model_dir, SERVING_DIR), data.config)
+        serving_dir = os.path.join(f.model_dir, SERVING_DIR)
+        if gfile.isdir(serving_dir):  # an export of this run cut short (no results.json yet)
+          gfile.rmtree(serving_dir)
+        serving.export(inference, serving_dir, data.config)
       json_files.write(os.path.join(f.model_dir, RESULTS_FILE), results)
     return results

@@ -24,16 +24,20 @@ class SigtermFlag:
   def __init__(self):
     self.requested = False
     self.cause = 'preempted (SIGTERM)'
+    self._interrupts = 0
     self._previous = {}
 
   def __enter__(self):
     if threading.current_thread() is threading.main_thread():
-      self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGTERM, signal.SIGINT)}
+      # An ignored SIGINT (a background job) stays ignored: a Ctrl-C meant for the foreground.
+      self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGTERM, signal.SIGINT)
+                        if signal.getsignal(s) is not signal.SIG_IGN}
     return self
 
   def _handle(self, signum, frame):
     del frame
-    if signum == signal.SIGINT and self.requested:
+    self._interrupts += signum == signal.SIGINT
+    if self._interrupts > 1:
       logging.error('Second Ctrl-C: stopping now, without saving; the newest checkpoint stays.')
       logging.flush()
       os._exit(errors.EXIT_INTERRUPTED)  # pylint: disable=protected-access

@@ -89,7 +89,7 @@ def prepare(source):
     arrays.check_paths(FLAGS.source_dir, FLAGS.output_dir)
   # One writer per output_dir (trainer.storage.lease), taken before the output is checked: a
   # killed conversion's files are only known for what they are once its lease is taken over.
-  with lease_lib.held(FLAGS.output_dir, '--output_dir') as lease:
+  with lease_lib.held(FLAGS.output_dir, '--output_dir', command='trainer.prepare') as lease:
     overwrite = FLAGS.overwrite or _resumes_killed_conversion(lease)
     shards.check_output_dir(FLAGS.output_dir, overwrite)  # before reading any input
     return _convert(source, overwrite)
@@ -100,8 +100,7 @@ def _resumes_killed_conversion(lease):
   before it finished: the unfinished conversion it left (shards, plan, no dataset.json) is
   deleted and made again, as the same command with --overwrite would. A finished conversion
   (dataset.json) is refused as ever."""
-  if not lease.took_over or not str(lease.took_over.get('command', '')).startswith(
-      'trainer.prepare'):
+  if not lease.took_over or lease.took_over.get('command') != 'trainer.prepare':
     return False
   left = shards.existing_conversion(FLAGS.output_dir)
   if not left or any(path.endswith('/' + dataset_json.FILENAME) for path in left):

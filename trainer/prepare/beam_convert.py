@@ -132,9 +132,11 @@ def _report_problem(output_dir, message):
 
 def problems_found(output_dir):
   """The messages `_report_problem` left in `output_dir`, sorted; [] when there are none."""
+  folder = '%s/%s' % (output_dir.rstrip('/'), PLAN_DIR)
+  if not tf.io.gfile.isdir(folder):  # (TF 1.15's glob fails on a missing folder)
+    return []
   found = []
-  for path in sorted(tf.io.gfile.glob('%s/%s/problem-*.txt' % (output_dir.rstrip('/'),
-                                                               PLAN_DIR))):
+  for path in sorted(tf.io.gfile.glob(folder + '/problem-*.txt')):
     with tf.io.gfile.GFile(path) as f:
       found.append(f.read().strip())
   return found
@@ -250,7 +252,7 @@ def write_dataset_json(summary, output_dir, info):
   only the conversion knows) from the combined summary, writes dataset.json and removes the
   plan. Returns the written dict; None, writing nothing, when the conversion failed
   (`problems_found` says why)."""
-  if summary['unreadable']:
+  if summary['unreadable'] or problems_found(output_dir):  # (a retried shard reports none)
     return None
   empty = [split for split in (shards.TRAIN_SPLIT, shards.EVAL_SPLIT)
            if not summary['count'].get(split)]
@@ -366,7 +368,7 @@ def convert(splits, output_dir, info, num_shards, options, jpeg_only=False,
     raise error
   written = dataset_json.read(output_dir)
   problems = problems_found(output_dir)
-  if written is None and problems:
+  if problems:
     raise PipelineError(problems[0] + (' (%d more unreadable images were found.)'
                                        % (len(problems) - 1) if len(problems) > 1 else ''))
   if written is None:

@@ -75,10 +75,10 @@ def run(config):
     return _run(config, watch, task, None)
   # One writer per model_dir: training holds its lease (in a cluster, the chief for the job);
   # evaluation, prediction and dry runs only read it.
-  writes = chief and config.mode in ('train', 'train_and_eval')
+  writes = chief and config.mode in results_lib.WRITING_MODES
   if writes:
     gcs_preflight.check_path_usable(config.model_dir, 'model_dir', config.use_tpu)
-  with lease_lib.held(config.model_dir, '--model_dir', config.lease_expiry_secs,
+  with lease_lib.held(config.model_dir, '--model_dir', config.lease_expiry_secs, 'trainer.main',
                       needed=writes) as lease, watch.installed(), \
       (run_errors.explain_full_disk(config) if writes else contextlib.nullcontext()):
     return _run(config, watch, task, lease)
@@ -125,7 +125,7 @@ def _run(config, watch, task, lease):
   results.update(results_lib.run_facts(config, throughput[0], throughput[1], start))
   if lease:
     lease.check()
-  return results_lib.finish(estimator, config, results, checkpoint)
+  return results_lib.finish(estimator, config, results, checkpoint, writer=lease is not None)
 
 
 def _record_network(config, new_run):
@@ -319,7 +319,7 @@ def _run_distributed(config, watch, lease, task_type, task_index, cluster):
   start = time.time()
   with run_errors.explain_input_errors(config, 'train'), \
       run_errors.explain_checkpoint_mismatch(config), run_errors.explain_warm_start_errors(), \
-      watch.training():
+      run_errors.explain_divergence(config, progress, lease is not None), watch.training():
     tf.estimator.train_and_evaluate(  # a 'ps' task serves here until it is stopped
         estimator,
         tf.estimator.TrainSpec(train_input_fn, max_steps=config.train_steps,
@@ -339,4 +339,4 @@ def _run_distributed(config, watch, lease, task_type, task_index, cluster):
     gcs_preflight.check_path_usable(config.export_dir, 'export_dir')
   if lease:
     lease.check()
-  return results_lib.finish(estimator, config, results, checkpoint)
+  return results_lib.finish(estimator, config, results, checkpoint, writer=lease is not None)

@@ -73,7 +73,7 @@ class SigtermWatch(object):
     self.requested = False
     self.cause = 'preempted (SIGTERM)'
     self._interrupts = 0
-    self._lock = threading.Lock()
+    self._lock = threading.RLock()  # taken in the signal handler too, which may interrupt it
 
   @contextlib.contextmanager
   def installed(self):
@@ -85,7 +85,10 @@ class SigtermWatch(object):
     # for the hook and starts the watchdog even then.
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
-    previous = {s: signal.signal(s, self._on_signal) for s in _SIGNALS}
+    # A SIGINT ignored when the process started (a job started in the background with nohup or
+    # `&` from a script) stays ignored: a Ctrl-C meant for the foreground must not stop it.
+    handled = [s for s in _SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
+    previous = {s: signal.signal(s, self._on_signal) for s in handled}
     previous_fd = signal.set_wakeup_fd(write_fd)
     listener = threading.Thread(target=self._listen, args=(read_fd,), name='sigterm-listener',
                                 daemon=True)

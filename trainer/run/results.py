@@ -4,6 +4,7 @@ what it ran on) and then the SavedModel export, whose directory is checked befor
 
 import os
 import platform
+import re
 import time
 
 from absl import logging
@@ -20,6 +21,8 @@ from trainer.storage import json_files
 from trainer.storage import outputs
 
 RESULTS_FILE = 'results.json'
+# The modes that write model_dir's checkpoints, under its writer lease (trainer.storage.lease).
+WRITING_MODES = ('train', 'train_and_eval')
 # In model_dir while an export runs: the export directory and what it held before, so that a
 # rerun after a kill mid-export knows what the interrupted export left (`interrupted_export`).
 EXPORTING_FILE = 'export_in_progress.json'
@@ -97,29 +100,35 @@ def check_export_dir(config):
     return
   flag = export_dir_flag(config.export_dir)
   gcs_preflight.check_path_usable(config.export_dir, 'export_dir', config.use_tpu)  # gs:// only
-  left = set(interrupted_export(config))  # removed by `finish`, under model_dir's lease
+  # What a killed training run's export left: removed by `finish`, under model_dir's lease.
+  left = set(interrupted_export(config)) if config.mode in WRITING_MODES else set()
   outputs.check_output_dir(config.export_dir, flag, config.overwrite,
                            owned=lambda name: name not in left)
 
 
 def interrupted_export(config):
   """The names in config.export_dir that an export of this model_dir, killed before it ended,
-  left there (its SavedModel or the Estimator's temp-<timestamp> folder): [] when model_dir has
-  no EXPORTING_FILE for this export_dir."""
+  left there: what the Estimator writes (a SavedModel's <timestamp>/ or temp-<timestamp>/, and
+  best/) and was not there before it began. [] when model_dir has no EXPORTING_FILE for this
+  export_dir."""
   record = json_files.read(config.model_dir.rstrip('/') + '/' + EXPORTING_FILE)
   if (not isinstance(record, dict) or
-      record.get('export_dir', '').rstrip('/') != config.export_dir.rstrip('/')):
+      str(record.get('export_dir', '')).rstrip('/') != config.export_dir.rstrip('/')):
     return []
   before = set(record.get('names_before') or [])
-  return [n for n in outputs.existing_entries(config.export_dir) if n not in before]
+  return [n for n in outputs.existing_entries(config.export_dir)
+          if n not in before and re.match(r'^((temp-)?\d+|%s)$' % best_checkpoint.BEST_DIR, n)]
 
 
-def finish(estimator, config, results, checkpoint_path):
+def finish(estimator, config, results, checkpoint_path, writer=False):
   """Writes `results` to <model_dir>/results.json and copies the events files to a Vertex AI
   job's AIP_TENSORBOARD_LOG_DIR; then, when config.export_dir is set, exports `checkpoint_path`
   (and the best checkpoint that results['best'] names, if any, under <export_dir>/best) and
   writes results.json again with export_path (best_export_path). Results are written first so
   that a failing export does not lose them.
+
+  `writer`: this run holds model_dir's lease (training): it records the export it begins in
+  EXPORTING_FILE and removes what an interrupted one left (`interrupted_export`).
 
   Returns:
     the results dict.
@@ -134,15 +143,16 @@ def finish(estimator, config, results, checkpoint_path):
   flag = export_dir_flag(config.export_dir)
   exporting = config.model_dir.rstrip('/') + '/' + EXPORTING_FILE
   try:
-    left = interrupted_export(config)
+    left = interrupted_export(config) if writer else []
     if left:
       logging.warning('Removing what an interrupted export of this run left in %s: %s.',
                       config.export_dir, ', '.join(left))
       outputs.clear_output_dir(config.export_dir, left)
     if config.overwrite:  # what the start check found there (--overwrite), and anything since
       outputs.clear_output_dir(config.export_dir, outputs.existing_entries(config.export_dir))
-    json_files.write(exporting, {'export_dir': config.export_dir,
-                                 'names_before': outputs.existing_entries(config.export_dir)})
+    if writer:
+      json_files.write(exporting, {'export_dir': config.export_dir,
+                                   'names_before': outputs.existing_entries(config.export_dir)})
     exported = {'export_path': export(estimator, config, checkpoint_path)}
     if results.get('best'):
       exported['best_export_path'] = export(
@@ -157,7 +167,8 @@ def finish(estimator, config, results, checkpoint_path):
            flag))
   results.update(exported)
   write_json(config.model_dir, RESULTS_FILE, results)
-  tf.io.gfile.remove(exporting)
+  if writer:
+    tf.io.gfile.remove(exporting)
   return results
 
 

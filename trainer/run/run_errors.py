@@ -147,19 +147,22 @@ def storage_outage_message(error):
 
 
 @contextlib.contextmanager
-def explain_divergence(config, progress):
-  """A training loss that became NaN or Inf (TensorFlow's NanTensorHook stops the session
-  before the step's checkpoint) becomes a PipelineError with the step, the last finite loss and
-  what to try; checkpoints whose weights are no longer finite (saved after the divergence began)
-  are moved into model_dir/damaged/, so the newest finite one is what a rerun resumes.
+def explain_divergence(config, progress, owns_model_dir=True):
+  """A training loss that became NaN or Inf (TensorFlow's NanTensorHook stops the session)
+  becomes a PipelineError with the step, the last finite loss and what to try; checkpoints whose
+  weights are no longer finite (saved after the divergence began, some in the very step that
+  stopped it) are moved into model_dir/damaged/, so the newest finite one is what a rerun
+  resumes.
 
   progress: the run's `trainer.run.hooks.ProgressHook` (its last finite loss; None on a TPU,
-  whose loss the hook does not read)."""
+  whose loss the hook does not read). owns_model_dir: False for a cluster's worker, which
+  leaves the checkpoints to the chief (it only names the newest finite one)."""
   try:
     yield
   except tf.train.NanLossDuringTrainingError:
     finite = progress.last_finite_loss if progress else None
-    kept = checkpoints.newest_intact_checkpoint(config.model_dir, move_aside=True, finite=True)
+    kept = checkpoints.newest_intact_checkpoint(config.model_dir, move_aside=owns_model_dir,
+                                                finite=True)
     model = config.model
     raise PipelineError(
         'training diverged: the loss became NaN or Inf at step %s (%s). The newest checkpoint '
@@ -186,9 +189,10 @@ def _checkpoint_bytes(prefix):
 
 def _remove_unfinished_saves(model_dir):
   """Deletes what a checkpoint save cut short by the full disk left: the Saver's
-  `<prefix>_temp_<hex>/` folders (this run holds model_dir's lease: no other save is running)."""
+  `<prefix>_temp_<hex>/` (TF 1.15) or `<prefix>_temp/` (TF 2.15) folders (this run holds
+  model_dir's lease: no other save is running)."""
   for name in tf.io.gfile.listdir(model_dir):
-    if re.search(r'_temp_[0-9a-f]{32}/?$', name):
+    if re.search(r'_temp(_[0-9a-f]{32})?/?$', name):  # TF 1.15's Saver; TF 2.15's
       tf.io.gfile.rmtree('%s/%s' % (model_dir.rstrip('/'), name.rstrip('/')))
 
 

@@ -89,18 +89,12 @@ def _pid_namespace():
     return ''
 
 
-def _command():
-  """'trainer.main' for `python -m trainer.main`, else the program's file name."""
-  spec = getattr(sys.modules.get('__main__'), '__spec__', None)
-  return spec.name if spec and spec.name else os.path.basename(sys.argv[0] or 'python')
-
-
-def _this_process():
+def _this_process(command=''):
   return {
       'host': socket.gethostname(), 'pid': os.getpid(),
       'process_start': _process_start(os.getpid()),
       'boot_id': _read_text('/proc/sys/kernel/random/boot_id'), 'pid_namespace': _pid_namespace(),
-      'job_id': os.environ.get('CLOUD_ML_JOB_ID', ''), 'command': _command(),
+      'job_id': os.environ.get('CLOUD_ML_JOB_ID', ''), 'command': command,
       'started': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
   }
 
@@ -122,14 +116,24 @@ class _LocalStore(object):
 
   def _aside(self, content):
     temporary = '%s.partial-%s' % (self.path, uuid.uuid4().hex[:12])
-    with open(temporary, 'w') as f:
-      f.write(json.dumps(content, sort_keys=True) + '\n')
-      f.flush()
-      os.fsync(f.fileno())
+    try:
+      with open(temporary, 'w') as f:
+        f.write(json.dumps(content, sort_keys=True) + '\n')
+        f.flush()
+        os.fsync(f.fileno())
+    except OSError:
+      if os.path.exists(temporary):
+        os.remove(temporary)
+      raise
     return temporary
 
-  def read(self):
+  @staticmethod
+  def _version(content):
+    return '%s/%s' % (content.get('token'), content.get('beats'))
+
+  def read(self, quick=False):
     """(content, version, seconds since the last write), or None when there is no lease."""
+    del quick  # a local read does not wait
     try:
       with open(self.path) as f:
         text = f.read()
@@ -140,11 +144,7 @@ class _LocalStore(object):
       content = json.loads(text)
     except ValueError:  # not ours, or cut short by a full disk: a lease nobody can renew
       content = {'token': 'unreadable:' + text[:40]}
-    return content, '%s/%s' % (content.get('token'), content.get('beats')), age
-
-  def version(self):
-    current = self.read()
-    return current and current[1]
+    return content, self._version(content), age
 
   def create(self, content):
     temporary = self._aside(content)
@@ -154,23 +154,59 @@ class _LocalStore(object):
       raise _Conflict()
     finally:
       os.remove(temporary)
-    return self.read()[1]
+    return self._version(content)
 
   def replace(self, content, version):
-    """Writes `content` if the lease is still at `version`. (Not atomic with the check, which a
-    local file system cannot offer: the window is one read and one rename, and a takeover
-    needs the holder silent for expiry_secs first.)"""
+    """Writes `content` if the lease is still at `version` (this holder's renewal). Not atomic
+    with the check, which a local file system cannot offer: a renewal only ever races a takeover
+    after this holder was silent for expiry_secs."""
     current = self.read()
     if current is None or current[1] != version:
       raise _Conflict()
     os.replace(self._aside(content), self.path)
-    return self.read()[1]
+    return self._version(content)
+
+  def take_over(self, content, version):
+    """Replaces a dead holder's lease at `version`: moved aside by rename(2), which only one of
+    two takers can do to it, then created anew by `create`."""
+    aside = '%s.stale-%s' % (self.path, uuid.uuid4().hex[:12])
+    try:
+      os.rename(self.path, aside)
+    except FileNotFoundError:
+      raise _Conflict()
+    try:
+      with open(aside) as f:
+        moved = json.loads(f.read())
+    except ValueError:
+      moved = None
+    if moved is None or self._version(moved) != version:  # a newer lease: put it back
+      try:
+        os.link(aside, self.path)
+      except FileExistsError:
+        pass
+      os.remove(aside)
+      raise _Conflict()
+    os.remove(aside)
+    return self.create(content)
 
   def delete(self, version):
     current = self.read()
     if current is None or current[1] != version:
       raise _Conflict()
     os.remove(self.path)
+
+  def clear_leftovers(self, older_than_secs=60):
+    """Removes what a killed holder or taker left beside the lease (its files written aside, a
+    lease moved aside), once older than any live writer keeps them."""
+    folder, name = os.path.split(self.path)
+    for entry in os.listdir(folder):
+      full = os.path.join(folder, entry)
+      if entry.startswith((name + '.partial-', name + '.stale-')):
+        try:
+          if time.time() - os.stat(full).st_mtime > older_than_secs:
+            os.remove(full)
+        except OSError:
+          pass
 
 
 class _GcsStore(object):
@@ -186,23 +222,23 @@ class _GcsStore(object):
     self._bucket = storage.Client().bucket(bucket)
     self._name = name
 
-  def read(self):
-    blob = self._bucket.get_blob(self._name, timeout=_GCS_TIMEOUT_SECS)
+  def read(self, quick=False):
+    """(content, generation, seconds since the last write), or None when there is no lease.
+    quick: one try of each request (no retries), for a check that must not hold training up
+    through a storage outage."""
+    options = dict(timeout=_GCS_TIMEOUT_SECS, **({'retry': None} if quick else {}))
+    blob = self._bucket.get_blob(self._name, **options)
     if blob is None:
       return None
     try:
       content = json.loads(blob.download_as_bytes(if_generation_match=blob.generation,
-                                                  timeout=_GCS_TIMEOUT_SECS).decode('utf-8'))
+                                                  **options).decode('utf-8'))
     except (self._precondition_failed, self._not_found):  # renewed or released meanwhile
-      return self.read()
+      return self.read(quick)
     except ValueError:
       content = {'token': 'unreadable'}
     age = time.time() - blob.updated.timestamp()
     return content, blob.generation, age
-
-  def version(self):
-    blob = self._bucket.get_blob(self._name, timeout=_GCS_TIMEOUT_SECS)
-    return blob and blob.generation
 
   def _upload(self, content, generation):
     blob = self._bucket.blob(self._name)
@@ -219,6 +255,8 @@ class _GcsStore(object):
 
   def replace(self, content, version):
     return self._upload(content, version)
+
+  take_over = replace  # the generation match lets one taker only
 
   def delete(self, version):
     try:
@@ -246,18 +284,20 @@ def _describe(holder, age):
 class Lease(object):
   """The writer's lease on one directory (see the module docstring). Use `held()`."""
 
-  def __init__(self, directory, flag, expiry_secs=DEFAULT_EXPIRY_SECS):
-    """directory: local or gs://; flag: what named it ('--model_dir'), for messages."""
+  def __init__(self, directory, flag, expiry_secs=DEFAULT_EXPIRY_SECS, command=''):
+    """directory: local or gs://; flag: what named it ('--model_dir'), for messages; command:
+    the holder's command ('trainer.main'), recorded in the lease."""
     self.directory = directory.rstrip('/')
     self.path = '%s/%s' % (self.directory, LEASE_FILE)
     self.flag = flag
     self.expiry_secs = max(MIN_EXPIRY_SECS, expiry_secs)
     self._store = None
-    self._content = dict(_this_process(), token=uuid.uuid4().hex, beats=0,
+    self._content = dict(_this_process(command), token=uuid.uuid4().hex, beats=0,
                          expiry_secs=self.expiry_secs)
     self._version = None
     self._renewed = None  # time.monotonic() of the last successful write
     self._lost = None  # why, once lost
+    self._lock = threading.Lock()  # a renewal's write and its new version, against check()
     self._stop = threading.Event()
     self._thread = None
     self._created_directory = False
@@ -272,9 +312,18 @@ class Lease(object):
                             'google-cloud-storage: pip install google-cloud-storage.'
                             % (self.flag, self.directory))
     if not os.path.isdir(self.directory):
-      os.makedirs(self.directory)
-      self._created_directory = True
+      try:
+        os.makedirs(self.directory)
+        self._created_directory = True
+      except FileExistsError:  # another run created it meanwhile
+        pass
     return _LocalStore(self.path)
+
+  def _mine(self, current):
+    """Whether a lease read back is this run's own write (a conditional write whose answer was
+    lost, and whose retry was refused because the first attempt had succeeded)."""
+    return (current is not None and current[0].get('token') == self._content['token'] and
+            current[0].get('beats') == self._content['beats'])
 
   def acquire(self):
     """Takes the lease, taking over a dead holder's with a warning.
@@ -294,6 +343,9 @@ class Lease(object):
         current = self._store.read()
         if current is None:
           continue
+        if self._mine(current):
+          self._version = current[1]
+          break
         holder, version, age = current
         gone = holder_is_gone(holder)
         expiry = _expiry_of(holder, self.expiry_secs)
@@ -305,9 +357,12 @@ class Lease(object):
               'last heartbeat and this command then takes over.'
               % (self.flag, self.directory, _describe(holder, age), self.path, self.flag, expiry))
         try:
-          self._version = self._store.replace(self._content, version)
+          self._version = self._store.take_over(self._content, version)
         except _Conflict:
-          continue
+          if self._mine(self._store.read()):
+            self._version = self._store.read()[1]
+          else:
+            continue
         self.took_over = holder
         logging.warning('Took over the lease of %s from %s: %s.', self.directory,
                         _describe(holder, age),
@@ -321,30 +376,42 @@ class Lease(object):
       raise PipelineError('%s=%s cannot be written (%s). Choose a directory this user can '
                           'write.' % (self.flag, self.directory, e))
     self._renewed = time.monotonic()
+    if isinstance(self._store, _LocalStore):
+      self._store.clear_leftovers()
     logging.info('Holding the writer\'s lease %s (heartbeat every %d s).', self.path,
                  self.expiry_secs // 6)
     return self
 
+  def _lost_to(self, current):
+    return ('another run took it over: %s' % _describe(current[0], current[2]) if current
+            else 'its lease file %s was deleted' % self.path)
+
   def _beat(self):
     if self._lost:
       return
-    self._content['beats'] += 1
-    try:
-      self._version = self._store.replace(self._content, self._version)
-      self._renewed = time.monotonic()
-      return
-    except _Conflict:
-      current = self._store.read()
-      self._lost = ('another run took it over: %s' % _describe(current[0], current[2])
-                    if current else 'its lease file %s was deleted' % self.path)
-    except Exception as e:  # pylint: disable=broad-except  # storage errors of every kind
-      silent = time.monotonic() - self._renewed
-      if silent < self.expiry_secs:
-        logging.warning('Could not renew the lease %s (%s: %s); trying again.', self.path,
-                        type(e).__name__, e)
+    with self._lock:
+      self._content['beats'] += 1
+      try:
+        self._version = self._store.replace(self._content, self._version)
+        self._renewed = time.monotonic()
         return
-      self._lost = ('it could not be renewed for %.0f s (%s), so another run may hold it now'
-                    % (silent, e))
+      except _Conflict:
+        try:
+          current = self._store.read()
+        except Exception:  # pylint: disable=broad-except  # judged at the next beat
+          return
+        if self._mine(current):
+          self._version, self._renewed = current[1], time.monotonic()
+          return
+        self._lost = self._lost_to(current)
+      except Exception as e:  # pylint: disable=broad-except  # storage errors of every kind
+        silent = time.monotonic() - self._renewed
+        if silent < self.expiry_secs:
+          logging.warning('Could not renew the lease %s (%s: %s); trying again.', self.path,
+                          type(e).__name__, e)
+          return
+        self._lost = ('it could not be renewed for %.0f s (%s), so another run may hold it now'
+                      % (silent, e))
     logging.error('Lost the writer\'s lease of %s: %s.', self.directory, self._lost)
 
   def _heartbeat(self):
@@ -354,17 +421,17 @@ class Lease(object):
         return
 
   def check(self):
-    """Raises LeaseLost when this run no longer holds the lease (read from the storage, unless
-    the heartbeat already found out); called before every checkpoint and output."""
+    """Raises LeaseLost when this run no longer holds the lease: read from the storage (unless
+    the heartbeat already found out) and judged by its holder's token; called before every
+    checkpoint and output."""
     if not self._lost:
-      try:
-        unchanged = self._store.version() == self._version
-      except Exception:  # pylint: disable=broad-except  # the heartbeat judges outages
-        unchanged = True
-      if not unchanged:
-        current = self._store.read()
-        self._lost = ('another run took it over: %s' % _describe(current[0], current[2])
-                      if current else 'its lease file %s was deleted' % self.path)
+      with self._lock:
+        try:
+          current = self._store.read(quick=True)
+        except Exception:  # pylint: disable=broad-except  # outages are the heartbeat's to judge
+          current = ({'token': self._content['token']}, None, 0)
+        if current is None or current[0].get('token') != self._content['token']:
+          self._lost = self._lost_to(current)
     if self._lost:
       raise LeaseLost('this run lost the writer\'s lease of %s=%s: %s. It stopped without '
                       'writing further; the newest checkpoint it wrote before stays.'
@@ -403,12 +470,12 @@ class Lease(object):
 
 
 class held(object):  # pylint: disable=invalid-name
-  """`with lease.held(directory, flag, expiry_secs) as lease:` takes the lease (or, with
+  """`with lease.held(directory, flag, expiry_secs, command) as lease:` takes the lease (or, with
   `needed=False`, nothing: `lease` is None), renews it while the block runs and releases it
   after, whatever ends the block."""
 
-  def __init__(self, directory, flag, expiry_secs=DEFAULT_EXPIRY_SECS, needed=True):
-    self._lease = Lease(directory, flag, expiry_secs) if needed else None
+  def __init__(self, directory, flag, expiry_secs=DEFAULT_EXPIRY_SECS, command='', needed=True):
+    self._lease = Lease(directory, flag, expiry_secs, command) if needed else None
 
   def __enter__(self):
     if self._lease:

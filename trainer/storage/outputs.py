@@ -93,11 +93,12 @@ def check_file_usable(path, flag):
 
 def existing_entries(path):
   """The names directly in directory `path` ([] when it does not exist or is empty), but the
-  writer's lease (`trainer.storage.lease`), which is the running command's own."""
+  writer's lease (`trainer.storage.lease`: writer.lease and the heartbeat's files written aside),
+  which is the running command's own."""
   if not gfile.isdir(path):
     return []
   return sorted(name.rstrip('/') for name in gfile.listdir(path)
-                if name.rstrip('/') != lease.LEASE_FILE)
+                if not name.startswith(lease.LEASE_FILE))
 
 
 def _shown(path, names):
