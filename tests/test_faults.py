@@ -216,8 +216,8 @@ def test_a_storage_outage_outlasting_the_retries_is_a_clear_resumable_error():
 
 def test_ctrl_c_saves_the_step_reached_like_sigterm(small_dir, tmp_path):
   """Ctrl-C (SIGINT) in the middle of training: the step in flight is saved and the run exits
-  with status 75 saying it was interrupted, no KeyboardInterrupt traceback; the re-run resumes
-  there."""
+  with status 75 saying it was interrupted, no KeyboardInterrupt traceback. (Its resume is the
+  SIGTERM test's: the same saved checkpoint.)"""
   model_dir = str(tmp_path / 'model')
   args = _args(small_dir, model_dir, '--mode=train', '--save_checkpoints_steps=10000')
   with BackgroundRun('--train_steps=10000', *args) as run:
@@ -231,8 +231,6 @@ def test_ctrl_c_saves_the_step_reached_like_sigterm(small_dir, tmp_path):
   assert 'KeyboardInterrupt' not in run.stderr and 'Traceback' not in run.stderr
   step = int(saved.group(1))
   assert step >= logged and _checkpoint_steps(model_dir) == [0, step]
-  resumed = ok(run_main('--train_steps=%d' % (step + 2), *args))
-  assert 'Resuming from the checkpoint at step %d' % step in resumed.stderr
 
 
 def test_a_second_ctrl_c_stops_at_once(tmp_path):

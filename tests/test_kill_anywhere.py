@@ -33,12 +33,12 @@ def _tiny(small_dir, model_dir, export_dir):
           '--steps_per_eval=12', '--save_checkpoints_steps=6', '--keep_checkpoint_max=2']
 
 
-# Seed 11 kills after a step, before a rename and inside the export; seed 28 inside a checkpoint
-# save first (the points come in an order drawn from the seed, each before any again).
-@pytest.mark.parametrize('seed', [11, 28])
+# The points come in an order drawn from the seed, each before any again; seed 2 kills inside a
+# checkpoint save, after a step, before a rename and inside the export.
+@pytest.mark.parametrize('seed', [2])
 def test_trainer_killed_anywhere_finishes_like_an_uninterrupted_run(seed, small_dir, tmp_path):
-  """trainer.main (24 steps, a checkpoint every 6, an evaluation every 12, an export) killed up
-  to 4 times: it ends at step 24 with results.json, an intact checkpoint and one loadable
+  """trainer.main (24 steps, a checkpoint every 6, an evaluation every 12, an export) killed at
+  each of the four points of tests/kill_at.py: it ends at step 24 with results.json, an intact checkpoint and one loadable
   SavedModel (and the best one), like the uninterrupted run, and a sibling directory is
   untouched. The resumed run's accuracy is not compared: a resumed Estimator run draws new
   shuffles and dropout (docs/reliability.md says why)."""
@@ -53,7 +53,7 @@ def test_trainer_killed_anywhere_finishes_like_an_uninterrupted_run(seed, small_
                                                  str(killed / 'export')),
                            seed, {'step': 8, 'checkpoint': 3, 'rename': 4, 'export': 2})
   print('seed %d: %s' % (seed, history))
-  assert sum(status in KILLED['trainer.main'] for _, status in history) >= 2, history
+  assert sum(status in KILLED['trainer.main'] for _, status in history) >= 3, history
   assert fingerprint(str(neighbour)) == before
   results = [json.loads((run / 'model' / 'results.json').read_text()) for run in (whole, killed)]
   for key in ('global_step', 'train_steps', 'mode', 'model', 'seed'):
@@ -77,22 +77,23 @@ def test_trainer_killed_anywhere_finishes_like_an_uninterrupted_run(seed, small_
 
 
 def test_prepare_killed_anywhere_writes_the_same_conversion(tmp_path):
-  """trainer.prepare fashion_mnist (the real files) killed up to 4 times inside its conversion
-  (before a shard's or dataset.json's rename): the same command, run again, takes over the dead
-  run's lease, replaces its unfinished output and writes shards identical to an uninterrupted
-  conversion's."""
-  from trainer.prepare import fashion_mnist  # pylint: disable=g-import-not-at-top
-  if not os.path.isdir(fashion_mnist.DEFAULT_SOURCE_DIR):
-    pytest.skip('no Fashion-MNIST source files (make fashion-mnist-source)')
-  args = lambda out: ['fashion_mnist', '--output_dir=' + out, '--train_shards=4',
-                      '--validation_shards=2']
+  """trainer.prepare text (a CSV of 300 labelled lines) killed up to 4 times inside its
+  conversion (before a shard's, vocab.txt's or dataset.json's rename): the same command, run
+  again, takes over the dead run's lease, replaces its unfinished output and writes files
+  identical to an uninterrupted conversion's."""
+  lines = ['text,label'] + ['%s film number %d,%s' % ('good fun' if i % 2 else 'dull bad', i,
+                                                       'pos' if i % 2 else 'neg')
+                            for i in range(300)]
+  (tmp_path / 'texts.csv').write_text('\n'.join(lines) + '\n')
+  args = lambda out: ['text', '--input=%s' % (tmp_path / 'texts.csv'), '--output_dir=' + out,
+                      '--train_shards=4', '--validation_shards=2']
   whole, killed = str(tmp_path / 'whole'), str(tmp_path / 'killed')
   proc = subprocess.run([sys.executable, '-m', 'trainer.prepare'] + args(whole), cwd=REPO,
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
   assert proc.returncode == 0, proc.stderr[-3000:]
-  history = run_until_done('trainer.prepare', args(killed), 5, {'rename': 7})
+  history = run_until_done('trainer.prepare', args(killed), 5, {'rename': 8})
   print('prepare: %s' % history)
-  assert any(status in KILLED['trainer.prepare'] for _, status in history), history
+  assert sum(status in KILLED['trainer.prepare'] for _, status in history) >= 2, history
   assert fingerprint(whole) == fingerprint(killed)
 
 
