@@ -59,20 +59,27 @@ def test_sigterm_saves_the_step_reached_and_the_rerun_resumes_there(small_dir, t
   assert results_of(model_dir)['global_step'] == step + 5
 
 
-def test_a_stuck_run_is_ended_by_the_watchdog_after_the_grace_period(tmp_path):
-  """A SIGTERM whose step never ends (here: a training phase that sleeps) still ends the process,
-  with status 75, after grace_secs."""
+def _stuck_training(tmp_path, grace_secs):
+  """A process inside `SigtermWatch.training()` whose step never ends (it sleeps), once it is
+  there (it has printed 'ready')."""
   script = textwrap.dedent('''
       import time
       from trainer.run import preemption
-      watch = preemption.SigtermWatch('MODEL_DIR', grace_secs=2)
+      watch = preemption.SigtermWatch('MODEL_DIR', grace_secs=GRACE)
       with watch.installed(), watch.training():
         print('ready', flush=True)
         time.sleep(60)
-      ''').replace('MODEL_DIR', str(tmp_path))
+      ''').replace('MODEL_DIR', str(tmp_path)).replace('GRACE', str(grace_secs))
   proc = subprocess.Popen([sys.executable, '-c', script], cwd=REPO, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, universal_newlines=True)
   assert proc.stdout.readline().strip() == 'ready', proc.communicate()[1][-3000:]
+  return proc
+
+
+def test_a_stuck_run_is_ended_by_the_watchdog_after_the_grace_period(tmp_path):
+  """A SIGTERM whose step never ends (here: a training phase that sleeps) still ends the process,
+  with status 75, after grace_secs."""
+  proc = _stuck_training(tmp_path, 2)
   signalled = time.time()
   proc.send_signal(signal.SIGTERM)
   _, stderr = proc.communicate(timeout=30)
@@ -236,17 +243,7 @@ def test_ctrl_c_saves_the_step_reached_like_sigterm(small_dir, tmp_path):
 def test_a_second_ctrl_c_stops_at_once(tmp_path):
   """A step that does not end (a training phase that sleeps): the first Ctrl-C waits for it,
   the second ends the process at once with status 130 (128 + SIGINT)."""
-  script = textwrap.dedent('''
-      import time
-      from trainer.run import preemption
-      watch = preemption.SigtermWatch('MODEL_DIR', grace_secs=60)
-      with watch.installed(), watch.training():
-        print('ready', flush=True)
-        time.sleep(60)
-      ''').replace('MODEL_DIR', str(tmp_path))
-  proc = subprocess.Popen([sys.executable, '-c', script], cwd=REPO, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True)
-  assert proc.stdout.readline().strip() == 'ready', proc.communicate()[1][-3000:]
+  proc = _stuck_training(tmp_path, 60)
   proc.send_signal(signal.SIGINT)
   time.sleep(1)
   assert proc.poll() is None  # the first one waits for the step in flight

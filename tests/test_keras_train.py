@@ -162,16 +162,13 @@ def test_killed_anywhere_the_run_ends_with_the_uninterrupted_weights_bit_for_bit
   or state, model.keras, results.json), up to 4 times, each followed by the same command; the
   run ends with model.keras equal to an uninterrupted run's, bit for bit."""
   from kill_harness import KILLED, run_until_done  # pylint: disable=g-import-not-at-top
-  args = lambda model_dir: ['--model_dir=' + model_dir, '--data_dir=' + tiny_arrays_dir,
-                            '--train_steps=12'] + _RUN
   whole, killed = str(tmp_path / 'whole'), str(tmp_path / 'killed')
-  env = dict(os.environ, KERAS_BACKEND='jax')
-  proc = subprocess.run([sys.executable, '-m', 'trainer.train_keras'] + args(whole), cwd=REPO,
-                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        universal_newlines=True, timeout=600)
+  proc = _train('jax', whole, tiny_arrays_dir, '--train_steps=12')
   assert proc.returncode == 0, proc.stderr[-3000:]
-  history = run_until_done('trainer.train_keras', args(killed), 21,
-                           {'keras_step': 3, 'rename': 4}, env=env)
+  history = run_until_done(
+      'trainer.train_keras', ['--model_dir=' + killed, '--data_dir=' + tiny_arrays_dir] + _RUN +
+      ['--train_steps=12'], 21, {'keras_step': 3, 'rename': 4},
+      env=dict(os.environ, KERAS_BACKEND='jax'))
   print('train_keras: %s' % history)
   assert sum(status in KILLED['trainer.train_keras'] for _, status in history) >= 2, history
   for a, b in zip(keras_resume.weights(whole), keras_resume.weights(killed)):

@@ -11,13 +11,11 @@ and the lease, is tested on both runtimes in tests/test_faults.py and tests/test
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import REPO, ok, run_main
+from helpers import ok, run_main, run_prepare
 from kill_harness import KILLED, run_until_done
 from refusals import fingerprint
 from trainer.run import checkpoints
@@ -88,9 +86,7 @@ def test_prepare_killed_anywhere_writes_the_same_conversion(tmp_path):
   args = lambda out: ['text', '--input=%s' % (tmp_path / 'texts.csv'), '--output_dir=' + out,
                       '--train_shards=4', '--validation_shards=2']
   whole, killed = str(tmp_path / 'whole'), str(tmp_path / 'killed')
-  proc = subprocess.run([sys.executable, '-m', 'trainer.prepare'] + args(whole), cwd=REPO,
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  ok(run_prepare(*args(whole)))
   history = run_until_done('trainer.prepare', args(killed), 5, {'rename': 8})
   print('prepare: %s' % history)
   assert sum(status in KILLED['trainer.prepare'] for _, status in history) >= 2, history

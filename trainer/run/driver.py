@@ -107,7 +107,8 @@ def _run(config, watch, task, lease):
   if task:
     return _run_distributed(config, watch, lease, *task)
   estimator = estimator_lib.build_estimator(config)  # resolves the TPU first with --use_tpu
-  gcs_preflight.check_path_usable(config.model_dir, 'model_dir', config.use_tpu)
+  if not lease:  # a training run checked it before taking the lease (`run`)
+    gcs_preflight.check_path_usable(config.model_dir, 'model_dir', config.use_tpu)
   if config.mode != 'eval':  # training owns model_dir: a damaged newest checkpoint moves aside
     new_run = not checkpoints.newest_intact_checkpoint(config.model_dir)
     _record_network(config, new_run)
@@ -303,7 +304,7 @@ def _run_distributed(config, watch, lease, task_type, task_index, cluster):
     raise PipelineError('--early_stopping_evals is not supported in a TF_CONFIG cluster (its '
                         'evaluations run beside training); drop the flag.')
   estimator = estimator_lib.build_estimator(config, (task_type, task_index, cluster))
-  if task_type != 'ps':
+  if task_type != 'ps' and not lease:  # the chief checked it before taking the lease (`run`)
     gcs_preflight.check_path_usable(config.model_dir, 'model_dir')
   if task_type in ('chief', 'master'):
     _record_network(config, not checkpoints.newest_intact_checkpoint(config.model_dir))

@@ -146,6 +146,12 @@ class _LocalStore(object):
       content = {'token': 'unreadable:' + text[:40]}
     return content, self._version(content), age
 
+  def _expect(self, version):
+    """Raises _Conflict unless the lease is at `version`."""
+    current = self.read()
+    if current is None or current[1] != version:
+      raise _Conflict()
+
   def create(self, content):
     temporary = self._aside(content)
     try:
@@ -160,9 +166,7 @@ class _LocalStore(object):
     """Writes `content` if the lease is still at `version` (this holder's renewal). Not atomic
     with the check, which a local file system cannot offer: a renewal only ever races a takeover
     after this holder was silent for expiry_secs."""
-    current = self.read()
-    if current is None or current[1] != version:
-      raise _Conflict()
+    self._expect(version)
     os.replace(self._aside(content), self.path)
     return self._version(content)
 
@@ -190,9 +194,7 @@ class _LocalStore(object):
     return self.create(content)
 
   def delete(self, version):
-    current = self.read()
-    if current is None or current[1] != version:
-      raise _Conflict()
+    self._expect(version)
     os.remove(self.path)
 
   def clear_leftovers(self, older_than_secs=60):
@@ -359,10 +361,10 @@ class Lease(object):
         try:
           self._version = self._store.take_over(self._content, version)
         except _Conflict:
-          if self._mine(self._store.read()):
-            self._version = self._store.read()[1]
-          else:
+          current = self._store.read()
+          if not self._mine(current):
             continue
+          self._version = current[1]
         self.took_over = holder
         logging.warning('Took over the lease of %s from %s: %s.', self.directory,
                         _describe(holder, age),
