@@ -36,9 +36,9 @@ def _tiny(small_dir, model_dir, export_dir):
 @pytest.mark.parametrize('seed', [2])
 def test_trainer_killed_anywhere_finishes_like_an_uninterrupted_run(seed, small_dir, tmp_path):
   """trainer.main (24 steps, a checkpoint every 6, an evaluation every 12, an export) killed at
-  each of the four points of tests/kill_at.py: it ends at step 24 with results.json, an intact checkpoint and one loadable
-  SavedModel (and the best one), like the uninterrupted run, and a sibling directory is
-  untouched. The resumed run's accuracy is not compared: a resumed Estimator run draws new
+  each of the four points of tests/kill_at.py: it ends at step 24 with results.json, an intact
+  checkpoint and one loadable SavedModel (and the best one), like the uninterrupted run, and a
+  sibling directory is untouched. The resumed run's accuracy is not compared: a resumed Estimator run draws new
   shuffles and dropout (docs/reliability.md says why)."""
   neighbour = tmp_path / 'neighbour'
   (neighbour / 'model').mkdir(parents=True)
