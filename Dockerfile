@@ -64,11 +64,14 @@ RUN --mount=type=bind,target=/tmp/src --mount=type=secret,id=ca \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi \
     && cp -r /tmp/src /tmp/src-rw && pip install --no-deps /tmp/src-rw && rm -rf /tmp/src-rw
 # A user of its own: the trainer needs no privileges (it writes to gs:// or mounted directories).
+# The container starts as root only to hand a tuning trial's root-owned metric file to that user;
+# the entrypoint then drops root for good (scripts/container-entrypoint says why).
 RUN useradd --create-home --uid 1000 trainer
-USER trainer
+COPY scripts/container-entrypoint /usr/local/bin/trainer-entrypoint
 WORKDIR /home/trainer
-# Exec form: tini is PID 1 and python its only child; SIGTERM (docker stop, Vertex AI) reaches it.
-ENTRYPOINT ["tini", "--", "python", "-m", "trainer.main"]
+# Exec form: tini is PID 1 and python, exec'd by the entrypoint, its only child; SIGTERM (docker
+# stop, Vertex AI) reaches it.
+ENTRYPOINT ["tini", "--", "trainer-entrypoint"]
 
 # ---- gpu (not built here: needs NVIDIA's base image from a registry) -----------------------------
 FROM ${BASE_IMAGE:-nvidia/cuda:12.2.2-base-ubuntu22.04} AS gpu
@@ -88,9 +91,9 @@ RUN --mount=type=bind,target=/tmp/src --mount=type=secret,id=ca \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi \
     && cp -r /tmp/src /tmp/src-rw && pip install --no-deps /tmp/src-rw && rm -rf /tmp/src-rw
 RUN useradd --create-home --uid 1000 trainer
-USER trainer
+COPY scripts/container-entrypoint /usr/local/bin/trainer-entrypoint
 WORKDIR /home/trainer
-ENTRYPOINT ["tini", "--", "python", "-m", "trainer.main"]
+ENTRYPOINT ["tini", "--", "trainer-entrypoint"]
 
 # ---- tpu (not built here: its TensorFlow and libtpu come from Cloud TPU's storage bucket) --------
 FROM ${BASE_IMAGE:-python:3.10-slim} AS tpu

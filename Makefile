@@ -196,6 +196,7 @@ DOCKER_CLIENT := $(firstword $(wildcard /usr/bin/docker) docker)
 DOCKER_ENV := DOCKER=$(DOCKER_CLIENT) DOCKER_HOST=unix://$(DOCKER_STATE_DIR)/docker.sock
 CONTAINER_STAMP := $(DOCKER_STATE_DIR)/trainer-cpu.built
 CONTAINER_INPUTS := Dockerfile .dockerignore setup.py constraints/py311.txt scripts/build-image \
+  scripts/container-entrypoint trainer/cloud/vertex_machines.json \
   $(shell find trainer models flags keras_models -name '*.py' 2>/dev/null)
 CONTAINER_TEST_ENV := $(if $(IS_ROOT),TRAINER_IMAGE=$(TRAINER_IMAGE) $(DOCKER_ENV))
 container:

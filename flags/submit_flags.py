@@ -49,6 +49,11 @@ VERTEX_ONLY = {
     'poll_interval': 'drop it (follow the job with `gcloud ai-platform jobs stream-logs`)',
     'hptuning_config': 'use a trainingInput.hyperparameters block in --config',
     'api_endpoint': 'drop it (gcloud chooses the endpoint)',
+    'scheduling_strategy': 'drop it (AI Platform had no Spot VMs)',
+    'max_wait_duration': 'drop it (AI Platform had no Flex-start)',
+    'timeout': 'use trainingInput.scheduling.maxRunningTime in --config',
+    'restart_job_on_worker_restart': 'drop it',
+    'disable_retries': 'drop it',
 }
 
 
@@ -130,6 +135,23 @@ def _define_vertex_flags():
                       'HyperparameterTuningJob whose trials run the CustomJob; see vertex/*.yaml. '
                       'One metric: top_1_accuracy or top_5_accuracy (goal MAXIMIZE) or loss '
                       '(MINIMIZE).')
+  flags.DEFINE_enum('scheduling_strategy', None, ('STANDARD', 'SPOT', 'FLEX_START'),
+                    'CustomJobSpec.scheduling.strategy, also of each tuning trial. STANDARD: '
+                    'on-demand VMs (the service\'s default). SPOT: Spot VMs, cheaper and '
+                    'reclaimable: a reclaimed replica saves a checkpoint, exits 75 and is restarted '
+                    'from $AIP_CHECKPOINT_DIR (docs/cloud.md, Spot VMs). FLEX_START: queue for L4, '
+                    'A100, H100, H200 or B200 machines (Dynamic Workload Scheduler), 7 days at most.')
+  flags.DEFINE_string('max_wait_duration', None,
+                      'FLEX_START: how long the job may queue for its machines, e.g. 6h or 2d; 0 '
+                      'waits indefinitely. Service default: 1 day.')
+  flags.DEFINE_string('timeout', None,
+                      'The job\'s (each trial\'s) longest running time, e.g. 36h or 7d. Service '
+                      'default: 7 days, also the most for FLEX_START.')
+  flags.DEFINE_bool('restart_job_on_worker_restart', False,
+                    'Restart the whole job when one replica restarts (for clusters that cannot '
+                    'take a replica leaving and rejoining).')
+  flags.DEFINE_bool('disable_retries', False,
+                    'Do not let Vertex AI retry the job after internal errors once it runs.')
   flags.DEFINE_string('api_endpoint', None,
                       'Vertex AI API endpoint. Default: REGION-aiplatform.googleapis.com. An '
                       'http:// URL (a local stand-in in tests) is called without credentials.')

@@ -181,6 +181,22 @@ def test_unknown_tuning_metric_tag_is_refused_before_training(small_dir, tmp_pat
   assert not (tmp_path / 'm').exists()
 
 
+def test_a_trial_that_cannot_write_its_metric_file_stops_before_training(small_dir, tmp_path):
+  """As on a service whose metric directory the trainer may not write (the container test runs
+  the real case, a root-owned /var/hypertune and uid 1000); here a path under a file, which no
+  user can create, as these tests run as root."""
+  blocker = tmp_path / 'not-a-directory'
+  blocker.write_text('')
+  proc = run_main('--model_dir=' + str(tmp_path / 'm'), '--train_steps=1',
+                  '--data_dir=' + small_dir, *TINY,
+                  env={'CLOUD_ML_HP_METRIC_TAG': 'top_1_accuracy',
+                       'CLOUD_ML_HP_METRIC_FILE': str(blocker / 'output.metrics')})
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  assert ('this hyperparameter-tuning trial cannot write its metric file %s'
+          % (blocker / 'output.metrics')) in proc.stderr
+  assert not (tmp_path / 'm').exists()
+
+
 def test_missing_model_dir_and_job_dir_is_refused(small_dir):
   proc = run_main('--train_steps=1', '--data_dir=' + small_dir, *TINY)
   assert proc.returncode == 2 and '--model_dir is required' in proc.stderr

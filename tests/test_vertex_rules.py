@@ -6,6 +6,7 @@ past trainer.submit's own checks; the requests trainer.submit builds for good fl
 Runs where the client has its REST transport (the TF 2.15 runtime), as test_vertex_submit.py.
 """
 
+import datetime
 import json
 import os
 import subprocess
@@ -98,9 +99,41 @@ CASES = {
     'three_t4_on_n1': (
         _job(_pool('n1-standard-8', 'NVIDIA_TESLA_T4', 3)), 'supported counts: [1, 2, 4]',
         ('--accelerator_type=NVIDIA_TESLA_T4', '--accelerator_count=3'),
-        'an N1 machine takes 1, 2, 4 x NVIDIA_TESLA_T4'),
+        'that machine takes 1, 2, 4 of them'),
+    'one_v100_on_32_vcpus': (
+        _job(_pool('n1-standard-32', 'NVIDIA_TESLA_V100', 1)), 'supported counts: [4, 8]',
+        ('--machine_type=n1-standard-32', '--accelerator_type=NVIDIA_TESLA_V100'),
+        'that machine takes 4, 8 of them (Vertex AI "Configure compute resources", N1 table); 1 '
+        'fit n1-highmem-2'),
+    'a_gpu_on_an_n1_machine_vertex_does_not_offer_it_on': (
+        _job(_pool('n1-standard-2', 'NVIDIA_TESLA_T4', 1)), 'is not supported for machine type',
+        ('--machine_type=n1-standard-2', '--accelerator_type=NVIDIA_TESLA_T4'),
+        '--machine_type=n1-standard-2 takes no GPU on Vertex AI'),
+    'p100_on_64_vcpus_with_240_gb': (
+        _job(_pool('n1-standard-64', 'NVIDIA_TESLA_P100', 4)), 'is not supported for machine type',
+        ('--machine_type=n1-standard-64', '--accelerator_type=NVIDIA_TESLA_P100',
+         '--accelerator_count=4'), 'that machine takes none of them'),
+    'tpu_v4_has_no_training_machine': (
+        _job(_pool('cloud-tpu', 'TPU_V4_POD', 8)), 'is not supported for machine type',
+        ('--machine_type=cloud-tpu', '--accelerator_type=TPU_V4_POD'),
+        'offer no TPU v4 machine type'),
+    'flex_start_on_a_cpu': (
+        dict(_job(_pool('n1-standard-8')), jobSpec=dict(
+            _job(_pool('n1-standard-8'))['jobSpec'], scheduling={'strategy': 'FLEX_START'})),
+        'FLEX_START requires one of NVIDIA_L4',
+        ('--scheduling_strategy=FLEX_START',), 'FLEX_START takes NVIDIA_L4'),
+    'flex_start_for_eight_days': (
+        dict(_job(_pool('g2-standard-8', 'NVIDIA_L4', 1)), jobSpec=dict(
+            _job(_pool('g2-standard-8', 'NVIDIA_L4', 1))['jobSpec'],
+            scheduling={'strategy': 'FLEX_START', 'timeout': '691200s'})),
+        'at most 7 days',
+        ('--machine_type=g2-standard-8', '--accelerator_type=NVIDIA_L4',
+         '--scheduling_strategy=FLEX_START', '--timeout=8d'), 'runs at most 7 days'),
+    'a_display_name_of_129_characters': (
+        _job(_pool('n1-standard-8'), display_name='x' * 129), 'up to 128 characters',
+        ('--display_name=' + 'x' * 129,), '--display_name must have 1 to 128 characters'),
     'tpu_v2_with_4_cores': (
-        _job(_pool('cloud-tpu', 'TPU_V2', 4)), 'only acceleratorCount 8',
+        _job(_pool('cloud-tpu', 'TPU_V2', 4)), 'acceleratorCount 8 (a TPU VM) or a multiple of 32',
         ('--machine_type=cloud-tpu', '--accelerator_type=TPU_V2', '--accelerator_count=4'),
         'a single-host TPU_V2 VM has 8 cores'),
     'custom_image_as_executor_image': (
@@ -193,3 +226,118 @@ def test_the_rules_module_stands_alone():
     source = f.read()
   assert 'import trainer' not in source and 'from trainer' not in source
   assert vertex_rules.refusal('customJobs', _job(_pool('n1-standard-8')), 'us-central1') is None
+
+
+def _dry_run_body(proc):
+  """The request JSON that `trainer.submit --dry_run` prints first."""
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return json.loads(proc.stdout[:proc.stdout.index('\n}\n') + 2])
+
+
+SPOT = ('--scheduling_strategy=SPOT', '--timeout=36h', '--restart_job_on_worker_restart')
+
+
+@pytest.mark.parametrize('flags, hptuning', [
+    (('--machine_type=a3-megagpu-8g', '--accelerator_type=NVIDIA_H100_MEGA_80GB'), False),
+    (('--machine_type=a3-ultragpu-8g', '--accelerator_type=NVIDIA_H200_141GB',
+      '--scheduling_strategy=FLEX_START', '--max_wait_duration=6h', '--timeout=7d'), False),
+    (('--machine_type=a2-ultragpu-1g', '--accelerator_type=NVIDIA_A100_80GB',
+      '--worker_count=2', '--ps_count=1') + SPOT, False),
+    (('--accelerator_type=NVIDIA_TESLA_T4',) + SPOT, True),
+])
+def test_todays_machines_and_spot_jobs_pass_both(flags, hptuning, standin, tmp_path):
+  """What trainer.submit takes, the service takes: a Spot CustomJob and a Spot tuning study."""
+  extra = ()
+  if hptuning:
+    config = tmp_path / 'study.json'
+    config.write_text(json.dumps({'studySpec': STUDY, 'maxTrialCount': 4,
+                                  'parallelTrialCount': 2}))
+    extra = ('--hptuning_config=' + str(config),)
+  body = _dry_run_body(_submit(tmp_path, *FLAGS, *flags, *extra, '--', *ARGS))
+  spec = body['trialJobSpec'] if hptuning else body['jobSpec']
+  if '--scheduling_strategy=SPOT' in flags:
+    assert spec['scheduling'] == {'strategy': 'SPOT', 'timeout': '129600s',
+                                  'restartJobOnWorkerRestart': True}
+  assert _send(standin, body, hptuning=hptuning) is None
+
+
+@pytest.mark.parametrize('flags, pool, submit_says', [
+    (('--machine_type=a4-highgpu-8g', '--accelerator_type=NVIDIA_B200'),
+     _pool('a4-highgpu-8g', 'NVIDIA_B200', 8), 'is a Blackwell GPU: TensorFlow 2.15'),
+    (('--machine_type=a4x-highgpu-4g', '--accelerator_type=NVIDIA_GB200'),
+     _pool('a4x-highgpu-4g', 'NVIDIA_GB200', 4), 'has Arm CPUs'),
+    (('--machine_type=ct5lp-hightpu-4t', '--accelerator_type=TPU_V5_LITEPOD'),
+     _pool('ct5lp-hightpu-4t', 'TPU_V5_LITEPOD', 4), 'only support PJRT'),
+    (('--machine_type=ct6e-standard-4t',), _pool('ct6e-standard-4t'),
+     'TensorFlow is no longer supported'),
+])
+def test_machines_the_service_offers_but_the_image_cannot_use(flags, pool, submit_says, standin,
+                                                              tmp_path):
+  assert _send(standin, _job(pool)) is None
+  _refused(_submit(tmp_path, *FLAGS, *flags, '--', *ARGS), submit_says)
+
+
+@pytest.mark.parametrize('body, service_says', [
+    (_job(dict(_pool('n1-standard-8'), replicaCount='2')), 'replica_count must be 1'),
+    (_job(dict(_pool('n1-standard-8'), containerSpec={
+        'imageUri': IMAGE, 'env': [{'name': 'HP-TAG', 'value': 'loss'}]})), 'valid C identifier'),
+    (_job(dict(_pool('n1-standard-8'), diskSpec={'bootDiskType': 'pd-balanced'})),
+     'valid values are pd-ssd, pd-standard, hyperdisk-balanced'),
+    (dict(_job(_pool('cloud-tpu', 'TPU_V3', 32)), jobSpec=dict(
+        _job(_pool('cloud-tpu', 'TPU_V3', 32))['jobSpec'], scheduling={'strategy': 'SPOT'})),
+     'Spot VMs cannot be used with TPU Pods'),
+    (dict(_job(_pool('a2-highgpu-1g', 'NVIDIA_TESLA_A100', 1),
+               _pool('a2-highgpu-2g', 'NVIDIA_TESLA_A100', 2)), jobSpec=dict(
+        _job(_pool('a2-highgpu-1g', 'NVIDIA_TESLA_A100', 1),
+             _pool('a2-highgpu-2g', 'NVIDIA_TESLA_A100', 2))['jobSpec'],
+        scheduling={'strategy': 'FLEX_START'})), 'same machine configuration in every'),
+])
+def test_the_standin_refuses_what_trainer_submit_never_builds(standin, body, service_says):
+  refusal = _send(standin, body)
+  assert refusal and service_says in refusal, refusal
+
+
+def _gcloud_refusal(job_spec):
+  """gcloud's own check of a `--config` CustomJobSpec, restated from google-cloud-sdk 578.0.0
+  lib/googlecloudsdk/command_lib/ai/custom_jobs/validation.py, _ValidateWorkerPoolSpecsFromConfig:
+  every entry of workerPoolSpecs needs exactly one of a containerSpec with imageUri and a
+  pythonPackageSpec with executorImageUri or pythonModule (an empty `{}` pool has neither)."""
+  for spec in job_spec.get('workerPoolSpecs') or []:
+    package = spec.get('pythonPackageSpec') or {}
+    use_package = bool(package.get('executorImageUri') or package.get('pythonModule'))
+    use_container = bool((spec.get('containerSpec') or {}).get('imageUri'))
+    if use_package == use_container:
+      return ('Exactly one of fields [pythonPackageSpec, containerSpec] is required for a '
+              '[workerPoolSpecs] in the YAML config file.')
+  return None
+
+
+@pytest.mark.parametrize('pools', [(), ('--worker_count=2',), ('--worker_count=1', '--ps_count=2'),
+                                   ('--ps_count=1',)])
+@pytest.mark.parametrize('image', ['container', 'prebuilt'])
+def test_the_printed_gcloud_config_passes_gclouds_own_check(pools, image, tmp_path):
+  from trainer.cloud import vertex_job  # pylint: disable=g-import-not-at-top
+  flags = {flag.split('=')[0][2:]: int(flag.split('=')[1]) for flag in pools}
+  job = vertex_job.JobRequest(
+      project='test-project', region='us-central1', staging_bucket='gs://bkt/s',
+      base_output_dir='gs://bkt/out', machine_type='n1-standard-8', accelerator_type=None,
+      accelerator_count=0, worker_count=flags.get('worker_count', 0),
+      ps_count=flags.get('ps_count', 0), display_name='j', trainer_args=tuple(ARGS),
+      container_uri=IMAGE if image == 'container' else None,
+      executor_image_uri=None if image == 'container' else
+      'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest')
+  if pools == ('--ps_count=1',):  # the one combination gcloud's --config cannot hold
+    with pytest.raises(PipelineError, match='--ps_count=1 without --worker_count'):
+      vertex_job.validate(job, today=datetime.date(2025, 1, 1))
+    return
+  vertex_job.validate(job, today=datetime.date(2025, 1, 1))
+  for hptuning in (False, True):
+    body = (vertex_job.hyperparameter_tuning_job(job, 'gs://bkt/s/p.tar.gz', {
+        'studySpec': STUDY, 'maxTrialCount': 2, 'parallelTrialCount': 1}) if hptuning else
+            vertex_job.custom_job(job, 'gs://bkt/s/p.tar.gz'))
+    _, text = vertex_submit.message_json(
+        aiplatform_v1.HyperparameterTuningJob if hptuning else aiplatform_v1.CustomJob, body)
+    lines = vertex_job.gcloud_commands(job, json.loads(text), hptuning)
+    config = json.loads('\n'.join(lines[1:lines.index('EOF')]))
+    assert _gcloud_refusal(config['trialJobSpec'] if hptuning else config) is None
+    assert len(config['trialJobSpec' if hptuning else 'workerPoolSpecs']) > 0

@@ -19,6 +19,7 @@ import sys
 import pytest
 
 from helpers import REPO
+from trainer.cloud import scheduling
 from trainer.cloud import vertex_job
 from trainer.errors import PipelineError
 import vertex_standin
@@ -109,7 +110,8 @@ def test_dry_run_prints_the_request_the_docker_and_the_gcloud_commands(tmp_path)
   assert body['displayName'] == 'vtx_test'
   _check_pools(body['jobSpec'])
   assert not (tmp_path / 'dist').exists()  # an image of its own: no package is built
-  assert 'docker build --target gpu -t %s .' % IMAGE in lines
+  assert ('DOCKER_BUILDKIT=1 docker build --platform=linux/amd64 --target gpu -t %s .' % IMAGE
+          in lines)
   assert 'docker push ' + IMAGE in lines
   assert lines[-1] == ('gcloud ai custom-jobs create --project=test-project --region=us-central1 '
                        '--display-name=vtx_test --config=job_spec.json')
@@ -175,11 +177,41 @@ def test_a_prebuilt_image_runs_the_staged_package_while_it_is_available():
     (dict(trainer_args=('-export_dir=/tmp/e',)), '--export_dir=/tmp/e after'),
     (dict(trainer_args=('--data_dir=gs://',)), '--data_dir=gs:// after'),
     (dict(trainer_args=('--model_dir',)), '--model_dir after `--` has no value'),
+    (dict(scheduling=scheduling.Scheduling(max_wait_duration=3600)),
+     '--max_wait_duration is how long a Flex-start job queues'),
+    (dict(scheduling=scheduling.Scheduling(strategy='SPOT', restart_job_on_worker_restart=True,
+                                           disable_retries=True)),
+     '--disable_retries turns --restart_job_on_worker_restart off'),
+    (dict(scheduling=scheduling.Scheduling(timeout=0)), '--timeout must be longer than 0 s'),
+    (dict(machine_type='cloud-tpu', accelerator_type='TPU_V3', accelerator_count=8,
+          scheduling=scheduling.Scheduling(strategy='FLEX_START')), 'FLEX_START takes'),
 ])
 def test_bad_requests_are_refused_before_any_upload(overrides, message):
   with pytest.raises(PipelineError) as raised:
     vertex_job.validate(_job(**overrides), today=BEFORE_END)
   assert message in str(raised.value)
+
+
+def test_durations_read_as_seconds():
+  assert [scheduling.seconds('timeout', t) for t in ('90', '90s', '30m', '12h', '7d', None)] == [
+      90, 90, 1800, 43200, 604800, None]
+  with pytest.raises(PipelineError, match=r'--timeout=1\.5h is not a duration'):
+    scheduling.seconds('timeout', '1.5h')
+
+
+def test_spot_needs_a_client_library_that_knows_it(tmp_path):
+  """Spot and Flex-start came to the client library in 1.62/1.66; 1.34.0 (Python 3.7) refuses
+  the field by name, and the error says which library to install."""
+  proc = _submit(tmp_path, '--dry_run', *DISTRIBUTED, '--scheduling_strategy=SPOT',
+                 '--', *TRAINER_ARGS)
+  if 'strategy' in aiplatform_v1.Scheduling.meta.fields:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    body, _, config = _dry_run_parts(proc.stdout)
+    assert body['jobSpec']['scheduling'] == config['scheduling'] == {'strategy': 'SPOT'}
+  else:
+    assert proc.returncode == 2
+    assert 'has no field named "strategy"' in proc.stderr
+    assert 'needs `pip install -U google-cloud-aiplatform` on Python 3.8' in proc.stderr
 
 
 def test_a_model_dir_in_either_flag_form_stands_for_base_output_dir():
@@ -262,11 +294,11 @@ def test_every_pool_of_a_tuning_trial_gets_the_metric_and_a_trial_mode_is_train_
   study = {'studySpec': {'metrics': [{'metricId': 'loss', 'goal': 'MINIMIZE'}],
                          'parameters': [{'parameterId': 'weight_decay'}]}, 'maxTrialCount': 2,
            'parallelTrialCount': 1}
-  job = _job(worker_count=0, ps_count=1)  # pools: chief, the empty placeholder, parameter servers
+  job = _job(worker_count=1, ps_count=1)  # pools: chief, workers, parameter servers
   pools = vertex_job.hyperparameter_tuning_job(job, 'gs://b/p', study)['trialJobSpec'][
       'workerPoolSpecs']
-  assert pools[1] == {} and [p['containerSpec']['env'] for p in (pools[0], pools[2])] == [
-      [{'name': 'CLOUD_ML_HP_METRIC_TAG', 'value': 'loss'}]] * 2
+  assert [p['containerSpec']['env'] for p in pools] == [
+      [{'name': 'CLOUD_ML_HP_METRIC_TAG', 'value': 'loss'}]] * 3
   with pytest.raises(PipelineError, match='--mode=train after `--`: a tuning trial reports loss'):
     vertex_job.hyperparameter_tuning_job(_job(trainer_args=('--mode', 'train')), 'gs://b/p', study)
 
@@ -303,7 +335,7 @@ def test_submission_creates_the_job_of_the_image_and_waits_for_success(submitted
   assert sent['displayName'] == 'vtx_test'
   _check_pools(sent['jobSpec'])
   assert [r['method'] for r in server.requests] == ['POST', 'GET', 'GET', 'GET']
-  link = ('https://console.cloud.google.com/vertex-ai/locations/us-central1/training/1000'
+  link = ('https://console.cloud.google.com/agent-platform/locations/us-central1/training/1000'
           '?project=test-project')
   for state in ('JOB_STATE_PENDING', 'JOB_STATE_RUNNING', 'JOB_STATE_SUCCEEDED'):
     assert '1000: %s  %s' % (state, link) in proc.stderr
@@ -356,12 +388,16 @@ def test_staged_package_installs_and_imports_as_in_the_prebuilt_tf215_container(
 @needs_rest
 def test_permission_denied_is_one_error_line_and_exit_2(standin, tmp_path):
   standin.deny = 403
-  proc = _submit(tmp_path, *DISTRIBUTED, '--api_endpoint=' + standin.endpoint, '--',
-                 *TRAINER_ARGS)
+  account = 'trainer@test-project.iam.gserviceaccount.com'
+  proc = _submit(tmp_path, *DISTRIBUTED, '--api_endpoint=' + standin.endpoint,
+                 '--service_account=' + account, '--', *TRAINER_ARGS)
   assert proc.returncode == 2, proc.stderr[-3000:]
   errors = [l for l in proc.stderr.splitlines() if l.startswith('error: ')]
   assert len(errors) == 1 and 'failed: PermissionDenied (' in errors[0], proc.stderr[-3000:]
   assert 'roles/aiplatform.user on project test-project' in errors[0]
+  # Running a job as a service account also needs the right to act as it.
+  assert ('roles/iam.serviceAccountUser on that service account (gcloud iam service-accounts '
+          'add-iam-policy-binding %s' % account) in errors[0]
   assert 'Traceback' not in proc.stderr
 
 

@@ -3,8 +3,11 @@
 into the 400 INVALID_ARGUMENT message the service answers, or None.
 
 Written independently of trainer.submit's own checks and importing no trainer code, so that
-one catches the other; only facts the client library itself carries (google.cloud.aiplatform_v1's
-enums) are shared. Sources, per rule:
+one catches the other. Shared are only facts: the enums of google.cloud.aiplatform_v1, and the
+sourced table of what the service offers, trainer/cloud/vertex_machines.json (read as data; its
+`sources` name each page). What the trainer's image cannot use (Blackwell, Arm hosts, TPUs
+without the stream executor) the service takes: only trainer.submit refuses it. Sources, per
+rule:
   REQUIRED fields: googleapis google/cloud/aiplatform/v1 custom_job.proto,
     hyperparameter_tuning_job.proto, study.proto ((google.api.field_behavior) = REQUIRED), and
     machine_resources.proto (MachineSpec.machine_type "as part of WorkerPoolSpec this field is
@@ -12,15 +15,19 @@ enums) are shared. Sources, per rule:
   Prebuilt executor images: custom_job.proto, PythonPackageSpec.executor_image_uri ("You must use
     an image from this list"); Vertex AI "Prebuilt containers for custom training" for the
     TensorFlow 2.15 images' end of availability (2025-11-14; TPU 2025-10-23).
-  Machines and GPUs: Compute Engine "GPU machine types"
-    (https://cloud.google.com/compute/docs/gpus).
-  TPU VMs: Vertex AI "Configure compute resources for custom training" (cloud-tpu with TPU_V2 or
-    TPU_V3, 8 cores; TPU v5e on ct5lp-hightpu-* machine types) and Cloud TPU "TPU regions and
-    zones" (https://cloud.google.com/tpu/docs/regions-zones) for the regions.
+  Machines, GPUs, TPUs, boot disks, display names, EnvVar names, Spot and Flex-start: the table's
+    sources (configure_compute, distributed, tpu_training, tpu_regions, disk_proto,
+    custom_job_proto, env_var_proto, spot, flex_start).
 """
 
 import datetime
+import json
+import os
 import re
+
+with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'trainer',
+                       'cloud', 'vertex_machines.json')) as _f:
+  TABLE = json.load(_f)
 
 # (message path, REQUIRED fields as the REST JSON names them).
 _REQUIRED_CUSTOM_JOB = ('displayName', 'jobSpec')
@@ -38,40 +45,23 @@ _END_OF_AVAILABILITY = {
     'tf-gpu.2-15.py310': datetime.date(2025, 11, 14),
     'tf-tpu.2-15.cp310': datetime.date(2025, 10, 23),
 }
-# GPUs attached to N1 machines: counts per machine.
-_N1 = {'NVIDIA_TESLA_T4': {1, 2, 4}, 'NVIDIA_TESLA_P4': {1, 2, 4},
-       'NVIDIA_TESLA_P100': {1, 2, 4}, 'NVIDIA_TESLA_V100': {1, 2, 4, 8}}
+# N1 machine type -> {GPU: counts}, from the table's rows.
+_N1 = {machine: {gpu: set(counts) for gpu, counts in row.items() if gpu != 'machine_types'}
+       for row in TABLE['n1_gpu_counts']['rows'] for machine in row['machine_types']}
+_N1_GPUS = {gpu for counts in _N1.values() for gpu in counts}
+_FIXED = {m: tuple(v) for m, v in TABLE['fixed_gpu_machines']['machines'].items()}
+_TPU = TABLE['tpu_vms']
+_V5E = TABLE['tpu_v5e']
+_C_IDENTIFIER = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+_DURATION = re.compile(r'^(\d+)(?:\.\d+)?s$')
 
 
-def _fixed_gpu(machine):
-  """(GPU, count) that an accelerator-optimized machine type comes with, else None."""
-  match = re.match(r'^a2-highgpu-(1|2|4|8)g$', machine)
-  if match:
-    return 'NVIDIA_TESLA_A100', int(match.group(1))
-  if machine == 'a2-megagpu-16g':
-    return 'NVIDIA_TESLA_A100', 16
-  match = re.match(r'^a2-ultragpu-(1|2|4|8)g$', machine)
-  if match:
-    return 'NVIDIA_A100_80GB', int(match.group(1))
-  match = re.match(r'^g2-standard-(\d+)$', machine)
-  if match:
-    return 'NVIDIA_L4', {4: 1, 8: 1, 12: 1, 16: 1, 32: 1, 24: 2, 48: 4, 96: 8}.get(
-        int(match.group(1)))
-  if machine == 'a3-highgpu-8g':
-    return 'NVIDIA_H100_80GB', 8
-  return None
-
-
-_TPU_REGIONS = {'TPU_V2': {'us-central1', 'europe-west4', 'asia-east1'},
-                'TPU_V3': {'us-central1', 'europe-west4'}}
-_V5E = re.compile(r'^ct5lp-hightpu-(1|4|8)t$')
-
-
-def _accelerator_name(value):
+def _enum_name(enum, value):
   """The enum name: the REST client sends enums as numbers."""
   if isinstance(value, int):
     from google.cloud import aiplatform_v1  # pylint: disable=g-import-not-at-top
-    return aiplatform_v1.AcceleratorType(value).name
+    return {'AcceleratorType': aiplatform_v1.AcceleratorType,
+            'Strategy': aiplatform_v1.Scheduling.Strategy}[enum](value).name
   return value
 
 
@@ -84,46 +74,94 @@ def _missing(message, path, fields):
   return None
 
 
+def _accelerator(spec):
+  accelerator = _enum_name('AcceleratorType', spec.get('acceleratorType')) or None
+  return None if accelerator == 'ACCELERATOR_TYPE_UNSPECIFIED' else accelerator
+
+
+def _tpu_chips(machine, spec):
+  """The chips of a v5e slice: the product of its tpuTopology, else the machine's own."""
+  topology = spec.get('tpuTopology')
+  if topology:
+    chips = 1
+    for side in topology.split('x'):
+      chips *= int(side)
+    return chips
+  return _V5E['machine_chips'][machine]
+
+
 def _machine(spec, where, region):
   """The MachineSpec rules of one worker pool."""
   machine = spec.get('machineType')
   if not machine:
     return 'List of found errors:\t1.Field: %s.machine_spec.machine_type; Message: Required ' \
            'field is not set.\t' % where
-  accelerator = _accelerator_name(spec.get('acceleratorType')) or None
-  if accelerator == 'ACCELERATOR_TYPE_UNSPECIFIED':
-    accelerator = None
+  accelerator = _accelerator(spec)
   count = int(spec.get('acceleratorCount') or 0)
-  fixed = _fixed_gpu(machine)
-  if fixed:
-    if (accelerator, count) != fixed:
+  if machine in _FIXED:
+    if (accelerator, count) != _FIXED[machine]:
       return ('Machine type "%s" requires accelerator type %s with count %s; got %s x %s.'
-              % (machine, fixed[0], fixed[1], count, accelerator))
+              % (machine, _FIXED[machine][0], _FIXED[machine][1], count, accelerator))
     return None
   if accelerator is None:
-    if machine == 'cloud-tpu' or _V5E.match(machine):
+    if machine == _TPU['machine_type'] or machine in _V5E['machine_chips']:
       return 'Machine type "%s" requires a TPU accelerator type.' % machine
     return None
-  if accelerator in _N1:
-    if not machine.startswith('n1-'):
+  if accelerator in _N1_GPUS:
+    counts = _N1.get(machine, {}).get(accelerator)
+    if not counts:
       return 'Accelerator "%s" is not supported for machine type "%s".' % (accelerator, machine)
-    if count not in _N1[accelerator]:
-      return ('Accelerator count %d is not supported for %s; supported counts: %s.'
-              % (count, accelerator, sorted(_N1[accelerator])))
+    if count not in counts:
+      return ('Accelerator count %d is not supported for %s on machine type "%s"; supported '
+              'counts: %s.' % (count, accelerator, machine, sorted(counts)))
     return None
-  if accelerator in _TPU_REGIONS:
-    if machine != 'cloud-tpu':
+  if accelerator in _TPU['accelerators']:
+    if machine != _TPU['machine_type']:
       return 'Accelerator "%s" is not supported for machine type "%s".' % (accelerator, machine)
-    if count != 8:
-      return 'TPU_V2 and TPU_V3 support only acceleratorCount 8; got %d.' % count
-    if region not in _TPU_REGIONS[accelerator]:
+    if count != _TPU['single_host_cores'] and count % _TPU['pod_cores_multiple']:
+      return ('%s supports acceleratorCount 8 (a TPU VM) or a multiple of 32 (a TPU Pod); got '
+              '%d.' % (accelerator, count))
+    if region not in _TPU['regions'][accelerator]:
       return 'Accelerator "%s" is not supported in location %s for training.' % (accelerator,
                                                                                  region)
     return None
-  if accelerator == 'TPU_V5_LITEPOD':
-    return None if _V5E.match(machine) else (
-        'Accelerator "TPU_V5_LITEPOD" is not supported for machine type "%s".' % machine)
+  if accelerator == _V5E['accelerator']:
+    if machine not in _V5E['machine_chips']:
+      return 'Accelerator "%s" is not supported for machine type "%s".' % (accelerator, machine)
+    if region not in _V5E['regions']:
+      return 'Accelerator "%s" is not supported in location %s for training.' % (accelerator,
+                                                                                 region)
+    return None
   return 'Accelerator "%s" is not supported for machine type "%s".' % (accelerator, machine)
+
+
+def _is_tpu_pod(spec):
+  machine, accelerator = spec.get('machineType'), _accelerator(spec)
+  if accelerator in _TPU['accelerators']:
+    return int(spec.get('acceleratorCount') or 0) > _TPU['single_host_cores']
+  return machine in _V5E['machine_chips'] and _tpu_chips(machine, spec) > 8
+
+
+def _disk(pool, where):
+  disk = pool.get('diskSpec') or {}
+  kind, size = disk.get('bootDiskType'), disk.get('bootDiskSizeGb')
+  if kind and kind not in TABLE['boot_disk_types']:
+    return ('Invalid %s.disk_spec.boot_disk_type "%s": valid values are %s.'
+            % (where, kind, ', '.join(TABLE['boot_disk_types'])))
+  low, high = TABLE['boot_disk_size_gb']
+  if size and not low <= int(size) <= high:
+    return ('Invalid %s.disk_spec.boot_disk_size_gb %s: it must be between %d and %d.'
+            % (where, size, low, high))
+  return None
+
+
+def _env(task, where):
+  for variable in task.get('env') or []:
+    name = variable.get('name') or ''
+    if not _C_IDENTIFIER.match(name):
+      return ('Invalid %s env name "%s": the name of an environment variable must be a valid C '
+              'identifier.' % (where, name))
+  return None
 
 
 def _task(pool, where, today):
@@ -132,8 +170,10 @@ def _task(pool, where, today):
     return ('List of found errors:\t1.Field: %s.task; Message: One of container_spec or '
             'python_package_spec must be set.\t' % where)
   if container:
-    return _missing(container, where + '.container_spec.', _REQUIRED_CONTAINER)
-  error = _missing(package, where + '.python_package_spec.', _REQUIRED_PACKAGE)
+    return (_missing(container, where + '.container_spec.', _REQUIRED_CONTAINER) or
+            _env(container, where + '.container_spec'))
+  error = (_missing(package, where + '.python_package_spec.', _REQUIRED_PACKAGE) or
+           _env(package, where + '.python_package_spec'))
   if error:
     return error
   image = package['executorImageUri']
@@ -147,21 +187,59 @@ def _task(pool, where, today):
   return None
 
 
+def _seconds(duration):
+  match = _DURATION.match(duration or '')
+  return int(match.group(1)) if match else None
+
+
+def _scheduling(spec, pools, path):
+  """Spot's and Flex-start's limits (the table's spot and flex_start sources)."""
+  scheduling = spec.get('scheduling') or {}
+  strategy = _enum_name('Strategy', scheduling.get('strategy'))
+  machines = [p.get('machineSpec') or {} for p in pools if p]
+  if strategy == 'SPOT' and any(_is_tpu_pod(m) for m in machines):
+    return 'Spot VMs cannot be used with TPU Pods (%sscheduling.strategy SPOT).' % path
+  if strategy != 'FLEX_START':
+    return None
+  flex = TABLE['flex_start']
+  for machine in machines:
+    if _accelerator(machine) not in flex['accelerators']:
+      return ('Scheduling strategy FLEX_START requires one of %s; got machine type "%s" with %s.'
+              % (', '.join(flex['accelerators']), machine.get('machineType'),
+                 _accelerator(machine) or 'no accelerator'))
+  if any(m != machines[0] for m in machines):
+    return ('Scheduling strategy FLEX_START requires the same machine configuration in every '
+            'worker pool.')
+  timeout = _seconds(scheduling.get('timeout'))
+  if timeout and timeout > flex['max_timeout_seconds']:
+    return ('Scheduling strategy FLEX_START allows a timeout of at most 7 days; got %s.'
+            % scheduling['timeout'])
+  return None
+
+
 def custom_job_spec(spec, path, region, today):
   """The refusal of a CustomJobSpec (a job's jobSpec or a study's trialJobSpec), or None."""
   pools = spec.get('workerPoolSpecs') or []
   if not pools or not pools[0]:
     return ('List of found errors:\t1.Field: %sworker_pool_specs; Message: Required field is not '
             'set.\t' % path)
+  if int(pools[0].get('replicaCount') or 0) != 1:
+    return ('%sworker_pool_specs[0].replica_count must be 1: the first worker pool is the '
+            'primary replica; got %s.' % (path, pools[0].get('replicaCount') or 0))
   for i, pool in enumerate(pools):
     if not pool:
       continue  # every pool but the first may be skipped by an empty one
     where = '%sworker_pool_specs[%d]' % (path, i)
-    error = (_machine(pool.get('machineSpec') or {}, where, region) or
-             _task(pool, where, today))
+    machine = pool.get('machineSpec') or {}
+    error = (_machine(machine, where, region) or _task(pool, where, today) or
+             _disk(pool, where))
     if error:
       return error
-  return None
+    tpu = machine.get('machineType') == _TPU['machine_type'] or (
+        machine.get('machineType') in _V5E['machine_chips'])
+    if tpu and len([p for p in pools if p]) > 1:
+      return ('%s: a TPU VM job has a single worker pool of one replica.' % where)
+  return _scheduling(spec, pools, path)
 
 
 def refusal(collection, body, region, today=None):
@@ -169,6 +247,9 @@ def refusal(collection, body, region, today=None):
   hyperparameterTuningJobs), or None when the service would take it."""
   today = today or datetime.date.today()
   body = body or {}
+  if len(body.get('displayName') or '') > TABLE['display_name_max']:
+    return ('Invalid display_name: it can be up to %d characters long; got %d.'
+            % (TABLE['display_name_max'], len(body['displayName'])))
   if collection == 'customJobs':
     return (_missing(body, '', _REQUIRED_CUSTOM_JOB) or
             custom_job_spec(body['jobSpec'], 'job_spec.', region, today))

@@ -34,7 +34,7 @@ def main(argv):
     raise app.UsageError('unexpected arguments: %s' % ' '.join(argv[1:]))
   log_noise.quiet_unless_verbose(FLAGS.verbosity)
   try:
-    aiplatform_env.check_hypertune_tag()
+    aiplatform_env.check_hypertune_trial()
     config = to_config.config_from_flags(FLAGS.flag_values_dict(),
                                          given={n for n in FLAGS if FLAGS[n].present})
     results = driver.run(config)

@@ -34,6 +34,7 @@ from flags import help_text
 from flags import submit_flags
 from trainer.cloud import aiplatform_job
 from trainer.cloud import image_build
+from trainer.cloud import scheduling
 from trainer.cloud import vertex_job
 from trainer.errors import PipelineError
 
@@ -109,7 +110,13 @@ def vertex_request(trainer_args):
       worker_count=FLAGS.worker_count, ps_count=FLAGS.ps_count,
       container_uri=FLAGS.container_uri, display_name=FLAGS.display_name or _default_name(),
       trainer_args=tuple(trainer_args), executor_image_uri=FLAGS.executor_image_uri,
-      tensorboard=FLAGS.tensorboard, service_account=FLAGS.service_account)
+      tensorboard=FLAGS.tensorboard, service_account=FLAGS.service_account,
+      scheduling=scheduling.Scheduling(
+          strategy=FLAGS.scheduling_strategy,
+          max_wait_duration=scheduling.seconds('max_wait_duration', FLAGS.max_wait_duration),
+          timeout=scheduling.seconds('timeout', FLAGS.timeout),
+          restart_job_on_worker_restart=FLAGS.restart_job_on_worker_restart,
+          disable_retries=FLAGS.disable_retries))
   if FLAGS.build_image:
     if not job.container_uri:
       raise PipelineError('--build_image builds and pushes --container_uri: give it, e.g. '
@@ -180,7 +187,7 @@ def submit_vertex(trainer_args):
   if package:
     vertex_submit.stage_package(package, package_uri, job.project)
   return vertex_submit.send(body, hptuning, job.project, job.region, FLAGS.api_endpoint,
-                            FLAGS.wait, FLAGS.poll_interval)
+                            FLAGS.wait, FLAGS.poll_interval, job.service_account)
 
 
 def main(argv):

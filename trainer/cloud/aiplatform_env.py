@@ -2,9 +2,14 @@
 hyperparameter-tuning trial it reports to.
 
 AI Platform runs each tuning trial with CLOUD_ML_HP_METRIC_TAG (the `hyperparameterMetricTag` of
-the job's config, e.g. top_1_accuracy) and CLOUD_ML_TRIAL_ID set; the trial's final value of that
-metric is reported through the cloudml-hypertune package, which writes it to a local file
-(CLOUD_ML_HP_METRIC_FILE, default /tmp/hypertune/output.metrics) that the service collects.
+the job's config, e.g. top_1_accuracy) and CLOUD_ML_TRIAL_ID set (Vertex AI: trainer.submit sets
+the tag in every trial's pools); the trial's final value of that metric is reported through the
+cloudml-hypertune package, which rewrites a local file that the service collects:
+$CLOUD_ML_HP_METRIC_FILE, default /tmp/hypertune/output.metrics. On Google's training service
+that file lies under /var/hypertune, writable by root only (cloudml-hypertune's PyPI page;
+GoogleCloudPlatform/cloudml-hypertune#6): the project's image gives the file to its unprivileged
+user before dropping root (scripts/container-entrypoint), and check_hypertune_trial proves it
+writable before any training.
 """
 
 import os
@@ -15,6 +20,7 @@ from trainer.cloud import cluster_env
 from trainer.errors import PipelineError
 
 METRIC_TAG_ENV = 'CLOUD_ML_HP_METRIC_TAG'
+METRIC_FILE_ENV = 'CLOUD_ML_HP_METRIC_FILE'
 
 
 def distributed_task(environ=None):
@@ -47,17 +53,52 @@ def distributed_task(environ=None):
 TUNABLE_METRICS = ('top_1_accuracy', 'top_5_accuracy', 'loss')
 
 
-def check_hypertune_tag(environ=None):
-  """Before training: a tuning trial's metric tag must name one of `TUNABLE_METRICS`.
+def _is_reporter(environ):
+  """The chief (or the only process) reports a trial's metric; workers and servers do not."""
+  task = distributed_task(environ)
+  return task is None or task[0] in ('chief', 'master')
+
+
+def check_hypertune_trial(environ=None):
+  """Before training, in a tuning trial ($CLOUD_ML_HP_METRIC_TAG set): the tag names one of
+  `TUNABLE_METRICS`, and on the reporting process cloudml-hypertune's metric file can be written
+  (opened for appending, created empty if absent; its directory created as the library does).
 
   Raises:
-    PipelineError: it does not (the trial would otherwise train and then fail to report).
+    PipelineError: the tag names no metric of this trainer, cloudml-hypertune is missing, or the
+      file cannot be written (the trial would otherwise train for hours and then fail to report).
   """
   environ = os.environ if environ is None else environ
   tag = environ.get(METRIC_TAG_ENV)
-  if tag and tag not in TUNABLE_METRICS:
+  if not tag:
+    return
+  if tag not in TUNABLE_METRICS:
     raise PipelineError('hyperparameterMetricTag %r (from $%s) is not a metric of this trainer; '
                         'use one of %s.' % (tag, METRIC_TAG_ENV, ', '.join(TUNABLE_METRICS)))
+  if not _is_reporter(environ):
+    return
+  path = environ.get(METRIC_FILE_ENV) or '(cloudml-hypertune\'s default)'
+  try:
+    path = _hypertune(tag).HyperTune().metric_path  # makes the directory, as when reporting
+    with open(path, 'a'):
+      pass
+  except OSError as e:
+    raise PipelineError(
+        'this hyperparameter-tuning trial cannot write its metric file %s as uid %d (%s), so it '
+        'would train and then report nothing. Google\'s training service keeps that file in a '
+        'root-owned /var/hypertune: run the project\'s image as it is built (its entrypoint gives '
+        'the file to the trainer\'s user before dropping root, docs/cloud.md), or run the '
+        'container as root.' % (path, os.getuid(), e.strerror or e))
+
+
+def _hypertune(tag):
+  try:
+    import hypertune  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise PipelineError('this is a hyperparameter-tuning trial ($%s=%s) but cloudml-hypertune is '
+                        'not installed: `pip install cloudml-hypertune` (setup.py lists it).'
+                        % (METRIC_TAG_ENV, tag))
+  return hypertune
 
 
 def report_hypertune_metric(results, environ=None):
@@ -77,18 +118,12 @@ def report_hypertune_metric(results, environ=None):
   tag = environ.get(METRIC_TAG_ENV)
   if not tag or results.get('task_type') not in (None, 'chief', 'master'):
     return None  # not a tuning trial, or a worker / parameter server (the chief reports)
-  check_hypertune_tag(environ)
+  check_hypertune_trial(environ)
   value = results.get(tag)
   if value is None:
     raise PipelineError('this run (mode %s) produced no %s to report to hyperparameter tuning; '
                         'use --mode=train_and_eval.' % (results.get('mode'), tag))
-  try:
-    import hypertune  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    raise PipelineError('this is a hyperparameter-tuning trial ($%s=%s) but cloudml-hypertune is '
-                        'not installed: `pip install cloudml-hypertune` (setup.py lists it).'
-                        % (METRIC_TAG_ENV, tag))
-  hypertune.HyperTune().report_hyperparameter_tuning_metric(
+  _hypertune(tag).HyperTune().report_hyperparameter_tuning_metric(
       hyperparameter_metric_tag=tag, metric_value=float(value),
       global_step=int(results.get('global_step') or 0))
   logging.info('Reported %s = %.6f to AI Platform hyperparameter tuning (trial %s)', tag, value,

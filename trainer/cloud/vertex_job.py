@@ -19,12 +19,13 @@ import shlex
 from trainer.cloud import aiplatform_env
 from trainer.cloud import machine_rules
 from trainer.cloud import prebuilt_images
+from trainer.cloud import scheduling
 from trainer.errors import PipelineError
 
 JobRequest = collections.namedtuple(
     'JobRequest', 'project region staging_bucket base_output_dir machine_type accelerator_type '
     'accelerator_count worker_count ps_count container_uri display_name trainer_args '
-    'executor_image_uri tensorboard service_account', defaults=(None, None, None))
+    'executor_image_uri tensorboard service_account scheduling', defaults=(None,) * 4)
 
 PYTHON_MODULE = 'trainer.main'
 _CLOUD_STORAGE_PATH = re.compile(r'^(gs://|/gcs/)[^/]+')  # with a bucket
@@ -128,9 +129,10 @@ def _check_image(job, today):
     raise PipelineError(
         'no image to run: Vertex AI\'s prebuilt TensorFlow images with tf.estimator reached their '
         'end of availability (trainer/cloud/prebuilt_images.py), so the job runs in the trainer\'s '
-        'own image. Build and push it from the repository root: `docker build --target %s -t %s . '
-        '&& docker push %s`, then pass --container_uri=%s (or add --build_image to do both here); '
-        'see docs/cloud.md.' % (target, IMAGE_EXAMPLE, IMAGE_EXAMPLE, IMAGE_EXAMPLE))
+        'own image. Build and push it from the repository root: `DOCKER_BUILDKIT=1 docker build '
+        '--platform=linux/amd64 --target %s -t %s . && docker push %s`, then pass '
+        '--container_uri=%s (or add --build_image to do both here); see docs/cloud.md.'
+        % (target, IMAGE_EXAMPLE, IMAGE_EXAMPLE, IMAGE_EXAMPLE))
   if prebuilt_images.is_prebuilt(job.container_uri):
     raise PipelineError('--container_uri=%s is a prebuilt Vertex AI image: it holds no trainer. '
                         'Pass an image built from the repository\'s Dockerfile (docs/cloud.md).'
@@ -196,8 +198,12 @@ def validate(job, today=None):
     if getattr(job, flag) < 0:
       raise PipelineError('--%s=%d: a replica count is 0 or more.' % (flag, getattr(job, flag)))
   if job.ps_count and not job.worker_count:
-    warnings.append('parameter servers without workers: only the chief trains.')
+    raise PipelineError('--ps_count=%d without --worker_count: only the chief would train, its '
+                        'variables on parameter servers, slower than alone (and gcloud\'s --config '
+                        'cannot hold the empty worker pool that job needs). Add --worker_count=N or '
+                        'drop --ps_count.' % job.ps_count)
   machine_rules.check(job, warnings)
+  scheduling.check(job, warnings)
   if not job.display_name or len(job.display_name) > _DISPLAY_NAME_MAX:
     raise PipelineError('--display_name must have 1 to %d characters.' % _DISPLAY_NAME_MAX)
   _check_tensorboard(job)
@@ -245,12 +251,12 @@ def task_spec(pool):
 
 def custom_job_spec(job, package_uri=None):
   """The CustomJobSpec of `job` as a camelCase dict: pool 0 chief, 1 workers, 2 parameter servers
-  (an N1 machine's GPUs left out); an empty pool stands for workers when only parameter servers
-  are asked. `package_uri`: the staged sdist, for a prebuilt executor image only.
+  (an N1 machine's GPUs left out), and the scheduling. `package_uri`: the staged sdist, for a
+  prebuilt executor image only.
   """
   pools = [_pool(job, 1, package_uri)]
-  if job.worker_count or job.ps_count:
-    pools.append(_pool(job, job.worker_count, package_uri) if job.worker_count else {})
+  if job.worker_count:
+    pools.append(_pool(job, job.worker_count, package_uri))
   if job.ps_count:
     pools.append(_pool(job, job.ps_count, package_uri, chief_or_worker=False))
   spec = {'workerPoolSpecs': pools}
@@ -260,6 +266,8 @@ def custom_job_spec(job, package_uri=None):
     spec['serviceAccount'] = job.service_account
   if job.tensorboard:
     spec['tensorboard'] = job.tensorboard
+  if scheduling.spec(job.scheduling):
+    spec['scheduling'] = scheduling.spec(job.scheduling)
   return spec
 
 
@@ -307,8 +315,7 @@ def hyperparameter_tuning_job(job, package_uri, config):
   # every replica rather than rely on Vertex AI to set it: without it a trial reports nothing.
   tag = {'name': aiplatform_env.METRIC_TAG_ENV, 'value': metric}
   for pool in body['trialJobSpec']['workerPoolSpecs']:
-    if pool:
-      task_spec(pool)['env'] = [tag]
+    task_spec(pool)['env'] = [tag]
   return body
 
 

@@ -19,14 +19,17 @@ from trainer.errors import PipelineError
 PIP_COMMAND = "pip install '.[cloud]' in the repository (or: pip install google-cloud-aiplatform)"
 TERMINAL_STATES = ('JOB_STATE_SUCCEEDED', 'JOB_STATE_FAILED', 'JOB_STATE_CANCELLED',
                    'JOB_STATE_EXPIRED', 'JOB_STATE_PARTIALLY_SUCCEEDED')
-_CONSOLE = 'https://console.cloud.google.com/vertex-ai/locations/%s/training/%s%s?project=%s'
+# The job's page in the Cloud console, as python-aiplatform links it since the console moved with
+# the product's new name, Gemini Enterprise Agent Platform (jobs.py `_dashboard_uri`, v1.150.0,
+# "Custom job url after rebrand"): CustomJobs and tuning jobs alike under /training/.
+_CONSOLE = 'https://console.cloud.google.com/agent-platform/locations/%s/training/%s?project=%s'
 # What to check for each kind of refusal (google.api_core.exceptions class names: the gRPC
 # transport raises the first of each pair, REST the HTTP one).
 _HINTS = {
     'PermissionDenied': 'check that your account (gcloud auth application-default login, or the '
                         'VM\'s service account) has roles/aiplatform.user on project %(project)s '
                         'and that the Vertex AI API is enabled there (gcloud services enable '
-                        'aiplatform.googleapis.com --project=%(project)s)',
+                        'aiplatform.googleapis.com --project=%(project)s)%(act_as)s',
     'Unauthenticated': 'run `gcloud auth application-default login`',
     'NotFound': 'check --project=%(project)s and --region=%(region)s',
     'InvalidArgument': 'the service refused the request as invalid: check the machine and '
@@ -58,16 +61,21 @@ def aiplatform_v1():
   return module
 
 
-def service_error(error, project, region, action, storage=False):
-  """A PipelineError of one line for an exception of the Google client libraries."""
+def service_error(error, project, region, action, storage=False, service_account=None):
+  """A PipelineError of one line for an exception of the Google client libraries;
+  `service_account`: the job's --service_account, which the caller must be allowed to act as."""
   kind = type(error).__name__
   message = ' '.join(str(getattr(error, 'message', None) or error).split())
   hints = _STORAGE_HINTS if storage else _HINTS
   hint = hints.get(_HTTP_NAMES.get(kind, kind), 'check --project=%(project)s and '
                    '--region=%(region)s')
+  act_as = ('; and, for --service_account=%s, that your account may act as it: '
+            'roles/iam.serviceAccountUser on that service account (gcloud iam service-accounts '
+            'add-iam-policy-binding %s --member=user:YOU --role=roles/iam.serviceAccountUser)'
+            % (service_account, service_account)) if service_account else ''
   return PipelineError('%s failed: %s (%s); %s.' % (
-      action, _HTTP_NAMES.get(kind, kind), message, hint % {'project': project,
-                                                             'region': region}))
+      action, _HTTP_NAMES.get(kind, kind), message,
+      hint % {'project': project, 'region': region, 'act_as': act_as}))
 
 
 def _client_errors():
@@ -87,9 +95,22 @@ def message_json(message_class, body):
   try:
     message = message_class.from_json(json.dumps(body))
   except Exception as e:  # json_format.ParseError and friends: the message names the field
-    raise PipelineError('the job request is not valid for the Vertex AI API: %s' % e)
+    raise PipelineError('the job request is not valid for the Vertex AI API as google-cloud-'
+                        'aiplatform %s knows it: %s. A field or value newer than that library (Spot '
+                        'and Flex-start scheduling need 1.66 or later, H100 Mega, H200 and B200 '
+                        'later still; 1.34.0 is the last for Python 3.7) needs `pip install -U '
+                        'google-cloud-aiplatform` on Python 3.8 or later.'
+                        % (_library_version(), ' '.join(str(e).split())))
   # protobuf's own writer: camelCase, enum names, no default-valued fields, on every protobuf.
   return message, json_format.MessageToJson(message_class.pb(message), indent=2)
+
+
+def _library_version():
+  try:
+    from google.cloud.aiplatform import version  # pylint: disable=g-import-not-at-top
+    return version.__version__
+  except ImportError:
+    return '(version unknown)'
 
 
 def job_service_client(region, api_endpoint=None):
@@ -143,9 +164,8 @@ def job_id(name):
   return name.rsplit('/', 1)[-1]
 
 
-def console_link(name, project, region, hptuning=False):
-  return _CONSOLE % (region, 'hyperparameter-tuning-jobs/' if hptuning else '', job_id(name),
-                     project)
+def console_link(name, project, region):
+  return _CONSOLE % (region, job_id(name), project)
 
 
 def create(client, parent, message, hptuning=False):
@@ -163,7 +183,7 @@ def wait(client, name, project, region, hptuning=False, poll_interval=30.0, slee
     0 if the job succeeded, 1 otherwise (its error message logged).
   """
   get = client.get_hyperparameter_tuning_job if hptuning else client.get_custom_job
-  link = console_link(name, project, region, hptuning)
+  link = console_link(name, project, region)
   last = None
   while True:
     job = get(name=name)
@@ -181,7 +201,8 @@ def wait(client, name, project, region, hptuning=False, poll_interval=30.0, slee
   return 1
 
 
-def send(body, hptuning, project, region, api_endpoint, wait_for_end, poll_interval):
+def send(body, hptuning, project, region, api_endpoint, wait_for_end, poll_interval,
+         service_account=None):
   """Creates the job of `body` (a camelCase request dict) and, with `wait_for_end`, waits for it.
 
   Returns:
@@ -199,9 +220,10 @@ def send(body, hptuning, project, region, api_endpoint, wait_for_end, poll_inter
     created = create(client, parent, message, hptuning)
     print(created.name)
     logging.info('Created %s (%s): %s', created.name, created.state.name,
-                 console_link(created.name, project, region, hptuning))
+                 console_link(created.name, project, region))
     if not wait_for_end:
       return 0
     return wait(client, created.name, project, region, hptuning, poll_interval)
   except _client_errors() as e:
-    raise service_error(e, project, region, 'the Vertex AI request')
+    raise service_error(e, project, region, 'the Vertex AI request',
+                        service_account=service_account)
