@@ -6,7 +6,8 @@
 # Targets (docs/container.md says what was built and run, and what was not):
 #   cpu  tensorflow-cpu 2.15.1 + tensorflow-estimator 2.15.0 (setup.py's [tf2] extra) on
 #        Python 3.11. Built and run by `make test` (tests/test_container.py).
-#   gpu  tensorflow[and-cuda] 2.15.1: pip brings CUDA 12.2 and cuDNN 8.9, the versions TensorFlow
+#   gpu  tensorflow[and-cuda] 2.15.1 (setup.py's [tf2-gpu] extra, pinned by constraints/
+#        py310-gpu.txt): pip brings CUDA 12.2 and cuDNN 8.9, the versions TensorFlow
 #        2.15 was built and tested with ("Tested build configurations",
 #        https://www.tensorflow.org/install/source#gpu); the host needs only the NVIDIA driver. The
 #        base is NVIDIA's CUDA 12.2 "base" flavour (no toolkit libraries: the wheels bring them),
@@ -14,7 +15,8 @@
 #   tpu  Cloud TPU's own TensorFlow 2.15.0 build and libtpu 1.9.0 in /lib, as Vertex AI's "Training
 #        with TPU accelerators" page gives them for a custom container on a TPU VM
 #        (https://cloud.google.com/vertex-ai/docs/training/training-with-tpu-vm; libtpu 1.9.0 is
-#        TF 2.15's: https://cloud.google.com/tpu/docs/runtimes). That wheel is for Python 3.10.
+#        TF 2.15's: https://cloud.google.com/tpu/docs/runtimes). That wheel is for Python 3.10;
+#        the rest is pinned by constraints/py310-tpu.txt.
 #        Stream-executor runtime (TPU v2/v3): TPUEstimator does not run on PJRT-only TPUs (v5e,
 #        v5p; tensorflow/tensorflow#90807), which trainer.tpu.compatibility refuses at start-up.
 #
@@ -28,7 +30,10 @@
 #
 # pip trusts the host's CA bundle during the build when given as a secret (nothing of it stays in
 # the image; without it pip uses its own CAs):
-#   DOCKER_BUILDKIT=1 docker build --secret id=ca,src=/etc/ssl/certs/ca-certificates.crt ...
+#   DOCKER_BUILDKIT=1 docker build --platform=linux/amd64 \
+#       --secret id=ca,src=/etc/ssl/certs/ca-certificates.crt ...
+# (linux/amd64: Vertex AI's machines that these images run on are x86; `trainer.submit
+# --build_image` builds that way on any laptop.)
 # Needs BuildKit (RUN --mount): Docker's default builder since 23.0; on older Docker (Debian's
 # docker.io 20.10) set DOCKER_BUILDKIT=1. No `# syntax=` line: BuildKit's built-in Dockerfile
 # frontend reads this file, so a build needs no image but the base.
@@ -82,10 +87,11 @@ RUN apt-get update && apt-get install -y --no-install-recommends python3 python3
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
     && python3 -m venv /opt/venv
 RUN --mount=type=bind,source=setup.py,target=/tmp/deps/setup.py \
+    --mount=type=bind,source=constraints/py310-gpu.txt,target=/tmp/py310-gpu.txt \
     --mount=type=secret,id=ca \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi \
     && cp -r /tmp/deps /tmp/deps-rw \
-    && pip install /tmp/deps-rw 'tensorflow[and-cuda]==2.15.1' 'tensorflow-estimator==2.15.0' \
+    && pip install -c /tmp/py310-gpu.txt '/tmp/deps-rw[tf2-gpu]' \
     && pip uninstall -y tpu-estimator-pipeline && rm -rf /tmp/deps-rw
 RUN --mount=type=bind,target=/tmp/src --mount=type=secret,id=ca \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi \
@@ -105,11 +111,13 @@ RUN apt-get update && apt-get install -y --no-install-recommends tini \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
     && python3 -m venv /opt/venv
 RUN --mount=type=bind,source=setup.py,target=/tmp/deps/setup.py \
+    --mount=type=bind,source=constraints/py310-tpu.txt,target=/tmp/py310-tpu.txt \
     --mount=type=secret,id=ca \
     if [ -s /run/secrets/ca ]; then \
       export PIP_CERT=/run/secrets/ca SSL_CERT_FILE=/run/secrets/ca; fi \
     && cp -r /tmp/deps /tmp/deps-rw \
-    && pip install /tmp/deps-rw "$TF_TPU_WHEEL" 'tensorflow-estimator==2.15.0' \
+    && pip install -c /tmp/py310-tpu.txt /tmp/deps-rw "$TF_TPU_WHEEL" \
+       'tensorflow-estimator==2.15.0' \
     && pip uninstall -y tpu-estimator-pipeline && rm -rf /tmp/deps-rw \
     && python -c "import sys, urllib.request as u; u.urlretrieve(sys.argv[1], '/lib/libtpu.so')" \
        "$LIBTPU_URL"

@@ -6,6 +6,7 @@ project's own virtualenvs each bring their own TensorFlow build, and pip must no
   pip install '.[tf1]'          # + tensorflow==1.15.5        (Python 3.7)
   pip install '.[tf1-mkl]'      # + intel-tensorflow==1.15.2  (Python 3.7, x86-64)
   pip install '.[tf2]'          # + tensorflow-cpu 2.15.1 and tensorflow-estimator 2.15.0
+  pip install '.[tf2-gpu]'      # + tensorflow[and-cuda] 2.15.1 (CUDA 12.2 from pip), estimator
   pip install '.[keras]'        # + tensorflow-cpu 2.21.0, keras 3.15.1, jax 0.10.2, tensorboard
                                 #   (Python 3.11+)
   pip install '.[keras-torch]'  # + torch 2.13.0, Keras 3's PyTorch backend; PyPI's Linux wheel
@@ -37,6 +38,8 @@ setup(
         'tf1-mkl': ['intel-tensorflow==1.15.2', 'protobuf<3.21', 'google-api-python-client',
                     'oauth2client'],
         'tf2': ['tensorflow-cpu==2.15.1', 'tensorflow-estimator==2.15.0'],
+        # The Dockerfile's gpu target: pip brings CUDA 12.2 and cuDNN 8.9 (Linux x86-64).
+        'tf2-gpu': ['tensorflow[and-cuda]==2.15.1', 'tensorflow-estimator==2.15.0'],
         # The Keras 3 side of the migration off Estimator: TF 2.21 has no tf.estimator, and
         # Keras >= 3.13 needs Python >= 3.11. JAX is Keras 3's other backend.
         # TF 2.21 no longer brings TensorBoard, whose summary writer trainer.train_keras uses.
