@@ -239,6 +239,7 @@ SPOT = ('--scheduling_strategy=SPOT', '--timeout=36h', '--restart_job_on_worker_
 
 @pytest.mark.parametrize('flags, hptuning', [
     (('--machine_type=a3-megagpu-8g', '--accelerator_type=NVIDIA_H100_MEGA_80GB'), False),
+    (('--machine_type=a3-highgpu-1g', '--accelerator_type=NVIDIA_H100_80GB'), False),
     (('--machine_type=a3-ultragpu-8g', '--accelerator_type=NVIDIA_H200_141GB',
       '--scheduling_strategy=FLEX_START', '--max_wait_duration=6h', '--timeout=7d'), False),
     (('--machine_type=a2-ultragpu-1g', '--accelerator_type=NVIDIA_A100_80GB',
@@ -270,6 +271,10 @@ def test_todays_machines_and_spot_jobs_pass_both(flags, hptuning, standin, tmp_p
      _pool('ct5lp-hightpu-4t', 'TPU_V5_LITEPOD', 4), 'only support PJRT'),
     (('--machine_type=ct6e-standard-4t',), _pool('ct6e-standard-4t'),
      'TensorFlow is no longer supported'),
+    (('--machine_type=tpu7x-standard-4t',), _pool('tpu7x-standard-4t'),
+     'TensorFlow is not supported on Ironwood'),
+    (('--machine_type=g4-standard-48', '--accelerator_type=NVIDIA_RTX_PRO_6000'),
+     _pool('g4-standard-48', 'NVIDIA_RTX_PRO_6000', 1), 'is a Blackwell GPU'),
 ])
 def test_machines_the_service_offers_but_the_image_cannot_use(flags, pool, submit_says, standin,
                                                               tmp_path):
