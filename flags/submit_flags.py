@@ -138,9 +138,10 @@ def _define_vertex_flags():
   flags.DEFINE_enum('scheduling_strategy', None, ('STANDARD', 'SPOT', 'FLEX_START'),
                     'CustomJobSpec.scheduling.strategy, also of each tuning trial. STANDARD: '
                     'on-demand VMs (the service\'s default). SPOT: Spot VMs, cheaper and '
-                    'reclaimable: a reclaimed replica saves a checkpoint, exits 75 and is restarted '
-                    'from $AIP_CHECKPOINT_DIR (docs/cloud.md, Spot VMs). FLEX_START: queue for L4, '
-                    'A100, H100, H200 or B200 machines (Dynamic Workload Scheduler), 7 days at most.')
+                    'reclaimable: a reclaimed replica saves a checkpoint, exits 75 and is '
+                    'restarted from $AIP_CHECKPOINT_DIR (docs/cloud.md, Spot VMs). FLEX_START: '
+                    'queue for L4, A100, H100 or H200 machines (Dynamic Workload Scheduler), 7 '
+                    'days at most.')
   flags.DEFINE_string('max_wait_duration', None,
                       'FLEX_START: how long the job may queue for its machines, e.g. 6h or 2d; 0 '
                       'waits indefinitely. Service default: 1 day.')

@@ -170,6 +170,7 @@ SPOT_ARGS = ['--data_dir=/data', '--model=cnn', '--image_size=28', '--train_batc
 # accuracy equals the uninterrupted run's up to that noise: resumed runs cut at steps 50, 200 and
 # 330 ended within 0.032 of the uninterrupted run's 0.794 (BENCHMARKS.md, "Spot preemption").
 ACCURACY_TOLERANCE = 0.05
+_LOSS = re.compile(r'\] step (\d+)/\d+ loss ([\d.]+)')
 
 
 @pytest.fixture
@@ -215,6 +216,12 @@ def test_a_spot_preemption_resumes_to_the_accuracy_of_an_uninterrupted_run(spot_
                            universal_newlines=True, timeout=600)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert 'Resuming from the checkpoint at step %d' % step in resumed.stderr
+  # The weights came back, not only the step count: the resumed run's first logged loss is the
+  # trained network's, far below the first loss of the run from scratch (6.0 at step 1).
+  (first_step, first_loss), = _LOSS.findall(run.stderr)[:1]
+  (resumed_step, resumed_loss), = _LOSS.findall(resumed.stderr)[:1]
+  assert int(first_step) <= 2 and int(resumed_step) > step
+  assert float(resumed_loss) < 0.5 * float(first_loss), (resumed_loss, first_loss)
   results = _results(job)
   print('preempted at step %d: top_1_accuracy %.4f resumed, %.4f uninterrupted'
         % (step, results['top_1_accuracy'], expected))  # shown by pytest -s

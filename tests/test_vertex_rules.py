@@ -288,6 +288,14 @@ def test_machines_the_service_offers_but_the_image_cannot_use(flags, pool, submi
         'imageUri': IMAGE, 'env': [{'name': 'HP-TAG', 'value': 'loss'}]})), 'valid C identifier'),
     (_job(dict(_pool('n1-standard-8'), diskSpec={'bootDiskType': 'pd-balanced'})),
      'valid values are pd-ssd, pd-standard, hyperdisk-balanced'),
+    (_job(dict(_pool('n1-standard-8'), diskSpec={'bootDiskSizeGb': 99})),
+     'boot_disk_size_gb 99: it must be between 100 and 64000'),
+    (_job(_pool('cloud-tpu', 'TPU_V3', 0)), 'acceleratorCount 8 (a TPU VM) or a multiple of 32'),
+    (_job(_pool('ct6e-standard-5t')), 'Machine type "ct6e-standard-5t" is not supported'),
+    (_job(dict(_pool('ct5lp-hightpu-4t', 'TPU_V5_LITEPOD', 4),
+               machineSpec={'machineType': 'ct5lp-hightpu-4t', 'acceleratorType': 'TPU_V5_LITEPOD',
+                            'acceleratorCount': 4, 'tpuTopology': '2xx'})),
+     'Invalid job_spec.worker_pool_specs[0].machine_spec.tpu_topology "2xx"'),
     (dict(_job(_pool('cloud-tpu', 'TPU_V3', 32)), jobSpec=dict(
         _job(_pool('cloud-tpu', 'TPU_V3', 32))['jobSpec'], scheduling={'strategy': 'SPOT'})),
      'Spot VMs cannot be used with TPU Pods'),
@@ -344,5 +352,6 @@ def test_the_printed_gcloud_config_passes_gclouds_own_check(pools, image, tmp_pa
         aiplatform_v1.HyperparameterTuningJob if hptuning else aiplatform_v1.CustomJob, body)
     lines = vertex_job.gcloud_commands(job, json.loads(text), hptuning)
     config = json.loads('\n'.join(lines[1:lines.index('EOF')]))
-    assert _gcloud_refusal(config['trialJobSpec'] if hptuning else config) is None
-    assert len(config['trialJobSpec' if hptuning else 'workerPoolSpecs']) > 0
+    spec = config['trialJobSpec'] if hptuning else config
+    assert _gcloud_refusal(spec) is None
+    assert len(spec['workerPoolSpecs']) == 1 + bool(job.worker_count) + bool(job.ps_count)

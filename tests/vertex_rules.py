@@ -52,7 +52,11 @@ _N1_GPUS = {gpu for counts in _N1.values() for gpu in counts}
 _FIXED = {m: tuple(v) for m, v in TABLE['fixed_gpu_machines']['machines'].items()}
 _TPU = TABLE['tpu_vms']
 _V5E = TABLE['tpu_v5e']
+_NEWER_TPU_MACHINES = TABLE['tpu_machines_without_accelerator_type']
+_NEWER_TPU_MACHINE = re.compile(r'^(ct6e|tpu7x)-')
 _C_IDENTIFIER = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+_TOPOLOGY = re.compile(r'^\d+(x\d+)*$')
+_WHOLE_NUMBER = re.compile(r'^\d+$')
 _DURATION = re.compile(r'^(\d+)(?:\.\d+)?s$')
 
 
@@ -82,7 +86,7 @@ def _accelerator(spec):
 def _tpu_chips(machine, spec):
   """The chips of a v5e slice: the product of its tpuTopology, else the machine's own."""
   topology = spec.get('tpuTopology')
-  if topology:
+  if topology and _TOPOLOGY.match(topology):
     chips = 1
     for side in topology.split('x'):
       chips *= int(side)
@@ -97,7 +101,18 @@ def _machine(spec, where, region):
     return 'List of found errors:\t1.Field: %s.machine_spec.machine_type; Message: Required ' \
            'field is not set.\t' % where
   accelerator = _accelerator(spec)
-  count = int(spec.get('acceleratorCount') or 0)
+  count = int(spec.get('acceleratorCount') or 0)  # the client sends an int32
+  topology = spec.get('tpuTopology')
+  if topology and not _TOPOLOGY.match(topology):
+    return 'Invalid %s.machine_spec.tpu_topology "%s".' % (where, topology)
+  if _NEWER_TPU_MACHINE.match(machine):
+    known = [m for names in _NEWER_TPU_MACHINES.values() if isinstance(names, list)
+             for m in names]
+    if machine not in known:
+      return 'Machine type "%s" is not supported.' % machine
+    if accelerator:
+      return ('Machine type "%s" takes no accelerator type; got %s.' % (machine, accelerator))
+    return None
   if machine in _FIXED:
     if (accelerator, count) != _FIXED[machine]:
       return ('Machine type "%s" requires accelerator type %s with count %s; got %s x %s.'
@@ -118,7 +133,8 @@ def _machine(spec, where, region):
   if accelerator in _TPU['accelerators']:
     if machine != _TPU['machine_type']:
       return 'Accelerator "%s" is not supported for machine type "%s".' % (accelerator, machine)
-    if count != _TPU['single_host_cores'] and count % _TPU['pod_cores_multiple']:
+    if count <= 0 or (count != _TPU['single_host_cores'] and
+                      count % _TPU['pod_cores_multiple']):
       return ('%s supports acceleratorCount 8 (a TPU VM) or a multiple of 32 (a TPU Pod); got '
               '%d.' % (accelerator, count))
     if region not in _TPU['regions'][accelerator]:
@@ -149,7 +165,7 @@ def _disk(pool, where):
     return ('Invalid %s.disk_spec.boot_disk_type "%s": valid values are %s.'
             % (where, kind, ', '.join(TABLE['boot_disk_types'])))
   low, high = TABLE['boot_disk_size_gb']
-  if size and not low <= int(size) <= high:
+  if size and (not _WHOLE_NUMBER.match(str(size)) or not low <= int(size) <= high):
     return ('Invalid %s.disk_spec.boot_disk_size_gb %s: it must be between %d and %d.'
             % (where, size, low, high))
   return None
@@ -223,7 +239,8 @@ def custom_job_spec(spec, path, region, today):
   if not pools or not pools[0]:
     return ('List of found errors:\t1.Field: %sworker_pool_specs; Message: Required field is not '
             'set.\t' % path)
-  if int(pools[0].get('replicaCount') or 0) != 1:
+  replicas = str(pools[0].get('replicaCount') or 0)
+  if not _WHOLE_NUMBER.match(replicas) or int(replicas) != 1:
     return ('%sworker_pool_specs[0].replica_count must be 1: the first worker pool is the '
             'primary replica; got %s.' % (path, pools[0].get('replicaCount') or 0))
   for i, pool in enumerate(pools):

@@ -21,6 +21,8 @@ from trainer.errors import PipelineError
 
 METRIC_TAG_ENV = 'CLOUD_ML_HP_METRIC_TAG'
 METRIC_FILE_ENV = 'CLOUD_ML_HP_METRIC_FILE'
+# cloudml-hypertune's own default when $CLOUD_ML_HP_METRIC_FILE is unset (hypertune/hypertune.py).
+DEFAULT_METRIC_FILE = '/tmp/hypertune/output.metrics'
 
 
 def distributed_task(environ=None):
@@ -77,9 +79,10 @@ def check_hypertune_trial(environ=None):
                         'use one of %s.' % (tag, METRIC_TAG_ENV, ', '.join(TUNABLE_METRICS)))
   if not _is_reporter(environ):
     return
-  path = environ.get(METRIC_FILE_ENV) or '(cloudml-hypertune\'s default)'
+  _hypertune(tag)
+  path = environ.get(METRIC_FILE_ENV, DEFAULT_METRIC_FILE)
   try:
-    path = _hypertune(tag).HyperTune().metric_path  # makes the directory, as when reporting
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)  # as HyperTune() does
     with open(path, 'a'):
       pass
   except OSError as e:

@@ -31,7 +31,7 @@ N1_GPUS = tuple(sorted({gpu for counts in N1_GPU_COUNTS.values() for gpu in coun
 FIXED_GPU_MACHINES = {m: tuple(v) for m, v in TABLE['fixed_gpu_machines']['machines'].items()}
 GPUS = tuple(sorted(set(N1_GPUS) | {g for g, _ in FIXED_GPU_MACHINES.values()}))
 _HOPPER = TABLE['gpu_generations']['hopper']
-_BLACKWELL = TABLE['gpu_generations']['blackwell']
+BLACKWELL = tuple(TABLE['gpu_generations']['blackwell'])
 _NO_TPUESTIMATOR = TABLE['tpus_without_tpuestimator']
 MACHINE_TYPE = re.compile(
     r'^(?:(?P<family>n1|n2|n2d|n4|e2|c2|m1|a2|a3|a4|a4x|g2|g4)-(?:standard|highmem|highcpu|'
@@ -39,6 +39,7 @@ MACHINE_TYPE = re.compile(
 # TPU machine types of generations TPUEstimator cannot use (TABLE's tpus_without_tpuestimator).
 _NEWER_TPU_MACHINE = re.compile(r'^(?P<kind>ct5lp|ct6e|tpu7x)-[a-z]+-\d+t$')
 _KEYS_OF_TPU_MACHINE = {'ct5lp': 'TPU_V5_LITEPOD', 'ct6e': 'ct6e', 'tpu7x': 'tpu7x'}
+_NEWER_TPU_ACCELERATORS = ('TPU_V5_LITEPOD', 'TPU_V4_POD')  # AcceleratorType names
 KERAS_ROAD = ('see the Keras road, trainer.train_keras on JAX (docs/migration.md; not run on '
               'them here)')
 
@@ -68,7 +69,7 @@ def _refuse_for_the_image(machine, accelerator):
         '--machine_type=%s has Arm CPUs: Vertex AI runs only images built for Arm there (%s), and '
         'TensorFlow 2.15 has no Arm GPU build; use a3-ultragpu-8g (H200) or a3-megagpu-8g '
         '(H100), or %s.' % (machine, TABLE['sources']['arm_hosts'].split(' ')[0], KERAS_ROAD))
-  if accelerator in _BLACKWELL:
+  if accelerator in BLACKWELL:
     raise PipelineError(
         '--accelerator_type=%s is a Blackwell GPU: TensorFlow 2.15, the last TensorFlow with '
         'tf.estimator, is built with CUDA 12.2 and cuDNN 8.9, and native Blackwell kernels need '
@@ -88,7 +89,7 @@ def _check_gpu(machine, accelerator, count, warnings):
     owners = _owners(accelerator)
     raise PipelineError('--accelerator_type=%s does not attach to --machine_type=%s: %s.' % (
         accelerator, machine, 'it comes with ' + ', '.join(owners) if owners else
-        'GPUs attach to n1- machine types or come with a2-, a3-, g2- and g4- ones'))
+        'GPUs attach to n1- machine types or come with a2-, a3-, a4-, a4x-, g2- and g4- ones'))
   elif accelerator not in N1_GPUS:
     raise PipelineError('--accelerator_type=%s does not attach to an N1 machine: it comes with %s '
                         '(Vertex AI "Configure compute resources").'
@@ -145,8 +146,9 @@ def _check_tpu(job, warnings):
 def _refuse_newer_tpu(machine, accelerator):
   """TPU generations Vertex AI offers on which TPUEstimator cannot run, with the reason."""
   match = _NEWER_TPU_MACHINE.match(machine)
-  key = _KEYS_OF_TPU_MACHINE[match.group('kind')] if match else accelerator
-  if key in _NO_TPUESTIMATOR:
+  key = _KEYS_OF_TPU_MACHINE[match.group('kind')] if match else (
+      accelerator if accelerator in _NEWER_TPU_ACCELERATORS else None)
+  if key:
     raise PipelineError('%s cannot run this trainer: %s. TPUEstimator runs on TPU v2 and v3 '
                         '(--machine_type=cloud-tpu --accelerator_type=TPU_V3); for newer TPUs %s.'
                         % ('--machine_type=' + machine if match else
@@ -176,6 +178,7 @@ def check(job, warnings):
       raise PipelineError('--accelerator_count=%d needs --accelerator_type.' % count)
     if machine in FIXED_GPU_MACHINES:
       gpu, fixed = FIXED_GPU_MACHINES[machine]
+      _refuse_for_the_image(machine, gpu)  # before advising a GPU that is refused next
       raise PipelineError('--machine_type=%s comes with %d x %s: pass --accelerator_type=%s '
                           '--accelerator_count=%d, or a CPU machine type such as n1-standard-8.'
                           % (machine, fixed, gpu, gpu, fixed))

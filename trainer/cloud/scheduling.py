@@ -74,9 +74,11 @@ def check(job, warnings):
 def _check_flex_start(job):
   accelerator = job.accelerator_type
   if accelerator not in _FLEX['accelerators']:
+    usable = [a for a in _FLEX['accelerators'] if a not in machine_rules.BLACKWELL]
     raise PipelineError(
-        '--scheduling_strategy=FLEX_START takes %s machines only; this job asks for %s (%s).' % (
-            ', '.join(_FLEX['accelerators']), accelerator or 'a CPU machine',
+        '--scheduling_strategy=FLEX_START takes %s machines only (and B200, which this '
+        'trainer\'s image cannot use); this job asks for %s (%s).' % (
+            ', '.join(usable), accelerator or 'a CPU machine',
             machine_rules.TABLE['sources']['flex_start'].split(' ')[0]))
   limit = _FLEX['max_timeout_seconds']
   if job.scheduling.timeout is not None and job.scheduling.timeout > limit:

@@ -31,7 +31,7 @@ PYTHON_MODULE = 'trainer.main'
 _CLOUD_STORAGE_PATH = re.compile(r'^(gs://|/gcs/)[^/]+')  # with a bucket
 _PROJECT = re.compile(r'^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|\d+)$')
 _REGION = re.compile(r'^[a-z]+-[a-z]+\d+$')
-_DISPLAY_NAME_MAX = 128
+_DISPLAY_NAME_MAX = machine_rules.TABLE['display_name_max']
 # An image reference: [HOST[:PORT]/]PATH[:TAG][@DIGEST], lowercase path.
 _IMAGE = re.compile(r'^[a-z0-9.-]+(?::\d+)?/[a-z0-9._/-]+(?::[\w][\w.-]{0,127})?'
                     r'(?:@sha256:[0-9a-f]{64})?$')
@@ -199,9 +199,9 @@ def validate(job, today=None):
       raise PipelineError('--%s=%d: a replica count is 0 or more.' % (flag, getattr(job, flag)))
   if job.ps_count and not job.worker_count:
     raise PipelineError('--ps_count=%d without --worker_count: only the chief would train, its '
-                        'variables on parameter servers, slower than alone (and gcloud\'s --config '
-                        'cannot hold the empty worker pool that job needs). Add --worker_count=N or '
-                        'drop --ps_count.' % job.ps_count)
+                        'variables on parameter servers, slower than alone (and gcloud\'s '
+                        '--config cannot hold the empty worker pool that job needs). Add '
+                        '--worker_count=N or drop --ps_count.' % job.ps_count)
   machine_rules.check(job, warnings)
   scheduling.check(job, warnings)
   if not job.display_name or len(job.display_name) > _DISPLAY_NAME_MAX:

@@ -95,12 +95,12 @@ def message_json(message_class, body):
   try:
     message = message_class.from_json(json.dumps(body))
   except Exception as e:  # json_format.ParseError and friends: the message names the field
-    raise PipelineError('the job request is not valid for the Vertex AI API as google-cloud-'
-                        'aiplatform %s knows it: %s. A field or value newer than that library (Spot '
-                        'and Flex-start scheduling need 1.66 or later, H100 Mega, H200 and B200 '
-                        'later still; 1.34.0 is the last for Python 3.7) needs `pip install -U '
-                        'google-cloud-aiplatform` on Python 3.8 or later.'
-                        % (_library_version(), ' '.join(str(e).split())))
+    raise PipelineError(
+        'the job request is not valid for the Vertex AI API as google-cloud-aiplatform %s knows '
+        'it: %s. A field or value newer than that library (Spot needs 1.62 or later, Flex-start '
+        '1.66; H100, H100 Mega and H200 are newer than 1.34.0, the last for Python 3.7) needs '
+        '`pip install -U google-cloud-aiplatform` on Python 3.8 or later.'
+        % (_library_version(), ' '.join(str(e).split())))
   # protobuf's own writer: camelCase, enum names, no default-valued fields, on every protobuf.
   return message, json_format.MessageToJson(message_class.pb(message), indent=2)
 
