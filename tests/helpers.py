@@ -5,6 +5,7 @@ import json
 import os
 import re
 import socket
+import signal
 import subprocess
 import sys
 import threading
@@ -107,11 +108,11 @@ class BackgroundRun(object):
   """`python -m trainer.main ARGS` in the background (in `env`, a whole environment, if given),
   its stderr collected line by line. As a context manager it kills a run still going at the end."""
 
-  def __init__(self, *args, env=None, command=None):
-    """command: what runs ARGS (default: python -m trainer.main)."""
+  def __init__(self, *args, env=None, command=None, preexec_fn=None):
+    """command: what runs ARGS (default: python -m trainer.main); preexec_fn: as Popen's."""
     command = command or [sys.executable, '-m', 'trainer.main']
     self.proc = subprocess.Popen(command + list(args), cwd=REPO,
-                                 env=env,
+                                 env=env, preexec_fn=preexec_fn,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                  universal_newlines=True)
     self.lines = []
@@ -152,6 +153,14 @@ class BackgroundRun(object):
     self.proc.wait(timeout)
     self._reader.join(10)
     return self.proc.returncode
+
+
+def as_in_a_terminal():
+  """A Popen preexec_fn: Ctrl-C (SIGINT) at its default, as a terminal's foreground command has
+  it. A command started in the background by a shell without job control (`cmd &`, as a CI
+  runner may start `make test`) inherits SIGINT ignored, and the trainer keeps an ignored SIGINT
+  ignored, as Python does."""
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def free_ports(count):

@@ -16,7 +16,7 @@ import time
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import REPO, BackgroundRun, ok, results_of, run_main, write_subset
+from helpers import REPO, BackgroundRun, as_in_a_terminal, ok, results_of, run_main, write_subset
 from trainer.run import checkpoints
 from trainer.run import preemption
 from trainer.run import run_errors
@@ -71,7 +71,8 @@ def _stuck_training(tmp_path, grace_secs):
         time.sleep(60)
       ''').replace('MODEL_DIR', str(tmp_path)).replace('GRACE', str(grace_secs))
   proc = subprocess.Popen([sys.executable, '-c', script], cwd=REPO, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True)
+                          stderr=subprocess.PIPE, universal_newlines=True,
+                          preexec_fn=as_in_a_terminal)
   assert proc.stdout.readline().strip() == 'ready', proc.communicate()[1][-3000:]
   return proc
 
@@ -227,7 +228,7 @@ def test_ctrl_c_saves_the_step_reached_like_sigterm(small_dir, tmp_path):
   SIGTERM test's: the same saved checkpoint.)"""
   model_dir = str(tmp_path / 'model')
   args = _args(small_dir, model_dir, '--mode=train', '--save_checkpoints_steps=10000')
-  with BackgroundRun('--train_steps=10000', *args) as run:
+  with BackgroundRun('--train_steps=10000', *args, preexec_fn=as_in_a_terminal) as run:
     logged = run.wait_for_step(15)
     run.proc.send_signal(signal.SIGINT)
     assert run.wait() == EXIT_RESUMABLE, run.stderr[-3000:]
