@@ -66,6 +66,7 @@ setup(
         'tpu-pipeline-train=trainer.main:run',
         'tpu-pipeline-prepare=trainer.prepare.__main__:run',
         'tpu-pipeline-benchmark=trainer.benchmark.__main__:run',
+        'tpu-pipeline-advise=trainer.advise.__main__:run',
         'tpu-pipeline-submit=trainer.submit:run',
         'tpu-pipeline-export-keras=trainer.export_keras:run',
         'tpu-pipeline-finetune-keras=trainer.finetune_keras:run',

@@ -167,7 +167,7 @@ def test_cli_specs_come_from_the_commands_themselves(cli, scripts):
   """Every console script of setup.py is one of the checked commands, and each command's flags
   are read from its --helpxml: absl's own flags included, sub-commands from its main()."""
   assert set(scripts.values()) == {'trainer.main', 'trainer.prepare', 'trainer.submit',
-                                   'trainer.benchmark', 'trainer.export_keras',
+                                   'trainer.benchmark', 'trainer.advise', 'trainer.export_keras',
                                    'trainer.finetune_keras', 'trainer.train_keras'}
   assert {'helpfull', 'use_tpu', 'job_dir', 'train_epochs'} <= set(cli['trainer.main'].flags)
   assert cli['trainer.main'].flags['use_tpu'] and not cli['trainer.main'].flags['data_dir']
@@ -175,6 +175,7 @@ def test_cli_specs_come_from_the_commands_themselves(cli, scripts):
   assert 'fashion_mnist' in cli['trainer.prepare'].subcommands
   assert cli['trainer.benchmark'].subcommands == ('model', 'profile', 'input', 'conv', 'overhead')
   assert 'scale_tier' in cli['trainer.submit'].flags
+  assert {'targets', 'road', 'resnet_depth'} <= set(cli['trainer.advise'].flags)
   # The Keras runtime's commands, read from that runtime (they do not import under TF 2.15).
   assert {'check_predictions', 'use_moving_average'} <= set(cli['trainer.export_keras'].flags)
   assert cli['trainer.export_keras'].flags['use_moving_average'] is True

@@ -17,6 +17,7 @@ ENTRIES = {
     'trainer.submit': ['Every platform:', 'Vertex AI:', 'AI Platform (shut down on 2025-01-31):',
                        '--container_uri', '--tensorboard', '--scale_tier'],
     'trainer.benchmark': ['Model:', 'Benchmark:', '--warmup_steps', '--steps_per_window'],
+    'trainer.advise': ['Model:', 'Advise:', '--targets', '--road'],
 }
 
 

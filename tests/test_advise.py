@@ -1,0 +1,118 @@
+"""`python -m trainer.advise`: the step model's arithmetic, and its advice on the published cases
+that decide it: the iris network stays on the CPU (per-step overhead binds), ResNet-50 at 224 px
+on ImageNet's shapes moves to an accelerator (compute binds). BENCHMARKS.md ("Will a TPU help?")
+scores the predictions against measured and published step times.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers import REPO
+from trainer.advise import advisor
+from trainer.advise import host_probe
+from trainer.advise import job_cost
+from trainer.advise import step_model
+from trainer.advise import targets as targets_lib
+
+
+def _target(**overrides):
+  target = {'name': 't', 'kind': 'gpu', 'road': 'estimator', 'devices': 1,
+            'peak_flops': {'fp32': 1e12}, 'precision': 'fp32', 'heavy_efficiency': 0.5,
+            'memory_bandwidth': 1e11, 'memory_per_device': 1e9, 'fused': False,
+            'op_overhead': 1e-5, 'step_overhead': 1e-4, 'loop_overhead': 0.0}
+  target.update(overrides)
+  return target
+
+
+def _cost(ops, batch_size=100):
+  return job_cost.JobCost(name='x', batch_size=batch_size,
+                          ops=tuple(job_cost.OpCost(*op) for op in ops), flops_source='test',
+                          weight_bytes=1000, state_bytes=1000, activation_bytes=10 ** 6,
+                          heavy_output_bytes=10 ** 5, infeed_bytes_per_step=0)
+
+
+def test_each_op_is_compute_or_memory_bound_and_the_step_adds_them_up():
+  # A conv of 1 GFLOP at half of 1 TFLOP/s: 2 ms. A ReLU moving 100 MB at 100 GB/s: 1 ms.
+  cost = _cost([('Conv2D', 1e9, 10 ** 6), ('Relu', 1e6, 10 ** 8)])
+  p = step_model.predict(cost, _target())
+  assert p.compute_seconds == pytest.approx(2e-3)
+  assert p.memory_seconds == pytest.approx(1e-3)
+  assert p.overhead_seconds == pytest.approx(2 * 1e-5 + 1e-4)
+  assert p.seconds == pytest.approx(3e-3 + 2e-5 + 1e-4) and p.binds == 'compute'
+  assert p.lower == pytest.approx(1e-3 + 1e-3 + 2e-5 + 1e-4)  # the conv at full peak
+  # XLA on a TPU fuses the ReLU into the conv: no bytes of its own, no dispatch.
+  fused = step_model.predict(cost, _target(fused=True, kind='tpu', op_overhead=0.0))
+  assert fused.memory_seconds == 0 and fused.seconds == pytest.approx(2e-3 + 1e-6 + 1e-4)
+
+
+@pytest.mark.parametrize('rate, share, bound', [
+    (1e6, 0.0, 'no'), (100 / 3.3e-3, 0.3 / 3.3, 'moderately'), (100 / 4e-3, 0.25, 'highly')])
+def test_the_input_share_is_classed_by_the_profilers_5_and_20_percent(rate, share, bound):
+  cost = _cost([('Conv2D', 1e9, 0)])
+  target = _target(op_overhead=0.0, step_overhead=0.0, heavy_efficiency=1.0,
+                   peak_flops={'fp32': 1e9 / 3e-3})  # a 3 ms step
+  p = step_model.predict(cost, target, input_rate=rate)
+  assert p.input_share == pytest.approx(share) and p.input_bound == bound
+
+
+def _iris_train_op():
+  """The 4-32-3 dense network on 150 iris-shaped examples, batch 10, plain SGD (the seed
+  article's case; trainer.benchmark overhead times the same network)."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  dataset = tf.data.Dataset.from_tensor_slices(
+      (tf.zeros([150, 4]), tf.zeros([150], tf.int32))).repeat().batch(10, drop_remainder=True)
+  features, labels = tf.data.make_one_shot_iterator(dataset).get_next()
+  hidden = tf.layers.dense(features, 32, activation=tf.nn.relu)
+  loss = tf.losses.sparse_softmax_cross_entropy(labels, tf.layers.dense(hidden, 3))
+  return tf.train.GradientDescentOptimizer(0.1).minimize(
+      loss, global_step=tf.train.get_or_create_global_step())
+
+
+def test_the_iris_network_is_advised_to_stay_on_the_cpu():
+  """300 steps of a 4-32-3 network: every accelerator pays a fixed cost per step (a TPU's host
+  round trip, a GPU's kernel launches) far above the step's few microseconds of arithmetic."""
+  cost = job_cost.from_graph(_iris_train_op, 10, 'iris 4-32-3 batch 10')
+  assert 1e3 < job_cost.flops_per_step(cost) < 1e6
+  here = host_probe.target(host_probe.measure(repeats=3))
+  advice = advisor.advise(cost, targets_lib.select(['all'], here), train_steps=300,
+                          iterations_per_loop=1)
+  assert advice['verdict'].startswith('stay on the CPU'), advice['verdict']
+  rows = {r['target']: r for r in advice['rows']}
+  assert rows['TPU v2-8']['binds'] == 'overhead' and rows['V100']['binds'] == 'overhead'
+  assert rows['this CPU']['step_seconds'] < rows['TPU v2-8']['step_seconds']
+
+
+def test_resnet50_on_imagenet_shapes_is_advised_onto_an_accelerator(tmp_path):
+  """The command as a user runs it, on ImageNet's shapes (224 px, 1,000 classes)."""
+  output = tmp_path / 'advice.json'
+  proc = subprocess.run(
+      [sys.executable, '-m', 'trainer.advise', '--fake_data', '--model=resnet',
+       '--resnet_depth=50', '--image_size=224', '--num_classes=1000', '--train_batch_size=16',
+       '--train_steps=100000', '--targets=V100,A100 40GB,TPU v3-8', '--output=%s' % output],
+      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+      timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  record = json.loads(output.read_text())
+  # Forward and backward: about 3 x 4.1 GFLOP per image (He et al. 2016: 3.8 x 10^9 multiply-adds
+  # forward; the profiler counts a multiply-add as 2 and the backward pass as about twice it).
+  assert 15 * 20e9 < record['job']['flops_per_step'] < 16 * 30e9
+  advice = record['advice']
+  assert advice['verdict'].startswith('move to an accelerator'), advice['verdict']
+  rows = {r['target']: r for r in advice['rows']}
+  assert set(rows) == {'this CPU', 'V100', 'A100 40GB', 'TPU v3-8'}
+  assert rows['V100']['binds'] in ('compute', 'memory') and rows['V100']['fits']
+  assert rows['TPU v3-8']['run_cost_on_demand'] > 0
+  assert 'move to an accelerator' in proc.stdout and 'TPU v3-8' in proc.stdout
+
+
+def test_an_unknown_target_is_refused_with_the_known_ones(tmp_path):
+  proc = subprocess.run(
+      [sys.executable, '-m', 'trainer.advise', '--fake_data', '--model=cnn', '--image_size=28',
+       '--num_classes=10', '--train_batch_size=8', '--targets=V200'],
+      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+      timeout=300)
+  assert proc.returncode == 2 and 'error: --targets: unknown V200; known: this CPU, A100 40GB' in (
+      proc.stderr), proc.stderr[-2000:]

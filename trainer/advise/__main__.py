@@ -1,0 +1,121 @@
+"""`python -m trainer.advise [trainer.main flags]`: will a TPU or a GPU help this job? Before it
+runs, the predicted step time, its bounds and what binds it on this CPU (measured) and on each
+GPU and TPU of targets.json, with time and cost per epoch and to the run's end.
+
+  python -m trainer.advise --data_dir=data/fashion_mnist --model=resnet --resnet_depth=18 \\
+      --train_batch_size=128 --train_epochs=9
+
+From the job's own training graph (job_cost.py: FLOPs and bytes per op, by TensorFlow's
+profiler), this host's figures (host_probe.py, a few seconds), the job's input_fn timed here
+(with --data_dir; or --input_rate) and the sourced targets table, by a roofline per op
+(step_model.py). Prints a table and, with --output, writes the JSON record. docs/advise.md says
+how to read it and how well it has predicted what ran.
+"""
+
+import json
+import sys
+import tempfile
+
+from absl import app
+from absl import flags as absl_flags
+from absl import logging
+
+from flags import help_text
+from flags import run_flags
+from flags import to_config
+from trainer.advise import advisor
+from trainer.advise import host_probe
+from trainer.advise import job_cost
+from trainer.advise import report
+from trainer.advise import targets as targets_lib
+from trainer.errors import PipelineError
+from trainer.host import cpu
+from trainer.run import log_noise
+
+FLAGS = absl_flags.FLAGS
+
+
+def _define_advise_flags():
+  absl_flags.DEFINE_list('targets', ['all'], 'Targets to predict for (names of '
+                         'trainer/advise/targets.json, e.g. "V100,TPU v3-8"), or all. This host '
+                         'is always the first.')
+  absl_flags.DEFINE_float('input_rate', None, 'The job\'s input_fn on this host, examples/s on '
+                          'all its cores (default: timed here with --data_dir for a few seconds; '
+                          'without either, the input is left out of the prediction).')
+  absl_flags.DEFINE_string('output', None, 'Also write the advice as JSON here.')
+  absl_flags.DEFINE_enum('road', 'estimator', targets_lib.ROADS[:2],
+                         'estimator: this job as trainer.main runs it (TPU v2-v4, GPUs through '
+                         'TensorFlow\'s executor). keras: as trainer.train_keras runs its Keras '
+                         'twin on JAX (one XLA program per step on GPUs; TPU v5e and v6e too).')
+
+
+def _configs():
+  """(the job's config with its real data, or None; the config of its graph on synthetic input
+  of the same shapes)."""
+  given = {n for n in FLAGS if FLAGS[n].present}
+  values = dict(FLAGS.flag_values_dict(), model_dir=tempfile.mkdtemp(prefix='advise-'),
+                job_dir=None, export_dir=None, mode='train')
+  if not ({'train_steps', 'train_epochs'} & given):
+    values['train_steps'] = 1
+  real = None
+  if FLAGS.data_dir:
+    real = to_config.config_from_flags(values, given=given)
+    values.update(image_size=real.data.image_size, num_classes=real.data.num_classes,
+                  train_steps=real.train_steps, train_epochs=None)
+    if real.data.max_seq_length:
+      values.update(max_seq_length=real.data.max_seq_length, vocab_size=real.data.vocab_size)
+  values.update(fake_data=True, data_dir=None)
+  return real, to_config.config_from_flags(values, given=given | {'fake_data'})
+
+
+def _input_rate(real):
+  if FLAGS.input_rate:
+    return FLAGS.input_rate
+  if real is None:
+    return None
+  from trainer.benchmark import input_bench  # pylint: disable=g-import-not-at-top
+  from trainer.benchmark import timing  # pylint: disable=g-import-not-at-top
+  rates = input_bench.input_rates(real.data, real.train_batch_size, timing.Windows(3, 3, 5))
+  return sorted(rates)[len(rates) // 2]
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError('unexpected arguments: %s' % ' '.join(argv[1:]))
+  try:
+    targets_lib.check_names(FLAGS.targets)
+    real, config = _configs()
+    name = report.job_name(config)
+    cost = job_cost.from_config(config, name)
+    figures = host_probe.measure()
+    here = host_probe.target(figures)
+    targets = targets_lib.select(FLAGS.targets, here, FLAGS.road)
+    here_rate = _input_rate(real)
+    cores = cpu.read_cpu().logical_cpus
+    steps_per_epoch = (real.data.num_train_examples / float(real.train_batch_size)
+                       if real else None)
+    train_steps = real.train_steps if real else (
+        config.train_steps if FLAGS['train_steps'].present else None)
+    advice = advisor.advise(cost, targets, here_rate / cores if here_rate else None, here_rate,
+                            steps_per_epoch, train_steps, config.iterations_per_loop)
+    record = report.record(cost, figures, here_rate, advice, targets)
+  except PipelineError as e:
+    print('error: %s' % e, file=sys.stderr)
+    sys.exit(2)
+  print(report.table(record))
+  if FLAGS.output:
+    with open(FLAGS.output, 'w') as f:
+      json.dump(record, f, indent=2, sort_keys=True)
+
+
+def run():
+  groups = run_flags.define_run_flags() + help_text.define_groups(
+      [('Advise', _define_advise_flags)])
+  help_text.exit_if_help_asked(sys.argv, __doc__, groups, 'docs/advise.md')
+  logging.set_verbosity(logging.WARNING)
+  log_noise.quiet_unless_verbose(0)
+  app.run(main)
+
+
+if __name__ == '__main__':
+  run()

@@ -1,0 +1,112 @@
+"""A training step's time on a target, from the job's per-op costs (job_cost.py), the target's
+peaks (targets.json) and the host's input rate: a roofline per op, summed.
+
+Each op takes max(FLOPs / (peak x efficiency), bytes / bandwidth): compute-bound or memory-bound
+(Williams, Waterman and Patterson, "Roofline", CACM 2009). TensorFlow's executor runs the ops of
+a CPU or GPU step one kernel at a time, each with a fixed dispatch cost; XLA (a TPU, or JAX on a
+GPU: `fused`) fuses the elementwise ops into the convolutions and matmuls around them, so there
+they move no bytes of their own, and a fused GPU program still launches two kernels per
+convolution or matmul (the op and its fused epilogue; a TPU's `op_overhead` is 0). Around the
+device's time: the host's input pipeline, overlapped with it (tf.data prefetches), and the fixed
+cost of each step and of each host round trip (`iterations_per_loop` steps per round trip on a
+TPU). A convolution or matmul never takes less than the target's `heavy_op_floor` (this host's
+is measured: a small convolution's time).
+
+  predicted = max(device, input) + per-step overhead + round trip / iterations_per_loop
+  lower     = the same with every heavy op at the target's full peak
+  upper     = device + input + overheads, nothing overlapped
+(On a CPU the input pipeline shares the cores that compute, so device and input add up there.)
+
+The input's share of the step (time the device waits for input / step) is classed as TensorFlow's
+profiler classes it (op_stats_to_input_pipeline_analysis.cc: under 5% not input-bound, under 20%
+moderately, else highly).
+"""
+
+import collections
+
+from trainer.advise import job_cost
+
+HEAVY_OPS = job_cost.HEAVY_OPS
+MODERATELY_INPUT_BOUND = 0.05
+HIGHLY_INPUT_BOUND = 0.20
+
+Prediction = collections.namedtuple(
+    'Prediction', 'seconds lower upper device_seconds compute_seconds memory_seconds '
+    'input_seconds overhead_seconds binds input_share input_bound')
+Prediction.__doc__ = """A step's predicted time on one target, in seconds.
+
+  seconds, lower, upper: the prediction and its bounds.
+  device_seconds: the device's part: compute_seconds + memory_seconds + each op's dispatch.
+  compute_seconds, memory_seconds: the device time of compute-bound and of memory-bound ops.
+  input_seconds: the host's input pipeline for one step (None when not measured).
+  overhead_seconds: the fixed costs: op dispatch, per step, per host round trip.
+  binds: 'compute', 'memory', 'input' or 'overhead': the largest part of the step.
+  input_share: the fraction of the step the device waits for input.
+  input_bound: 'no', 'moderately' or 'highly' (the profiler's 5% / 20% rule).
+"""
+
+
+def _device_seconds(cost, target, heavy_efficiency):
+  """(compute-bound seconds, memory-bound seconds, dispatch seconds) of `cost`'s ops on
+  `target`, its convolutions and matmuls at `heavy_efficiency` of its peak."""
+  peak = target['peak_flops'][target['precision']]
+  bandwidth = target['memory_bandwidth']
+  fused = target['fused']
+  compute = memory = 0.0
+  floor = target.get('heavy_op_floor', 0.0)
+  for op in cost.ops:
+    heavy = op.type in HEAVY_OPS
+    flops_time = op.flops / (peak * heavy_efficiency if heavy else peak)
+    if heavy:
+      flops_time = max(flops_time, floor)  # a kernel's least time, however small its work
+    bytes_time = 0.0 if fused and not heavy else op.bytes / bandwidth
+    if flops_time >= bytes_time:
+      compute += flops_time
+    else:
+      memory += bytes_time
+  if fused:  # one compiled program: a kernel per convolution or matmul, one per fused epilogue
+    kernels = 2 * sum(1 for op in cost.ops if op.type in HEAVY_OPS)
+  else:
+    kernels = len(cost.ops)
+  return compute, memory, kernels * target['op_overhead']
+
+
+def predict(cost, target, input_rate=None, iterations_per_loop=1):
+  """The Prediction of one step of `cost` (a job_cost.JobCost) on `target` (a targets.json
+  entry, targets.py), with the host's input pipeline at `input_rate` examples/s on the target's
+  host (None: not measured, left out)."""
+  compute, memory, dispatch = _device_seconds(cost, target, target['heavy_efficiency'])
+  device = compute + memory + dispatch
+  device_at_peak = sum(_device_seconds(cost, target, 1.0))
+  inputs = cost.batch_size / input_rate if input_rate else 0.0
+  per_step = target['step_overhead'] + target['loop_overhead'] / max(1, iterations_per_loop)
+  # On a CPU the input pipeline runs on the cores that compute: the two add up.
+  overlap = target['kind'] != 'cpu'
+  seconds = (max(device, inputs) if overlap else device + inputs) + per_step
+  share = (max(0.0, inputs - device) if overlap else inputs) / seconds
+  parts = {'compute': compute, 'memory': memory, 'input': inputs,
+           'overhead': dispatch + per_step}
+  return Prediction(
+      seconds=seconds,
+      lower=(max(device_at_peak, inputs) if overlap else device_at_peak + inputs) + per_step,
+      upper=device + inputs + per_step, device_seconds=device, compute_seconds=compute,
+      memory_seconds=memory, input_seconds=inputs if input_rate else None,
+      overhead_seconds=dispatch + per_step, binds=max(parts, key=parts.get), input_share=share,
+      input_bound=('highly' if share >= HIGHLY_INPUT_BOUND else
+                   'moderately' if share >= MODERATELY_INPUT_BOUND else 'no'))
+
+
+def memory_fits(cost, target):
+  """(fits, bytes needed per device): weights, their gradients, the optimizer state and the
+  activations of the device's share of the batch, against the target's memory per device (fits
+  None for this host, whose RAM this model does not check). Unfused, every forward output is
+  kept; fused (XLA), each convolution's or matmul's output and one normalized copy of it, in
+  bfloat16 on a TPU."""
+  if target['fused']:
+    activations = 2 * cost.heavy_output_bytes * (0.5 if target['precision'] == 'bf16' else 1.0)
+  else:
+    activations = cost.activation_bytes
+  needed = 2 * cost.weight_bytes + cost.state_bytes + activations / float(target['devices'])
+  if target['memory_per_device'] is None:
+    return None, needed
+  return needed <= target['memory_per_device'], needed
