@@ -28,8 +28,9 @@ setup(
                 'BiLSTM) for Cloud TPU, CPU and GPU',
     packages=find_packages(include=['trainer', 'trainer.*', 'models', 'models.*', 'flags',
                                     'keras_models']),
-    # The sourced table of Vertex AI's machines (trainer/cloud/machine_rules.py reads it).
-    package_data={'trainer.cloud': ['vertex_machines.json']},
+    # The sourced tables: Vertex AI's machines (trainer/cloud/machine_rules.py) and the GPU and
+    # TPU targets of trainer.advise.
+    package_data={'trainer.cloud': ['vertex_machines.json'], 'trainer.advise': ['targets.json']},
     python_requires='>=3.7',
     install_requires=['numpy', 'absl-py', 'google-cloud-storage', 'cloudml-hypertune'],
     extras_require={
