@@ -1,7 +1,7 @@
-"""The fixed time of one GPU kernel inside a compiled JAX program: a chain of N dependent tiny
-matmuls (1x1 data: no arithmetic worth the name, so the chain's time is N kernel launches and
-their minimum run time), jitted, timed after compilation; and a large TF32 matmul's rate, for
-scale. Prints two lines. Needs JAX with a GPU (the device machine's image has it).
+"""The fixed time of one link of a compiled JAX program: a chain of N dependent tiny matmuls
+each followed by a tanh (8x8 data: no arithmetic worth the name, so the chain's time is N links
+of one or two kernels each, their launches and minimum run times), jitted, timed after
+compilation; and a large TF32 matmul's rate, for scale. Prints two lines. Needs JAX with a GPU (the device machine's image has it).
 
   python3 scripts/gpu_kernel_floor.py
 """
@@ -34,7 +34,7 @@ def best(fn, *args, repeats=20):
 def main():
   x = jnp.ones((8, 8), jnp.float32)
   seconds = best(chain, x, x)
-  print('device %s: %.2f us per kernel (chain of %d tiny matmul+tanh, jitted; best of 20)'
+  print('device %s: %.2f us per link (chain of %d tiny matmul+tanh, jitted; best of 20)'
         % (jax.devices()[0].device_kind, 1e6 * seconds / CHAIN, CHAIN))
   n = 8192
   a = jnp.ones((n, n), jnp.float32)

@@ -13,12 +13,15 @@ how to read it and how well it has predicted what ran.
 """
 
 import json
+import os
+import shutil
 import sys
 import tempfile
 
 from absl import app
 from absl import flags as absl_flags
 from absl import logging
+import tensorflow.compat.v1 as tf
 
 from flags import help_text
 from flags import run_flags
@@ -33,6 +36,8 @@ from trainer.host import cpu
 from trainer.run import log_noise
 
 FLAGS = absl_flags.FLAGS
+# The model_dir a Config needs; nothing is written there (the graph is only built).
+_SCRATCH = os.path.join(tempfile.gettempdir(), 'trainer-advise')
 
 
 def _define_advise_flags():
@@ -53,8 +58,8 @@ def _configs():
   """(the job's config with its real data, or None; the config of its graph on synthetic input
   of the same shapes)."""
   given = {n for n in FLAGS if FLAGS[n].present}
-  values = dict(FLAGS.flag_values_dict(), model_dir=tempfile.mkdtemp(prefix='advise-'),
-                job_dir=None, export_dir=None, mode='train')
+  values = dict(FLAGS.flag_values_dict(), model_dir=_SCRATCH, job_dir=None, export_dir=None,
+                mode='train')
   if not ({'train_steps', 'train_epochs'} & given):
     values['train_steps'] = 1
   real = None
@@ -84,18 +89,28 @@ def main(argv):
     raise app.UsageError('unexpected arguments: %s' % ' '.join(argv[1:]))
   try:
     targets_lib.check_names(FLAGS.targets)
+    if FLAGS.input_rate is not None and FLAGS.input_rate <= 0:
+      raise PipelineError('--input_rate=%s: give the input_fn\'s examples/s on this host, > 0.'
+                          % FLAGS.input_rate)
+    if FLAGS.output and not os.path.isdir(os.path.dirname(os.path.abspath(FLAGS.output))):
+      raise PipelineError('--output=%s: its directory does not exist.' % FLAGS.output)
+    if FLAGS.train_epochs is not None and not FLAGS.data_dir:
+      raise PipelineError('--train_epochs needs --data_dir (the epoch\'s size is in its '
+                          'dataset.json); without data give --train_steps.')
     real, config = _configs()
     name = report.job_name(config)
     cost = job_cost.from_config(config, name)
     figures = host_probe.measure()
     here = host_probe.target(figures)
-    targets = targets_lib.select(FLAGS.targets, here, FLAGS.road)
+    # TensorFlow uses TF32 on Ampere and newer GPUs from 2.4 on; 1.15 has no such GPU build.
+    targets = targets_lib.select(FLAGS.targets, here, FLAGS.road,
+                                 tf32=not tf.__version__.startswith('1.'))
     here_rate = _input_rate(real)
     cores = cpu.read_cpu().logical_cpus
     steps_per_epoch = (real.data.num_train_examples / float(real.train_batch_size)
                        if real else None)
-    train_steps = real.train_steps if real else (
-        config.train_steps if FLAGS['train_steps'].present else None)
+    length_given = FLAGS['train_steps'].present or FLAGS['train_epochs'].present
+    train_steps = (real.train_steps if real else config.train_steps) if length_given else None
     advice = advisor.advise(cost, targets, here_rate / cores if here_rate else None, here_rate,
                             steps_per_epoch, train_steps, config.iterations_per_loop)
     record = report.record(cost, figures, here_rate, advice, targets)

@@ -4,7 +4,8 @@ target, or "stay on the CPU" where this host is as fast."""
 
 from trainer.advise import step_model
 
-# This host wins when no accelerator ends the run this much sooner (predictions are +-2x).
+# This host wins when no accelerator ends the run this much sooner: a prediction is good to a
+# factor of 2 to 4 (BENCHMARKS.md), so a smaller gain is no reason to move.
 STAY_ON_CPU_SPEEDUP = 1.5
 
 
@@ -60,23 +61,25 @@ def advise(cost, targets, input_rate_per_core=None, here_input_rate=None, steps_
   rows = [_row(cost, t, input_rate_per_core, here_input_rate, steps_per_epoch, train_steps,
                iterations_per_loop) for t in targets]
   usable = [r for r in rows if r['fits'] is not False and r['road'] != 'historic']
+  historic = [r for r in rows[1:] if r['road'] == 'historic']
   fastest = min(usable, key=lambda r: r['step_seconds'])
   priced = [r for r in usable if r.get('run_cost_on_demand') is not None or
             r.get('epoch_cost_on_demand') is not None]
+  # Per run when the job's length is known, else per epoch (the report says which).
   cheapest = min(priced, key=lambda r: r.get('run_cost_on_demand') or r['epoch_cost_on_demand'],
                  default=None)
   here = rows[0]
   accelerators = [r for r in usable if r['kind'] != 'cpu']
   best = min(accelerators, key=lambda r: r['step_seconds'], default=None)
   if best is None:
-    verdict = ('no accelerator fits the job' if len(rows) > 1 else
-               'only this host was asked (--targets)')
+    verdict = ('no accelerator fits the job' if len(rows) > 1 + len(historic) else
+               'no current accelerator was asked (--targets)')
   elif here['step_seconds'] <= STAY_ON_CPU_SPEEDUP * best['step_seconds']:
     verdict = ('stay on the CPU: no accelerator is predicted %.1fx faster than this host '
                '(%s binds the step on %s)' % (STAY_ON_CPU_SPEEDUP, best['binds'], best['target']))
   else:
-    verdict = ('move to an accelerator: %s is predicted %.0fx faster than this host%s' % (
+    verdict = ('move to an accelerator: %s is predicted %.1fx faster than this host%s' % (
         best['target'], here['step_seconds'] / best['step_seconds'],
-        '; %s is the cheapest per run' % cheapest['target'] if cheapest else ''))
+        '; %s is the cheapest' % cheapest['target'] if cheapest else ''))
   return {'rows': rows, 'fastest': fastest['target'],
           'cheapest': cheapest['target'] if cheapest else None, 'verdict': verdict}

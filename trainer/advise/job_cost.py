@@ -127,7 +127,16 @@ def from_graph(build, batch_size, name, loop_trips=1):
   Raises:
     PipelineError: the profiler counts no FLOPs in the graph.
   """
-  tf.disable_control_flow_v2()
+  was_v2 = tf.control_flow_v2_enabled()
+  tf.disable_control_flow_v2()  # a process-wide switch: restored below
+  try:
+    return _from_graph(build, batch_size, name, loop_trips)
+  finally:
+    if was_v2:
+      tf.enable_control_flow_v2()
+
+
+def _from_graph(build, batch_size, name, loop_trips):
   with tf.Graph().as_default() as graph:
     train_op = build()
     flops = _op_flops(graph)

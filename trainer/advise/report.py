@@ -71,6 +71,7 @@ def table(rec):
   widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
   for row in [header] + rows:
     lines.append('  '.join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip())
-  lines.append('fastest: %s; cheapest per run: %s; %s.' % (
-      rec['advice']['fastest'], rec['advice']['cheapest'] or '-', rec['advice']['verdict']))
+  per = 'run' if any(r.get('run_cost_on_demand') for r in rec['advice']['rows']) else 'epoch'
+  lines.append('fastest: %s; cheapest per %s: %s; %s.' % (
+      rec['advice']['fastest'], per, rec['advice']['cheapest'] or '-', rec['advice']['verdict']))
   return '\n'.join(lines)

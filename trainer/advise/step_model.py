@@ -46,17 +46,24 @@ Prediction.__doc__ = """A step's predicted time on one target, in seconds.
 """
 
 
-def _device_seconds(cost, target, heavy_efficiency):
-  """(compute-bound seconds, memory-bound seconds, dispatch seconds) of `cost`'s ops on
-  `target`, its convolutions and matmuls at `heavy_efficiency` of its peak."""
+def _device_seconds(cost, target, at_peak=False):
+  """(compute-bound seconds, memory-bound seconds, dispatch seconds) of `cost`'s ops on `target`:
+  its convolutions and matmuls at their measured rates (this host's `heavy_rates`) or at
+  `heavy_efficiency` of the peak, or with `at_peak` at the full peak."""
   peak = target['peak_flops'][target['precision']]
   bandwidth = target['memory_bandwidth']
   fused = target['fused']
-  compute = memory = 0.0
   floor = target.get('heavy_op_floor', 0.0)
+  measured = None if at_peak else target.get('heavy_rates')
+  heavy_rate = peak if at_peak else peak * target['heavy_efficiency']
+  compute = memory = 0.0
   for op in cost.ops:
     heavy = op.type in HEAVY_OPS
-    flops_time = op.flops / (peak * heavy_efficiency if heavy else peak)
+    if heavy and measured:
+      rate = measured['matmul' if 'MatMul' in op.type or op.type == 'Einsum' else 'conv']
+    else:
+      rate = heavy_rate if heavy else peak
+    flops_time = op.flops / rate
     if heavy:
       flops_time = max(flops_time, floor)  # a kernel's least time, however small its work
     bytes_time = 0.0 if fused and not heavy else op.bytes / bandwidth
@@ -75,23 +82,27 @@ def predict(cost, target, input_rate=None, iterations_per_loop=1):
   """The Prediction of one step of `cost` (a job_cost.JobCost) on `target` (a targets.json
   entry, targets.py), with the host's input pipeline at `input_rate` examples/s on the target's
   host (None: not measured, left out)."""
-  compute, memory, dispatch = _device_seconds(cost, target, target['heavy_efficiency'])
+  compute, memory, dispatch = _device_seconds(cost, target)
   device = compute + memory + dispatch
-  device_at_peak = sum(_device_seconds(cost, target, 1.0))
+  device_at_peak = sum(_device_seconds(cost, target, at_peak=True))
   inputs = cost.batch_size / input_rate if input_rate else 0.0
   per_step = target['step_overhead'] + target['loop_overhead'] / max(1, iterations_per_loop)
   # On a CPU the input pipeline runs on the cores that compute: the two add up.
   overlap = target['kind'] != 'cpu'
   seconds = (max(device, inputs) if overlap else device + inputs) + per_step
   share = (max(0.0, inputs - device) if overlap else inputs) / seconds
-  parts = {'compute': compute, 'memory': memory, 'input': inputs,
-           'overhead': dispatch + per_step}
+  parts = {'compute': compute, 'memory': memory, 'overhead': dispatch + per_step}
+  if overlap:  # the input runs beside the whole device time: it binds only when longer
+    binds = 'input' if inputs > device else max(parts, key=parts.get)
+  else:
+    parts['input'] = inputs
+    binds = max(parts, key=parts.get)
   return Prediction(
       seconds=seconds,
       lower=(max(device_at_peak, inputs) if overlap else device_at_peak + inputs) + per_step,
       upper=device + inputs + per_step, device_seconds=device, compute_seconds=compute,
       memory_seconds=memory, input_seconds=inputs if input_rate else None,
-      overhead_seconds=dispatch + per_step, binds=max(parts, key=parts.get), input_share=share,
+      overhead_seconds=dispatch + per_step, binds=binds, input_share=share,
       input_bound=('highly' if share >= HIGHLY_INPUT_BOUND else
                    'moderately' if share >= MODERATELY_INPUT_BOUND else 'no'))
 
