@@ -42,8 +42,11 @@ def _pool(machine, accelerator=None, count=None, task=None):
           **(task if task is not None else {'containerSpec': {'imageUri': IMAGE, 'args': ARGS}})}
 
 
-def _job(*pools, display_name='j'):
-  return {'displayName': display_name, 'jobSpec': {'workerPoolSpecs': list(pools)}}
+def _job(*pools, display_name='j', scheduling=None):
+  spec = {'workerPoolSpecs': list(pools)}
+  if scheduling:
+    spec['scheduling'] = scheduling
+  return {'displayName': display_name, 'jobSpec': spec}
 
 
 @pytest.fixture(scope='module')
@@ -118,14 +121,12 @@ CASES = {
         ('--machine_type=cloud-tpu', '--accelerator_type=TPU_V4_POD'),
         'offer no TPU v4 machine type'),
     'flex_start_on_a_cpu': (
-        dict(_job(_pool('n1-standard-8')), jobSpec=dict(
-            _job(_pool('n1-standard-8'))['jobSpec'], scheduling={'strategy': 'FLEX_START'})),
+        _job(_pool('n1-standard-8'), scheduling={'strategy': 'FLEX_START'}),
         'FLEX_START requires one of NVIDIA_L4',
         ('--scheduling_strategy=FLEX_START',), 'FLEX_START takes NVIDIA_L4'),
     'flex_start_for_eight_days': (
-        dict(_job(_pool('g2-standard-8', 'NVIDIA_L4', 1)), jobSpec=dict(
-            _job(_pool('g2-standard-8', 'NVIDIA_L4', 1))['jobSpec'],
-            scheduling={'strategy': 'FLEX_START', 'timeout': '691200s'})),
+        _job(_pool('g2-standard-8', 'NVIDIA_L4', 1),
+             scheduling={'strategy': 'FLEX_START', 'timeout': '691200s'}),
         'at most 7 days',
         ('--machine_type=g2-standard-8', '--accelerator_type=NVIDIA_L4',
          '--scheduling_strategy=FLEX_START', '--timeout=8d'), 'runs at most 7 days'),
@@ -296,14 +297,11 @@ def test_machines_the_service_offers_but_the_image_cannot_use(flags, pool, submi
                machineSpec={'machineType': 'ct5lp-hightpu-4t', 'acceleratorType': 'TPU_V5_LITEPOD',
                             'acceleratorCount': 4, 'tpuTopology': '2xx'})),
      'Invalid job_spec.worker_pool_specs[0].machine_spec.tpu_topology "2xx"'),
-    (dict(_job(_pool('cloud-tpu', 'TPU_V3', 32)), jobSpec=dict(
-        _job(_pool('cloud-tpu', 'TPU_V3', 32))['jobSpec'], scheduling={'strategy': 'SPOT'})),
+    (_job(_pool('cloud-tpu', 'TPU_V3', 32), scheduling={'strategy': 'SPOT'}),
      'Spot VMs cannot be used with TPU Pods'),
-    (dict(_job(_pool('a2-highgpu-1g', 'NVIDIA_TESLA_A100', 1),
-               _pool('a2-highgpu-2g', 'NVIDIA_TESLA_A100', 2)), jobSpec=dict(
-        _job(_pool('a2-highgpu-1g', 'NVIDIA_TESLA_A100', 1),
-             _pool('a2-highgpu-2g', 'NVIDIA_TESLA_A100', 2))['jobSpec'],
-        scheduling={'strategy': 'FLEX_START'})), 'same machine configuration in every'),
+    (_job(_pool('a2-highgpu-1g', 'NVIDIA_TESLA_A100', 1),
+          _pool('a2-highgpu-2g', 'NVIDIA_TESLA_A100', 2), scheduling={'strategy': 'FLEX_START'}),
+     'same machine configuration in every'),
 ])
 def test_the_standin_refuses_what_trainer_submit_never_builds(standin, body, service_says):
   refusal = _send(standin, body)
