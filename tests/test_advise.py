@@ -130,3 +130,16 @@ def test_an_unknown_target_is_refused_with_the_known_ones(tmp_path):
       timeout=300)
   assert proc.returncode == 2 and 'error: --targets: unknown V200; known: this CPU, A100 40GB' in (
       proc.stderr), proc.stderr[-2000:]
+
+
+def test_an_existing_output_is_kept_unless_overwrite(tmp_path):
+  output = tmp_path / 'advice.json'
+  output.write_text('{"kept": true}')
+  proc = subprocess.run(
+      [sys.executable, '-m', 'trainer.advise', '--fake_data', '--model=cnn', '--image_size=28',
+       '--num_classes=10', '--train_batch_size=8', '--targets=V100', '--output=%s' % output],
+      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+      timeout=300)
+  assert proc.returncode == 2 and 'error: --output=%s already exists' % output in proc.stderr, (
+      proc.stderr[-2000:])
+  assert output.read_text() == '{"kept": true}' and 'Traceback' not in proc.stderr

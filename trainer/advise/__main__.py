@@ -12,9 +12,7 @@ profiler), this host's figures (host_probe.py, a few seconds), the job's input_f
 how to read it and how well it has predicted what ran.
 """
 
-import json
 import os
-import shutil
 import sys
 import tempfile
 
@@ -32,6 +30,8 @@ from trainer.advise import job_cost
 from trainer.advise import report
 from trainer.advise import targets as targets_lib
 from trainer.errors import PipelineError
+from trainer.storage import json_files
+from trainer.storage import outputs
 from trainer.host import cpu
 from trainer.run import log_noise
 
@@ -47,7 +47,8 @@ def _define_advise_flags():
   absl_flags.DEFINE_float('input_rate', None, 'The job\'s input_fn on this host, examples/s on '
                           'all its cores (default: timed here with --data_dir for a few seconds; '
                           'without either, the input is left out of the prediction).')
-  absl_flags.DEFINE_string('output', None, 'Also write the advice as JSON here.')
+  absl_flags.DEFINE_string('output', None, 'Also write the advice as JSON here (an existing '
+                           'file is refused unless --overwrite).')
   absl_flags.DEFINE_enum('road', 'estimator', targets_lib.ROADS[:2],
                          'estimator: this job as trainer.main runs it (TPU v2-v4, GPUs through '
                          'TensorFlow\'s executor). keras: as trainer.train_keras runs its Keras '
@@ -92,8 +93,8 @@ def main(argv):
     if FLAGS.input_rate is not None and FLAGS.input_rate <= 0:
       raise PipelineError('--input_rate=%s: give the input_fn\'s examples/s on this host, > 0.'
                           % FLAGS.input_rate)
-    if FLAGS.output and not os.path.isdir(os.path.dirname(os.path.abspath(FLAGS.output))):
-      raise PipelineError('--output=%s: its directory does not exist.' % FLAGS.output)
+    if FLAGS.output:  # before any work: an existing file is kept unless --overwrite
+      outputs.check_output_file(FLAGS.output, '--output', FLAGS.overwrite)
     if FLAGS.train_epochs is not None and not FLAGS.data_dir:
       raise PipelineError('--train_epochs needs --data_dir (the epoch\'s size is in its '
                           'dataset.json); without data give --train_steps.')
@@ -119,8 +120,7 @@ def main(argv):
     sys.exit(2)
   print(report.table(record))
   if FLAGS.output:
-    with open(FLAGS.output, 'w') as f:
-      json.dump(record, f, indent=2, sort_keys=True)
+    json_files.write(FLAGS.output, record)
 
 
 def run():
