@@ -27,6 +27,7 @@ READ_BY = {
     # Replaces the export of train/eval runs and predict's output; a dry run writes neither.
     'overwrite': (TRAINING_MODES + ('eval', 'predict'), False, False),
     'profile_steps': (TRAINING_MODES, None, False),
+    'predict_step_time': (TRAINING_MODES + ('dry_run',), True, False),
 }
 
 # What to do instead, where "add --mode=X or drop the flag" does not say enough.

@@ -243,6 +243,11 @@ def define_output_flags():
                     'export) or the file --predict_output names (trainer.benchmark: --output) '
                     'instead of refusing to start.')
   flags.DEFINE_bool('skip_host_call', False, 'Do not write per-step TensorBoard summaries.')
+  flags.DEFINE_bool('predict_step_time', True,
+                    'Before training, predict the step time on the device the run trains on '
+                    '(trainer.advise\'s model, a second or two) and write it into results.json '
+                    'as step_time, beside the measured step time and the error. A dry run '
+                    'writes the prediction for its simulated slice into dry_run.json.')
   flags.DEFINE_list('profile_steps', None,
                     'START,END: write a full TensorFlow trace of each global step in [START, END) '
                     'to model_dir/profile/timeline-<step>.json (Chrome trace format: '

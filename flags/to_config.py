@@ -398,7 +398,7 @@ def config_from_flags(flag_values, given=None):
       tpu_connect_timeout=f.tpu_connect_timeout, tpu_topology=f.tpu_topology,
       eval_on_tpu=f.eval_on_tpu, mirrored_devices=mirrored_devices,
       profile_steps=profile_steps, seed=seed, preemption_grace_secs=f.preemption_grace_secs,
-      lease_expiry_secs=f.lease_expiry_secs,
+      lease_expiry_secs=f.lease_expiry_secs, predict_step_time=f.predict_step_time,
       predict_input=f.predict_input, predict_output=f.predict_output,
       predict_top_k=f.predict_top_k, predict_logits=f.predict_logits, keep_best=f.keep_best,
       early_stopping_evals=f.early_stopping_evals, overwrite=f.overwrite)

@@ -81,10 +81,21 @@ TINY_BY_MODEL = {
 }
 
 
+def main_args(args):
+  """trainer.main's ARGS as the tests run them: without the step-time prediction (a second or
+  two a run, over a hundred runs per runtime) unless ARGS name --[no]predict_step_time; the
+  prediction has tests of its own (tests/test_advise.py)."""
+  args = list(args)
+  if any('predict_step_time' in a for a in args):
+    return args
+  return args + ['--nopredict_step_time']
+
+
 def run_main(*args, env=None, timeout=600):
-  """Runs `python -m trainer.main ARGS` in a fresh process; returns CompletedProcess."""
+  """Runs `python -m trainer.main ARGS` in a fresh process (main_args); returns
+  CompletedProcess."""
   full_env = dict(os.environ, **(env or {}))
-  return subprocess.run([sys.executable, '-m', 'trainer.main'] + list(args), cwd=REPO,
+  return subprocess.run([sys.executable, '-m', 'trainer.main'] + main_args(args), cwd=REPO,
                         env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                         universal_newlines=True, timeout=timeout)
 
@@ -109,8 +120,10 @@ class BackgroundRun(object):
   its stderr collected line by line. As a context manager it kills a run still going at the end."""
 
   def __init__(self, *args, env=None, command=None, preexec_fn=None):
-    """command: what runs ARGS (default: python -m trainer.main); preexec_fn: as Popen's."""
-    command = command or [sys.executable, '-m', 'trainer.main']
+    """command: what runs ARGS (default: python -m trainer.main, with main_args); preexec_fn: as
+    Popen's."""
+    if command is None:
+      command, args = [sys.executable, '-m', 'trainer.main'], main_args(args)
     self.proc = subprocess.Popen(command + list(args), cwd=REPO,
                                  env=env, preexec_fn=preexec_fn,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -203,7 +216,7 @@ def run_cluster(args, env_of, log_dir, timeout):
     for task_type in ('ps', 'chief', 'worker'):
       log = open(str(log_dir / (task_type + '.log')), 'w')
       processes[task_type] = (subprocess.Popen(
-          [sys.executable, '-m', 'trainer.main'] + list(args), cwd=REPO, env=env_of(task_type),
+          [sys.executable, '-m', 'trainer.main'] + main_args(args), cwd=REPO, env=env_of(task_type),
           stdout=log, stderr=subprocess.STDOUT), log)
       if task_type == 'chief':
         _wait_for_training(processes['chief'][0], log_dir / 'chief.log')
@@ -291,7 +304,7 @@ def config_from_args(*args):
     run_flags.define_run_flags()
   absl_flags.FLAGS.unparse_flags()
   try:
-    absl_flags.FLAGS(['trainer.main'] + list(args))
+    absl_flags.FLAGS(['trainer.main'] + main_args(args))
     flag_values = absl_flags.FLAGS
     return to_config.config_from_flags(flag_values.flag_values_dict(),
                                        given={n for n in flag_values if flag_values[n].present})

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from helpers import REPO
+from helpers import main_args
 from trainer.errors import EXIT_RESUMABLE
 
 MAX_KILLS = 4
@@ -32,6 +33,8 @@ def run_until_done(module, args, seed, points, env=None):
   again and again (the last run without a kill) until it exits 0; returns [(spec, status)].
   With $KILL_HARNESS_LOGS set, each run's stderr is kept in that folder."""
   draws = list(_draws(random.Random(seed), points))
+  if module == 'trainer.main':
+    args = main_args(args)
   history = []
   for attempt in range(MAX_KILLS + 1):
     spec = ':'.join(map(str, draws[attempt])) if attempt < MAX_KILLS else 'none'

@@ -14,6 +14,7 @@ from helpers import REPO
 from trainer.advise import advisor
 from trainer.advise import host_probe
 from trainer.advise import job_cost
+from trainer.advise import own_device
 from trainer.advise import step_model
 from trainer.advise import targets as targets_lib
 
@@ -143,3 +144,53 @@ def test_an_existing_output_is_kept_unless_overwrite(tmp_path):
   assert proc.returncode == 2 and 'error: --output=%s already exists' % output in proc.stderr, (
       proc.stderr[-2000:])
   assert output.read_text() == '{"kept": true}' and 'Traceback' not in proc.stderr
+
+
+def test_a_training_run_scores_the_prediction_for_its_own_device(tmp_path):
+  """trainer.main predicts its step on this CPU before training and writes it into results.json
+  beside the step time it measured (seconds per step) and the error between them."""
+  model_dir = tmp_path / 'model'
+  proc = subprocess.run(
+      [sys.executable, '-m', 'trainer.main', '--fake_data', '--model=cnn', '--image_size=28',
+       '--num_classes=10', '--train_batch_size=32', '--train_steps=30', '--mode=train',
+       '--predict_step_time', '--model_dir=' + str(model_dir)], cwd=REPO, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  results = json.loads((model_dir / 'results.json').read_text())
+  step = results['step_time']
+  assert step['target'] == 'this CPU' and step['binds'] in ('compute', 'memory', 'overhead')
+  assert 0 < step['lower_seconds'] <= step['predicted_seconds'] <= step['upper_seconds']
+  # What the progress hooks timed: the same time as examples_per_sec.
+  assert step['measured_seconds'] == pytest.approx(32 / results['examples_per_sec'])
+  assert step['error'] == pytest.approx(step['predicted_seconds'] / step['measured_seconds'] - 1)
+  # The model's worst error on this CPU is a factor of 2.6 (BENCHMARKS.md); 4 leaves room for a
+  # busy CI host, which slows the run and the probe alike.
+  assert 0.25 < 1 + step['error'] < 4, step
+
+
+@pytest.mark.parametrize('name, target', [
+    ('Tesla V100-SXM2-16GB', 'V100'), ('NVIDIA A100-SXM4-40GB', 'A100 40GB'),
+    ('NVIDIA A100-SXM4-80GB', None), ('NVIDIA H100 80GB HBM3', 'H100'), ('NVIDIA L4', 'L4'),
+    ('NVIDIA L40S', None), ('Tesla T4', 'T4'), ('Tesla K80', 'K80'),
+    ('NVIDIA GeForce RTX 4090', None)])
+def test_a_gpu_is_found_in_the_table_by_its_cuda_name(name, target):
+  found = own_device.gpu_target(name)
+  assert (found and found['name']) == target
+
+
+def test_a_tpu_slice_is_its_generations_entry_scaled():
+  v3_8 = {t['name']: t for t in targets_lib.table_targets()}['TPU v3-8']
+  v3_32 = own_device.tpu_slice_target('v3-32')
+  assert v3_32['name'] == 'TPU v3-32' and v3_32['devices'] == 32
+  assert v3_32['peak_flops']['bf16'] == 4 * v3_8['peak_flops']['bf16']
+  assert v3_32['price']['on_demand'] == 4 * v3_8['price']['on_demand']
+  assert v3_32['memory_per_device'] == v3_8['memory_per_device']
+  assert own_device.tpu_slice_target('v4-32')['devices'] == 16  # 16 megacore chips
+  assert own_device.tpu_slice_target('v2-32') is not None
+
+
+def test_a_run_that_timed_no_step_scores_nothing():
+  scored = own_device.scored({'predicted_seconds': 0.5}, 0, 0.0)
+  assert scored['measured_seconds'] is None and scored['error'] is None
+  assert own_device.scored({'predicted_seconds': 0.5}, 10, 6.0)['error'] == pytest.approx(
+      0.5 / 0.6 - 1)

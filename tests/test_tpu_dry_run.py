@@ -99,8 +99,12 @@ def test_dry_run_of_a_v3_32_job_on_all_of_fashion_mnist(fashion_mnist_dir, tmp_p
   ok(run_main('--mode=dry_run', '--tpu_topology=v3-32', '--data_dir=' + fashion_mnist_dir,
               '--model_dir=' + str(model_dir), '--model=resnet', '--resnet_depth=18',
               '--image_size=32', '--train_batch_size=256', '--eval_batch_size=1024',
-              '--precision=bfloat16'))
+              '--precision=bfloat16', '--predict_step_time'))
   report = json.loads((model_dir / dry_run_lib.REPORT_FILE).read_text())
+  # The step predicted for the slice (trainer.advise's model; the input is not timed).
+  step = report['step_time']
+  assert step['target'] == 'TPU v3-32' and step['fits'] is True and step['flops_per_step'] > 0
+  assert 0 < step['lower_seconds'] <= step['predicted_seconds'] <= step['upper_seconds']
   assert not (model_dir / 'model_config.json').exists()  # written by training runs only
   assert [len(h['train_files']) for h in report['per_host']] == [4, 4, 4, 4]
   # 256 images of 32x32x3 in bfloat16, plus a float32 mask and an int32 label each.

@@ -24,6 +24,7 @@ from trainer.run import predict as predict_lib
 from trainer.run import preemption
 from trainer.run import results as results_lib
 from trainer.run import run_errors
+from trainer.advise import own_device
 from trainer.cloud import aiplatform_env
 from trainer.cloud import gcs_preflight
 from trainer.data import shards
@@ -117,6 +118,10 @@ def _run(config, watch, task, lease):
                               [('loss', '.'), (model_fn_lib.TRAIN_ACCURACY_TAG, '.'),
                                ('top_1_accuracy', 'eval'), ('eval_loss', 'eval')])
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
+  prediction = None
+  if config.mode != 'eval' and config.predict_step_time:  # before training, on an idle host
+    prediction = own_device.predict_run(
+        config, None if config.use_tpu else estimator_lib.host_session_config())
   start = time.time()
   if config.mode == 'eval':
     results, checkpoint = _eval_only(estimator, config)
@@ -124,6 +129,8 @@ def _run(config, watch, task, lease):
     results = _train_and_eval(estimator, config, throughput, watch, lease)
     checkpoint = tf.train.latest_checkpoint(config.model_dir)
   results.update(results_lib.run_facts(config, throughput[0], throughput[1], start))
+  if prediction:
+    results['step_time'] = own_device.scored(prediction, *throughput)
   if lease:
     lease.check()
   return results_lib.finish(estimator, config, results, checkpoint, writer=lease is not None)

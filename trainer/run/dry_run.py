@@ -25,6 +25,7 @@ from typing import Optional
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from trainer.advise import own_device
 from trainer.run import estimator as estimator_lib
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import predict_input
@@ -249,9 +250,17 @@ def dry_run(config, topology=None):
     report.update(_train_report(scratch_config, tpu_slice))
     report['evaluation'] = _evaluation_report(scratch_config, tpu_slice)
     report['prediction'] = _prediction_report(scratch_config, tpu_slice)
+    if topology and config.predict_step_time:
+      report['step_time'] = own_device.predict_slice(config, topology)
   finally:
     shutil.rmtree(scratch, ignore_errors=True)
   logging.info('dry run on %s: %d hosts, %d cores, infeed %s, %d unsupported ops',
                tpu_slice.name, tpu_slice.num_hosts, tpu_slice.num_cores, report['infeed'],
                len(report['unsupported_ops']))
+  step_time = report.get('step_time') or {}
+  if step_time.get('target'):
+    logging.info('predicted step on %s: %.4g s (bounds %.4g-%.4g s, %s binds; input not timed; '
+                 'python -m trainer.advise compares every target)', step_time['target'],
+                 step_time['predicted_seconds'], step_time['lower_seconds'],
+                 step_time['upper_seconds'], step_time['binds'])
   return report

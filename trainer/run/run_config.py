@@ -48,6 +48,8 @@ class Config:
   keep_best: bool = True  # train_and_eval: keep the best checkpoint (trainer.run.best_checkpoint)
   early_stopping_evals: int = 0  # train_and_eval: stop after this many evals without a better one
   overwrite: bool = False  # replace what export_dir / predict_output hold (trainer.storage.outputs)
+  # Training and dry runs: the step time predicted for their device (trainer.advise.own_device).
+  predict_step_time: bool = True
 
   @property
   def num_replicas(self):
