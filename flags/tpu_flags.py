@@ -28,4 +28,4 @@ def define_tpu_flags():
                       '--mode=dry_run: the Cloud TPU accelerator type to build the job\'s TPU '
                       'graphs for (v2-8 ... v2-512, v3-8 ... v3-2048, v4-8 ... ; v5litepod-*, '
                       'v5p-* and v6e-* are refused as at start); sets the hosts and --num_cores. '
-                      'Nothing runs on a TPU.')
+                      'Nothing runs on a TPU. trainer.advise: a slice to predict for.')

@@ -97,7 +97,8 @@ def test_resnet50_on_imagenet_shapes_is_advised_onto_an_accelerator(tmp_path):
   proc = subprocess.run(
       [sys.executable, '-m', 'trainer.advise', '--fake_data', '--model=resnet',
        '--resnet_depth=50', '--image_size=224', '--num_classes=1000', '--train_batch_size=16',
-       '--train_steps=100000', '--targets=V100,A100 40GB,TPU v3-8', '--output=%s' % output],
+       '--train_steps=100000', '--targets=V100,A100 40GB,TPU v3-8', '--tpu_topology=v3-32',
+       '--output=%s' % output],
       cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
       timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -108,7 +109,11 @@ def test_resnet50_on_imagenet_shapes_is_advised_onto_an_accelerator(tmp_path):
   advice = record['advice']
   assert advice['verdict'].startswith('move to an accelerator'), advice['verdict']
   rows = {r['target']: r for r in advice['rows']}
-  assert set(rows) == {'this CPU', 'V100', 'A100 40GB', 'TPU v3-8'}
+  assert set(rows) == {'this CPU', 'V100', 'A100 40GB', 'TPU v3-8', 'TPU v3-32'}
+  # The slice: four v3-8s at four times the price, faster but not past the fixed overheads.
+  assert rows['TPU v3-32']['step_seconds'] < rows['TPU v3-8']['step_seconds']
+  assert rows['TPU v3-32']['price_per_hour']['on_demand'] == pytest.approx(
+      4 * rows['TPU v3-8']['price_per_hour']['on_demand'])
   assert rows['V100']['binds'] in ('compute', 'memory') and rows['V100']['fits']
   assert rows['TPU v3-8']['run_cost_on_demand'] > 0
   assert 'move to an accelerator' in proc.stdout and 'TPU v3-8' in proc.stdout
@@ -123,14 +128,16 @@ def test_the_control_flow_switch_is_restored():
   assert tf.control_flow_v2_enabled() == before
 
 
-def test_an_unknown_target_is_refused_with_the_known_ones(tmp_path):
+@pytest.mark.parametrize('flag, message', [
+    ('--targets=V200', 'error: --targets: unknown V200; known: this CPU, A100 40GB'),
+    ('--tpu_topology=v5litepod-8', 'error: v5litepod-8: TPUEstimator needs the StreamExecutor')])
+def test_an_unknown_target_is_refused_with_the_known_ones(flag, message):
   proc = subprocess.run(
       [sys.executable, '-m', 'trainer.advise', '--fake_data', '--model=cnn', '--image_size=28',
-       '--num_classes=10', '--train_batch_size=8', '--targets=V200'],
+       '--num_classes=10', '--train_batch_size=8', flag],
       cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
       timeout=300)
-  assert proc.returncode == 2 and 'error: --targets: unknown V200; known: this CPU, A100 40GB' in (
-      proc.stderr), proc.stderr[-2000:]
+  assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
 
 
 def test_an_existing_output_is_kept_unless_overwrite(tmp_path):

@@ -27,6 +27,7 @@ from flags import to_config
 from trainer.advise import advisor
 from trainer.advise import host_probe
 from trainer.advise import job_cost
+from trainer.advise import own_device
 from trainer.advise import report
 from trainer.advise import targets as targets_lib
 from trainer.errors import PipelineError
@@ -43,7 +44,8 @@ _SCRATCH = os.path.join(tempfile.gettempdir(), 'trainer-advise')
 def _define_advise_flags():
   absl_flags.DEFINE_list('targets', ['all'], 'Targets to predict for (names of '
                          'trainer/advise/targets.json, e.g. "V100,TPU v3-8"), or all. This host '
-                         'is always the first.')
+                         'is always the first; --tpu_topology=v3-32 adds that slice (its '
+                         'generation\'s 8-core entry scaled, the all-reduce not modelled).')
   absl_flags.DEFINE_float('input_rate', None, 'The job\'s input_fn on this host, examples/s on '
                           'all its cores (default: timed here with --data_dir for a few seconds; '
                           'without either, the input is left out of the prediction).')
@@ -58,9 +60,9 @@ def _define_advise_flags():
 def _configs():
   """(the job's config with its real data, or None; the config of its graph on synthetic input
   of the same shapes)."""
-  given = {n for n in FLAGS if FLAGS[n].present}
+  given = {n for n in FLAGS if FLAGS[n].present} - {'tpu_topology'}  # a target here (main)
   values = dict(FLAGS.flag_values_dict(), model_dir=_SCRATCH, job_dir=None, export_dir=None,
-                mode='train')
+                mode='train', tpu_topology=None)
   if not ({'train_steps', 'train_epochs'} & given):
     values['train_steps'] = 1
   real = None
@@ -72,6 +74,15 @@ def _configs():
       values.update(max_seq_length=real.data.max_seq_length, vocab_size=real.data.vocab_size)
   values.update(fake_data=True, data_dir=None)
   return real, to_config.config_from_flags(values, given=given | {'fake_data'})
+
+
+def _slice_target(accelerator_type):
+  target = own_device.tpu_slice_target(accelerator_type)
+  if target is None:
+    raise PipelineError('--tpu_topology=%s: trainer/advise/targets.json has no %s entry to '
+                        'scale; known: TPU v2, v3 and v4 slices.'
+                        % (accelerator_type, accelerator_type.split('-')[0]))
+  return target
 
 
 def _input_rate(real):
@@ -90,6 +101,7 @@ def main(argv):
     raise app.UsageError('unexpected arguments: %s' % ' '.join(argv[1:]))
   try:
     targets_lib.check_names(FLAGS.targets)
+    slice_target = _slice_target(FLAGS.tpu_topology) if FLAGS.tpu_topology else None
     if FLAGS.input_rate is not None and FLAGS.input_rate <= 0:
       raise PipelineError('--input_rate=%s: give the input_fn\'s examples/s on this host, > 0.'
                           % FLAGS.input_rate)
@@ -106,6 +118,8 @@ def main(argv):
     # TensorFlow uses TF32 on Ampere and newer GPUs from 2.4 on; 1.15 has no such GPU build.
     targets = targets_lib.select(FLAGS.targets, here, FLAGS.road,
                                  tf32=not tf.__version__.startswith('1.'))
+    if slice_target:
+      targets.append(slice_target)
     here_rate = _input_rate(real)
     cores = cpu.read_cpu().logical_cpus
     steps_per_epoch = (real.data.num_train_examples / float(real.train_batch_size)
