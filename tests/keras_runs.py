@@ -12,6 +12,7 @@ import pytest
 
 from helpers import REPO
 from helpers import TINY_BY_MODEL
+from helpers import main_args
 from helpers import ok
 
 # The Keras runtime's interpreter, for the tests that run on another one (the docs' checks), and
@@ -47,7 +48,8 @@ def pipeline(runtime, module, *args, timeout=900):
     pytest.fail('the pipeline runtime %s (%s) is missing: `make test` creates it' % (runtime,
                                                                                        python))
   env = {k: v for k, v in os.environ.items() if not k.startswith('KERAS_')}
-  return subprocess.run([python, '-m', module] + list(args), cwd=REPO, env=env,
+  args = main_args(args) if module == 'trainer.main' else list(args)
+  return subprocess.run([python, '-m', module] + args, cwd=REPO, env=env,
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                         timeout=timeout)
 

@@ -95,7 +95,7 @@ def profile_train_step(config, windows, top=12):
   with tf.Graph().as_default() as graph:
     train_op = model_bench.build_train_op(config)
     flops = step_flops(graph, batch_size)
-    with tf.Session(config=estimator_lib.host_session_config()) as sess:
+    with tf.Session(config=estimator_lib.host_session_config(config.model.model)) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
       for _ in range(windows.warmup_steps):
         sess.run(train_op)

@@ -12,6 +12,7 @@ import tensorflow.compat.v1 as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
 from models import model_fn as model_fn_lib
+from trainer.host import tf_build
 from trainer.host import threads as host_threads
 from trainer.tpu import resolver as tpu_resolver
 from trainer.data import input_fn as input_fn_lib
@@ -174,7 +175,7 @@ def tpu_run_config(config, tpu_master=None):
   return tf.estimator.tpu.RunConfig(
       cluster=cluster, master=tpu_master, model_dir=config.model_dir,
       # On a TPU, TPUEstimator builds the session config for its master itself.
-      session_config=None if config.use_tpu else host_session_config(),
+      session_config=None if config.use_tpu else host_session_config(config.model.model),
       save_checkpoints_steps=config.save_checkpoints_steps,
       keep_checkpoint_max=config.keep_checkpoint_max, tpu_config=tpu_config,
       tf_random_seed=config.seed,
@@ -184,10 +185,11 @@ def tpu_run_config(config, tpu_master=None):
       log_step_count_steps=config.iterations_per_loop if config.use_tpu else None)
 
 
-def host_session_config():
+def host_session_config(network=None):
   """Estimator's default session config (soft placement, one round of grappler's meta
   optimizer: tensorflow_estimator's `run_config.get_default_session_config`) with the thread
-  pools chosen for this host's CPU (trainer.host.threads).
+  pools chosen for this host's CPU (trainer.host.threads), and off the kernels this build
+  computes wrong for `network` (trainer.host.tf_build; None: any network).
 
   Used by the single-process CPU/GPU run only: MirroredStrategy keeps TensorFlow's pools (its
   replicas must run at once), a TF_CONFIG cluster its own device filters, a TPU its master's.
@@ -198,17 +200,23 @@ def host_session_config():
                                   inter_op_parallelism_threads=settings.inter_op)
   session_config.graph_options.rewrite_options.meta_optimizer_iterations = (
       rewriter_config_pb2.RewriterConfig.ONE)
-  return session_config
+  return tf_build.avoid_wrong_kernels(session_config, network)
 
 
 def _distributed_estimator(config):
   """An Estimator on TensorFlow's distributed runtime: the cluster in TF_CONFIG (chief, workers,
   parameter servers), between-graph replication with the variables on the parameter servers and
   asynchronous updates. Each worker step uses `config.train_batch_size` examples."""
-  return _estimator(config, tf.estimator.RunConfig(  # reads TF_CONFIG
+  run_config = tf.estimator.RunConfig(  # reads TF_CONFIG
       model_dir=config.model_dir, save_checkpoints_steps=config.save_checkpoints_steps,
       keep_checkpoint_max=config.keep_checkpoint_max, log_step_count_steps=None,
-      tf_random_seed=config.seed))
+      tf_random_seed=config.seed)
+  if run_config.session_config is not None:  # Estimator's own, with the task's device filters
+    session_config = tf.ConfigProto()
+    session_config.CopyFrom(run_config.session_config)
+    run_config = run_config.replace(
+        session_config=tf_build.avoid_wrong_kernels(session_config, config.model.model))
+  return _estimator(config, run_config)
 
 
 def _mirrored_estimator(config):
@@ -223,7 +231,8 @@ def _mirrored_estimator(config):
   devices = list(config.mirrored_devices)
   cpus = [int(d.split(':')[1]) for d in devices if d.startswith('/cpu:')]
   # The default thread pools: replicas must run at once (and NCCL ops block while they wait).
-  session_config = tf.ConfigProto(allow_soft_placement=True)
+  session_config = tf_build.avoid_wrong_kernels(tf.ConfigProto(allow_soft_placement=True),
+                                                config.model.model)
   if cpus:
     session_config.device_count['CPU'] = max(cpus) + 1
     # Built outside eager mode, where TF 2 would set up collective ops on the process's eager

@@ -14,6 +14,7 @@ from trainer.run import best_checkpoint
 from trainer.run import run_errors
 from trainer.cloud import gcs_preflight
 from trainer.cloud import vertex_env
+from trainer.host import tf_build
 from trainer.host import threads as host_threads
 from trainer.data import serving
 from trainer.errors import PipelineError
@@ -203,7 +204,7 @@ def run_facts(config, measured_steps, measured_seconds, start):
       'mirrored_devices': list(config.mirrored_devices),
       'precision': config.model.precision,
       'tensorflow_version': tf.__version__,
-      'mkl_enabled': _mkl_enabled(),
+      'mkl_enabled': tf_build.mkl_enabled(),
   }
 
 
@@ -239,8 +240,8 @@ def tensorflow_runtime():
   return {
       'python': platform.python_version(),
       'tensorflow_version': tf.__version__,
-      'tensorflow_build': _tensorflow_build(),
-      'mkl_enabled': _mkl_enabled(),
+      'tensorflow_build': tf_build.tensorflow_build(),
+      'mkl_enabled': tf_build.mkl_enabled(),
       'host': {'cpu_model': cpu.model, 'isa': cpu.isa, 'physical_cores': cpu.physical_cores,
                'logical_cpus': cpu.logical_cpus,
                # name -> [value, 'set' by the trainer or the 'user''s]
@@ -253,24 +254,3 @@ def write_json(directory, name, value):
   into place (`trainer.storage.json_files`): never half a file."""
   tf.io.gfile.makedirs(directory)
   json_files.write('%s/%s' % (directory.rstrip('/'), name), value)
-
-
-def _mkl_enabled():
-  try:
-    from tensorflow.python.util import _pywrap_util_port  # TF >= 2.x
-    return bool(_pywrap_util_port.IsMklEnabled())
-  except ImportError:
-    from tensorflow.python import pywrap_tensorflow  # TF 1.15
-    return bool(pywrap_tensorflow.IsMklEnabled())
-
-
-def _tensorflow_build():
-  import pkg_resources  # setuptools; importlib.metadata needs Python 3.8
-  build = 'tensorflow'
-  for name in ('intel-tensorflow', 'tensorflow-cpu', 'tensorflow-gpu'):
-    try:
-      pkg_resources.get_distribution(name)
-      build = name
-    except pkg_resources.DistributionNotFound:
-      pass
-  return build
