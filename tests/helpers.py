@@ -82,11 +82,12 @@ TINY_BY_MODEL = {
 
 
 def main_args(args):
-  """trainer.main's ARGS as the tests run them: without the step-time prediction (a second or
-  two a run, over a hundred runs per runtime) unless ARGS name --[no]predict_step_time; the
-  prediction has tests of its own (tests/test_advise.py)."""
+  """trainer.main's ARGS as the tests run them: a training or dry run without the step-time
+  prediction (a second or more a run, over a hundred runs per runtime) unless ARGS name
+  --[no]predict_step_time; the prediction has tests of its own (tests/test_advise.py)."""
   args = list(args)
-  if any('predict_step_time' in a for a in args):
+  modes = [a.split('=', 1)[1] for a in args if a.startswith('--mode=')]
+  if any('predict_step_time' in a for a in args) or modes[-1:] in (['eval'], ['predict']):
     return args
   return args + ['--nopredict_step_time']
 

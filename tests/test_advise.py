@@ -11,12 +11,14 @@ import sys
 import pytest
 
 from helpers import REPO
+from helpers import config_from_args
 from trainer.advise import advisor
 from trainer.advise import host_probe
 from trainer.advise import job_cost
 from trainer.advise import own_device
 from trainer.advise import step_model
 from trainer.advise import targets as targets_lib
+from trainer.errors import PipelineError
 
 
 def _target(**overrides):
@@ -181,19 +183,34 @@ def test_a_training_run_scores_the_prediction_for_its_own_device(tmp_path):
     ('NVIDIA L40S', None), ('Tesla T4', 'T4'), ('Tesla K80', 'K80'),
     ('NVIDIA GeForce RTX 4090', None)])
 def test_a_gpu_is_found_in_the_table_by_its_cuda_name(name, target):
-  found = own_device.gpu_target(name)
+  found = targets_lib.gpu_named(name)
   assert (found and found['name']) == target
 
 
 def test_a_tpu_slice_is_its_generations_entry_scaled():
-  v3_8 = {t['name']: t for t in targets_lib.table_targets()}['TPU v3-8']
-  v3_32 = own_device.tpu_slice_target('v3-32')
+  table = {t['name']: t for t in targets_lib.table_targets()}
+  v3_8, v4_8 = table['TPU v3-8'], table['TPU v4-8']
+  v3_32 = targets_lib.tpu_slice('v3-32')
   assert v3_32['name'] == 'TPU v3-32' and v3_32['devices'] == 32
   assert v3_32['peak_flops']['bf16'] == 4 * v3_8['peak_flops']['bf16']
   assert v3_32['price']['on_demand'] == 4 * v3_8['price']['on_demand']
   assert v3_32['memory_per_device'] == v3_8['memory_per_device']
-  assert own_device.tpu_slice_target('v4-32')['devices'] == 16  # 16 megacore chips
-  assert own_device.tpu_slice_target('v2-32') is not None
+  v4_32 = targets_lib.tpu_slice('v4-32')  # 16 megacore chips, TPUEstimator's 16 devices
+  assert v4_32['devices'] == 16 and v4_32['host_vcpus'] == 4 * v4_8['host_vcpus']
+  assert v3_32['loop_overhead'] > 0
+  assert targets_lib.tpu_slice('v3-32', 'keras')['loop_overhead'] == 0  # a TPU VM's JAX
+
+
+def test_a_failed_prediction_is_recorded_and_never_stops_the_run(monkeypatch):
+  def fails(*unused_args, **unused_kwargs):
+    raise PipelineError('TensorFlow\'s profiler counted no FLOPs')
+  monkeypatch.setattr(job_cost, 'from_config', fails)
+  config = config_from_args('--fake_data', '--model=cnn', '--image_size=28', '--num_classes=10',
+                            '--model_dir=/tmp/unused', '--train_steps=1')
+  assert own_device.predict_run(config) == {
+      'target': None, 'skipped': 'the prediction failed: PipelineError: TensorFlow\'s profiler '
+                                 'counted no FLOPs'}
+  assert own_device.predict_slice(config, 'v3-8')['skipped'].startswith('the prediction failed')
 
 
 def test_a_run_that_timed_no_step_scores_nothing():

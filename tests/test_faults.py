@@ -16,7 +16,8 @@ import time
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import REPO, BackgroundRun, as_in_a_terminal, ok, results_of, run_main, write_subset
+from helpers import (REPO, BackgroundRun, as_in_a_terminal, main_args, ok, results_of, run_main,
+                     write_subset)
 from trainer.run import checkpoints
 from trainer.run import preemption
 from trainer.run import run_errors
@@ -295,7 +296,7 @@ def test_a_full_disk_stops_with_one_line_and_keeps_the_newest_intact_checkpoint(
   args = _args(small_dir, model_dir, '--mode=train', '--train_steps=60',
                '--save_checkpoints_steps=10')
   proc = subprocess.run(['unshare', '--mount', 'sh', '-c', command, mount, sys.executable, '-m',
-                         'trainer.main'] + args, cwd=REPO, stdout=subprocess.PIPE,
+                         'trainer.main'] + main_args(args), cwd=REPO, stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
   assert proc.returncode == 2, proc.stderr[-3000:]
   error = [l for l in proc.stderr.splitlines() if l.startswith('error: ')]

@@ -27,7 +27,6 @@ from flags import to_config
 from trainer.advise import advisor
 from trainer.advise import host_probe
 from trainer.advise import job_cost
-from trainer.advise import own_device
 from trainer.advise import report
 from trainer.advise import targets as targets_lib
 from trainer.errors import PipelineError
@@ -77,7 +76,7 @@ def _configs():
 
 
 def _slice_target(accelerator_type):
-  target = own_device.tpu_slice_target(accelerator_type)
+  target = targets_lib.tpu_slice(accelerator_type, FLAGS.road)
   if target is None:
     raise PipelineError('--tpu_topology=%s: trainer/advise/targets.json has no %s entry to '
                         'scale; known: TPU v2, v3 and v4 slices.'
@@ -118,7 +117,7 @@ def main(argv):
     # TensorFlow uses TF32 on Ampere and newer GPUs from 2.4 on; 1.15 has no such GPU build.
     targets = targets_lib.select(FLAGS.targets, here, FLAGS.road,
                                  tf32=not tf.__version__.startswith('1.'))
-    if slice_target:
+    if slice_target and slice_target['name'] not in [t['name'] for t in targets]:
       targets.append(slice_target)
     here_rate = _input_rate(real)
     cores = cpu.read_cpu().logical_cpus

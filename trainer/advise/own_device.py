@@ -4,12 +4,14 @@ what `trainer.main` writes into results.json as `step_time`, and a dry run into 
 The same model as `trainer.advise` (job_cost.py, step_model.py, targets.json): this host measured
 by host_probe.py, a GPU found by its name in targets.json, a simulated TPU slice from its
 generation's entry. The input pipeline is not timed here (it would cost the run seconds of its
-own input); `trainer.advise --data_dir` times it.
+own input); `trainer.advise --data_dir` times it. A prediction that fails is logged and recorded
+as skipped: it never stops the run.
 """
 
 import dataclasses
 import re
 
+from absl import logging
 import tensorflow.compat.v1 as tf
 
 from trainer.advise import host_probe
@@ -17,60 +19,24 @@ from trainer.advise import job_cost
 from trainer.advise import report
 from trainer.advise import step_model
 from trainer.advise import targets as targets_lib
-from trainer.tpu import topologies
 
 INPUT_NOT_TIMED = ('not timed (the prediction is the device\'s step alone; '
                    'python -m trainer.advise --data_dir=... times the input_fn)')
-_TOKEN = re.compile(r'[A-Za-z0-9]+')
-
-
-def gpu_target(device_name, tf32=True):
-  """The targets.json entry of a GPU named `device_name` as CUDA names it ('Tesla V100-SXM2-16GB',
-  'NVIDIA A100-SXM4-40GB'): every word of the entry's name among the device name's; None for a
-  GPU the table does not have."""
-  tokens = set(_TOKEN.findall(device_name.upper()))
-  for target in targets_lib.select(['all'], None, 'estimator', tf32)[1:] + [
-      t for t in targets_lib.table_targets() if t['road'] == 'historic']:
-    if target['kind'] == 'gpu' and all(w in tokens for w in target['name'].upper().split()):
-      return target
-  return None
-
-
-def tpu_slice_target(accelerator_type):
-  """The targets.json entry of a TPU slice ('v3-32'): its generation's 8-core entry with the
-  peak, bandwidth, host vCPUs and price scaled to the slice, memory per core unchanged. The
-  slice's all-reduce is not modelled: on a pod slice the prediction is a lower bound. None where
-  the table has no entry of that generation.
-
-  Raises:
-    PipelineError: an accelerator type TPUEstimator cannot run on (`topologies.slice_shape`).
-  """
-  _, devices = topologies.slice_shape(accelerator_type)
-  _, number = topologies.parse(accelerator_type)
-  base = {t['name']: t for t in targets_lib.table_targets()}.get(
-      'TPU %s-8' % accelerator_type.split('-')[0].lower())
-  if base is None:
-    return None
-  scale = number / 8.0
-  return dict(
-      base, name='TPU %s' % accelerator_type.lower(), devices=devices,
-      machine='%s, %d devices' % (accelerator_type.lower(), devices),
-      peak_flops={k: v * scale for k, v in base['peak_flops'].items()},
-      memory_bandwidth=base['memory_bandwidth'] * scale,
-      host_vcpus=int(base['host_vcpus'] * scale),
-      price={k: v * scale for k, v in (base.get('price') or {}).items() if v is not None})
 
 
 def _cost(config, batch_size):
-  """The JobCost of config's network at `batch_size`, on synthetic input of its shapes (no
-  warm start: the graph is only counted)."""
+  """The JobCost of config's network at `batch_size` as the CPU/GPU graph counts it (float32,
+  synthetic input of the job's shapes, no warm start: the graph is only counted), the graph
+  `trainer.advise` counts."""
   counted = dataclasses.replace(
-      config, data=dataclasses.replace(config.data, fake_data=True),
-      model=dataclasses.replace(config.model, init_checkpoint='', train_batch_size=batch_size))
+      config, use_tpu=False, data=dataclasses.replace(config.data, fake_data=True),
+      model=dataclasses.replace(config.model, init_checkpoint='', train_batch_size=batch_size,
+                                use_tpu=False, precision='float32'))
   return job_cost.from_config(counted, report.job_name(counted))
 
 
 def _record(cost, target, iterations_per_loop=1):
+  """The step_time record of `cost` on `target` (see predict_run)."""
   prediction = step_model.predict(cost, target, None, iterations_per_loop)
   fits, needed = step_model.memory_fits(cost, target)
   return {
@@ -82,52 +48,64 @@ def _record(cost, target, iterations_per_loop=1):
   }
 
 
-def _gpu_names():
+def _gpu_names(session_config):
   if not tf.config.experimental.list_physical_devices('GPU'):
     return []
   from tensorflow.python.client import device_lib  # pylint: disable=g-import-not-at-top
   names = []
-  for device in device_lib.list_local_devices():
+  # With the run's session config: the first devices made fix the process's thread pools.
+  for device in device_lib.list_local_devices(session_config):
     if device.device_type == 'GPU':
       match = re.search(r'name: ([^,]+)', device.physical_device_desc)
       names.append(match.group(1) if match else device.physical_device_desc)
   return names
 
 
+def _skipped(why):
+  logging.warning('No step-time prediction for this run: %s', why)
+  return {'target': None, 'skipped': why}
+
+
 def predict_run(config, session_config=None):
   """The step-time prediction of a CPU or GPU training run of `config` (a
   `trainer.run.run_config.Config`) on the device it trains on, as a dict for results.json:
-  target, machine, predicted_seconds, lower_seconds, upper_seconds (seconds per step), binds,
-  flops_per_step, memory_needed_bytes, fits, input; or {'target': None, 'skipped': why} for a TPU
-  run (its type is not known before the TPU is resolved) or a GPU the table does not have.
-  Takes a second or two: the graph is built and counted, this host's rates measured with
-  `session_config` (the run's threads)."""
+  target, machine, predicted_seconds, lower_seconds, upper_seconds (seconds per step; on several
+  GPUs one replica's step on its share of the batch, without the all-reduce), binds,
+  flops_per_step (of that step), memory_needed_bytes, fits, input. A TPU run, a GPU the table
+  does not have or a prediction that failed gives {'target': None, 'skipped': why}, logged.
+  Takes about a second for a small network, a few for ResNet-50 or InceptionV3: the graph is
+  built and counted, this host's rates measured with `session_config` (the run's threads)."""
   if config.use_tpu:
-    return {'target': None, 'skipped': 'a TPU run: its type is known only once resolved; '
-                                       'python -m trainer.advise predicts it per TPU type'}
-  gpus = _gpu_names()
-  if gpus:
-    target = gpu_target(gpus[0], tf32=not tf.__version__.startswith('1.'))
+    return _skipped('a TPU run: its type is known only once resolved; python -m '
+                    'trainer.advise predicts it per TPU type')
+  try:
+    gpus = _gpu_names(session_config)
+    if not gpus:
+      target = host_probe.target(host_probe.measure(session_config))
+      return _record(_cost(config, config.train_batch_size), target)
+    target = targets_lib.gpu_named(gpus[0], tf32=not tf.__version__.startswith('1.'))
     if target is None:
-      return {'target': None, 'skipped': 'GPU %r is not in trainer/advise/targets.json'
-                                         % gpus[0]}
-    used = max(1, sum(1 for d in config.mirrored_devices if 'GPU' in d.upper()))
-    # Each GPU steps through its share of the batch (the all-reduce is not modelled).
-    record = _record(_cost(config, max(1, config.train_batch_size // used)), target)
-    record['devices'] = used
+      return _skipped('GPU %r is not in trainer/advise/targets.json' % gpus[0])
+    replicas = config.num_replicas
+    record = _record(_cost(config, max(1, config.train_batch_size // replicas)), target)
+    record['replicas'] = replicas
     return record
-  target = host_probe.target(host_probe.measure(session_config))
-  return _record(_cost(config, config.train_batch_size), target)
+  except Exception as e:  # pylint: disable=broad-except  # a prediction never stops the run
+    return _skipped('the prediction failed: %s: %s' % (type(e).__name__, e))
 
 
 def predict_slice(config, accelerator_type):
-  """The prediction (as predict_run's) for `config` on the TPU slice `accelerator_type`, with
+  """The prediction (as predict_run's) for `config` on the TPU slice `accelerator_type`
+  (targets.tpu_slice: optimistic on a pod slice, whose all-reduce it leaves out), with
   config.iterations_per_loop steps per host round trip."""
-  target = tpu_slice_target(accelerator_type)
-  if target is None:
-    return {'target': None, 'skipped': 'no %s entry in trainer/advise/targets.json'
-                                       % accelerator_type.split('-')[0]}
-  return _record(_cost(config, config.train_batch_size), target, config.iterations_per_loop)
+  try:
+    target = targets_lib.tpu_slice(accelerator_type)
+    if target is None:
+      return _skipped('no %s entry in trainer/advise/targets.json'
+                      % accelerator_type.split('-')[0])
+    return _record(_cost(config, config.train_batch_size), target, config.iterations_per_loop)
+  except Exception as e:  # pylint: disable=broad-except  # a prediction never stops the run
+    return _skipped('the prediction failed: %s: %s' % (type(e).__name__, e))
 
 
 def scored(prediction, measured_steps, measured_seconds):

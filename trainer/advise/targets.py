@@ -4,13 +4,16 @@ source), each entry completed with its kind's defaults, plus this host measured
 
 import json
 import os
+import re
 
 from trainer.errors import PipelineError
+from trainer.tpu import topologies
 
 _PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'targets.json')
 with open(_PATH) as _f:
   TABLE = json.load(_f)
 ROADS = ('estimator', 'keras', 'historic')
+_WORD = re.compile(r'[A-Za-z0-9]+')
 
 
 def table_targets():
@@ -34,6 +37,52 @@ def check_names(names):
         ', '.join(unknown), ', '.join(['this CPU'] + sorted(known.values()))))
 
 
+def on_road(target, road):
+  """`target` as `road` runs it: 'keras' (JAX) compiles the step into one program, so a GPU runs
+  it fused and a TPU VM dispatches steps asynchronously, with no TPU Node round trip."""
+  if road == 'keras' and target['kind'] == 'gpu':
+    return dict(target, fused=True)
+  if road == 'keras' and target['kind'] == 'tpu':
+    return dict(target, loop_overhead=0.0)
+  return target
+
+
+def gpu_named(device_name, tf32=True):
+  """The table's GPU whose name's words are all among `device_name`'s, as CUDA names the device
+  ('Tesla V100-SXM2-16GB' -> V100, 'NVIDIA A100-SXM4-40GB' -> A100 40GB); None for a GPU the
+  table does not have. tf32: as select's."""
+  words = set(_WORD.findall(device_name.upper()))
+  for target in table_targets():
+    if target['kind'] == 'gpu' and all(w in words for w in target['name'].upper().split()):
+      return dict(target, precision='fp32') if not tf32 and target['precision'] == 'tf32' else (
+          target)
+  return None
+
+
+def tpu_slice(accelerator_type, road='estimator'):
+  """A TPU slice ('v3-32') as a target: its generation's 8-core entry with the peak, memory
+  bandwidth, host vCPUs and price scaled to the slice, the memory per core unchanged. The slice's
+  all-reduce is not modelled, so a pod slice's prediction is optimistic. None where the table has
+  no 8-core entry of that generation (v2, v3 and v4 it has).
+
+  Raises:
+    PipelineError: an accelerator type TPUEstimator cannot run on (`topologies.slice_shape`).
+  """
+  _, devices = topologies.slice_shape(accelerator_type)
+  _, number = topologies.parse(accelerator_type)
+  name = accelerator_type.lower()
+  base = {t['name']: t for t in table_targets()}.get('TPU %s-8' % name.split('-')[0])
+  if base is None:
+    return None
+  scale = number / 8.0
+  return on_road(dict(
+      base, name='TPU %s' % name, devices=devices, machine='%s, %d devices' % (name, devices),
+      peak_flops={k: v * scale for k, v in base['peak_flops'].items()},
+      memory_bandwidth=base['memory_bandwidth'] * scale,
+      host_vcpus=int(base['host_vcpus'] * scale),
+      price={k: v * scale for k, v in (base.get('price') or {}).items() if v is not None}), road)
+
+
 def select(names, cpu_target, road='estimator', tf32=True):
   """The targets named in `names` (a list; ['all']: every target of `road`), `cpu_target` (this
   host, host_probe.target) first.
@@ -51,11 +100,7 @@ def select(names, cpu_target, road='estimator', tf32=True):
   table = table_targets()
   if not tf32:
     table = [dict(t, precision='fp32') if t['precision'] == 'tf32' else t for t in table]
-  if road == 'keras':
-    # JAX compiles the step into one program; on a TPU VM it dispatches steps asynchronously,
-    # with no TPU Node round trip.
-    table = [dict(t, fused=True) if t['kind'] == 'gpu' else
-             dict(t, loop_overhead=0.0) if t['kind'] == 'tpu' else t for t in table]
+  table = [on_road(t, road) for t in table]
   known = {t['name'].lower(): t for t in table}
   names = [n for n in names if n]
   if [n.lower() for n in names] == ['all']:
