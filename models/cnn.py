@@ -17,10 +17,12 @@ from models.specs.cnn import CLASSIFIER_SCOPE
 def elu(x):
   """ELU (Clevert et al. 2016): x for x > 0, exp(x) - 1 otherwise, with its gradient written out.
 
-  intel-tensorflow 1.15.2's oneDNN EluGrad makes this network diverge where TF 2.15 trains it
-  (BENCHMARKS.md, the CNN's runs).
-  The forward tf.nn.elu kernel is kept (it is the fast one); the gradient,
-  1 for x > 0 and elu(x) + 1 otherwise, is computed here.
+  Written when this network diverged on intel-tensorflow 1.15.2 with the built-in EluGrad
+  (BENCHMARKS.md, the CNN's runs). The cause found later: that build's fused Conv2D + BiasAdd +
+  Elu computes ReLU (trainer/host/tf_build.py turns the fusion off for this network); reading
+  the pre-activation here also kept the training graph off it, not the evaluation graph. The
+  forward tf.nn.elu kernel is kept; the gradient, 1 for x > 0 and elu(x) + 1 otherwise, is
+  computed here.
   """
   y = tf.nn.elu(x)
 

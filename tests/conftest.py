@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The host's thread and oneDNN settings (trainer/host/threads.py) go into the environment before
 # TensorFlow loads, in the test process as in every command.
 import trainer  # pylint: disable=g-import-not-at-top,unused-import
+from helpers import ok  # pylint: disable=g-import-not-at-top
 from helpers import write_subset  # pylint: disable=g-import-not-at-top
 import keras_runs  # pylint: disable=g-import-not-at-top
 from trainer.data import dataset_json  # pylint: disable=g-import-not-at-top
@@ -74,6 +75,28 @@ def rotten_tomatoes_dir(tmp_path_factory):
 def text_small_dir(rotten_tomatoes_dir, tmp_path_factory):
   """256 real train / 90 real validation snippets with the full data set's vocabulary."""
   return write_subset(rotten_tomatoes_dir, str(tmp_path_factory.mktemp('text_small')), 256, 90)
+
+
+@pytest.fixture(scope='session')
+def folder_dir(tmp_path_factory):
+  """An image folder prepared by `trainer.prepare image_folder` on the pipeline's TF 1.15: 10 class
+  folders of 240 real Fashion-MNIST test images, each a 32x32 PNG of its grey image in 3 equal
+  channels; 25% held out for validation."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  # TF 2, eager: the Keras runtime
+  source = fashion_mnist.DEFAULT_SOURCE_DIR
+  images = fashion_mnist.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))[:240]
+  labels = fashion_mnist.read_idx(os.path.join(source, 't10k-labels-idx1-ubyte.gz'))[:240]
+  tree = tmp_path_factory.mktemp('folder_tree')
+  for i, (image, label) in enumerate(zip(images, labels)):
+    folder = tree / ('class%d' % label)
+    folder.mkdir(exist_ok=True)
+    grey = tf.cast(tf.round(tf.image.resize(image[..., None], [32, 32])), tf.uint8)
+    (folder / ('%03d.png' % i)).write_bytes(
+        tf.io.encode_png(tf.image.grayscale_to_rgb(grey)).numpy())
+  output = str(tmp_path_factory.mktemp('folder'))
+  ok(keras_runs.pipeline('tf1', 'trainer.prepare', 'image_folder', '--source_dir=%s' % tree,
+                         '--output_dir=' + output, '--validation_fraction=0.25'))
+  return output
 
 
 @pytest.fixture(scope='session')

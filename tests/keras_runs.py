@@ -5,6 +5,7 @@ PIPELINE_PYTHON_TF2; by default they are the repository's .venv and .venv-tf2.""
 
 import json
 import os
+import platform
 import subprocess
 import sys
 
@@ -22,6 +23,11 @@ KERAS_COMMANDS = ('trainer.export_keras', 'trainer.finetune_keras', 'trainer.tra
 PIPELINE_PYTHONS = {
     'tf1': os.environ.get('PIPELINE_PYTHON_TF1', os.path.join(REPO, '.venv', 'bin', 'python')),
     'tf2': os.environ.get('PIPELINE_PYTHON_TF2', os.path.join(REPO, '.venv-tf2', 'bin', 'python')),
+    # intel-tensorflow 1.15.2, the main job's runtime on x86-64 Linux (`make test` creates it
+    # there; elsewhere there is none and stock TF 1.15 stands in).
+    'tf1-mkl': os.environ.get('PIPELINE_PYTHON_TF1_MKL', os.path.join(
+        REPO, '.venv-mkl' if platform.system() == 'Linux' and platform.machine() == 'x86_64'
+        else '.venv', 'bin', 'python')),
 }
 # Each network trains on real data on one of the two runtimes (both must convert), at the tests'
 # tiny settings, long enough for logits that are not all alike: (runtime, network, data fixture,
@@ -38,6 +44,16 @@ RUNS = {
                ['--export_dir']),
     'bilstm_final': ('tf2', 'bilstm', 'text_small_dir', 20, ['--lstm_pooling=final'], []),
 }
+# The image networks on an image folder (3-channel PNGs of grey images, as `trainer.prepare
+# image_folder` stores a folder tree: crop-and-resize preprocessing), trained by intel-tensorflow,
+# whose fused Conv2D + BiasAdd + Elu computed the CNN's ELU as ReLU (trainer/host/tf_build.py).
+FOLDER_RUNS = {
+    'cnn_folder': ('tf1-mkl', 'cnn', 'folder_dir', 20, [], []),
+    'resnet_folder': ('tf1-mkl', 'resnet', 'folder_dir', 20, ['--moving_average_decay=0'], []),
+    'inception_v3_folder': ('tf1-mkl', 'inception_v3', 'folder_dir', 10,
+                            ['--moving_average_decay=0'], RUNS['inception_v3'][5]),
+}
+RUNS.update(FOLDER_RUNS)
 
 
 def pipeline(runtime, module, *args, timeout=900):
