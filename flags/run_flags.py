@@ -7,7 +7,7 @@ recipe (`models.recipes`); `flags.to_config.config_from_flags` combines and chec
 
 from absl import flags
 
-from flags import help_text
+from trainer.cli import help_text
 from flags import tpu_flags
 from models import bilstm
 from models import inception_v3

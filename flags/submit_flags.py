@@ -9,7 +9,7 @@ command.
 
 from absl import flags
 
-from flags import help_text
+from trainer.cli import help_text
 
 SCALE_TIERS = ('BASIC', 'STANDARD_1', 'PREMIUM_1', 'BASIC_GPU', 'BASIC_TPU', 'CUSTOM')
 PLATFORMS = ('vertex', 'ai_platform')

@@ -19,7 +19,7 @@ def elu(x):
 
   Written when this network diverged on intel-tensorflow 1.15.2 with the built-in EluGrad
   (BENCHMARKS.md, the CNN's runs). The cause found later: that build's fused Conv2D + BiasAdd +
-  Elu computes ReLU (trainer/host/tf_build.py turns the fusion off for this network); reading
+  Elu computes ReLU (trainer/run/tf_build.py turns the fusion off for this network); reading
   the pre-activation here also kept the training graph off it, not the evaluation graph. The
   forward tf.nn.elu kernel is kept; the gradient, 1 for x > 0 and elu(x) + 1 otherwise, is
   computed here.

@@ -42,7 +42,7 @@ def tf_worker():
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   from trainer.benchmark import model_bench  # pylint: disable=g-import-not-at-top
   from trainer.run import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
-  from trainer.run import log_noise  # pylint: disable=g-import-not-at-top
+  from trainer.cli import log_noise  # pylint: disable=g-import-not-at-top
   from trainer.run import results  # pylint: disable=g-import-not-at-top
 
   log_noise.quiet_unless_verbose(0)

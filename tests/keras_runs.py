@@ -46,7 +46,7 @@ RUNS = {
 }
 # The image networks on an image folder (3-channel PNGs of grey images, as `trainer.prepare
 # image_folder` stores a folder tree: crop-and-resize preprocessing), trained by intel-tensorflow,
-# whose fused Conv2D + BiasAdd + Elu computed the CNN's ELU as ReLU (trainer/host/tf_build.py).
+# whose fused Conv2D + BiasAdd + Elu computed the CNN's ELU as ReLU (trainer/run/tf_build.py).
 FOLDER_RUNS = {
     'cnn_folder': ('tf1-mkl', 'cnn', 'folder_dir', 20, [], []),
     'resnet_folder': ('tf1-mkl', 'resnet', 'folder_dir', 20, ['--moving_average_decay=0'], []),

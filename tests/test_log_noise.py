@@ -1,5 +1,5 @@
 """A run's default output leaves out the libraries' deprecation notices and Estimator's config
-dump; `-v 1` shows them again (trainer/run/log_noise.py). The notices come from TF 2.15's
+dump; `-v 1` shows them again (trainer/cli/log_noise.py). The notices come from TF 2.15's
 tf.estimator: run there only; google-auth's Python 3.7 notice exists only on TF 1.15's Python."""
 
 import sys

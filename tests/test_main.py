@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from flags import help_text
+from trainer.cli import help_text
 from flags import recorded_network
 from trainer.run import network_record
 from trainer.data import dataset_json

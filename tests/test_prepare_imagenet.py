@@ -317,7 +317,7 @@ def test_a_killed_workers_temporary_is_removed_and_empty_splits_refused(tmp_path
 
 
 def test_the_other_converters_do_not_need_beam():
-  code = ('import sys; import trainer.prepare.__main__, flags.prepare_flags; '
+  code = ('import sys; import trainer.prepare.__main__, trainer.prepare.prepare_flags; '
           'print("apache_beam" in sys.modules)')
   assert subprocess.run([sys.executable, '-c', code], cwd=REPO, stdout=subprocess.PIPE,
                         universal_newlines=True, check=True).stdout.strip() == 'False'

@@ -27,7 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from flags import help_text
+from trainer.cli import help_text
 from flags import keras_flags
 from keras_models import build
 from keras_models import checkpoint_map

@@ -20,7 +20,7 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from flags import help_text
+from trainer.cli import help_text
 from flags import keras_flags
 from keras_models import build  # also registers the custom layers load_model needs
 from keras_models import datasets

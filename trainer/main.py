@@ -16,11 +16,11 @@ from absl import flags as absl_flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from flags import help_text
+from trainer.cli import help_text
 from flags import run_flags
 from flags import to_config
 from trainer.run import driver
-from trainer.run import log_noise
+from trainer.cli import log_noise
 from trainer.run import preemption
 from trainer.run import run_errors
 from trainer.cloud import aiplatform_env

@@ -30,7 +30,7 @@ from absl import app
 from absl import flags as absl_flags
 from absl import logging
 
-from flags import help_text
+from trainer.cli import help_text
 from flags import submit_flags
 from trainer.cloud import aiplatform_job
 from trainer.cloud import image_build

@@ -21,7 +21,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from flags import help_text
+from trainer.cli import help_text
 from flags import keras_flags
 from trainer import errors
 from trainer.errors import PipelineError

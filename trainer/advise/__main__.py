@@ -21,7 +21,7 @@ from absl import flags as absl_flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from flags import help_text
+from trainer.cli import help_text
 from flags import run_flags
 from flags import to_config
 from trainer.advise import advisor
@@ -33,7 +33,7 @@ from trainer.errors import PipelineError
 from trainer.storage import json_files
 from trainer.storage import outputs
 from trainer.host import cpu
-from trainer.run import log_noise
+from trainer.cli import log_noise
 
 FLAGS = absl_flags.FLAGS
 # The model_dir a Config needs; nothing is written there (the graph is only built).

@@ -26,7 +26,7 @@ from absl import flags as absl_flags
 from absl import logging
 
 from flags import benchmark_flags
-from flags import help_text
+from trainer.cli import help_text
 from flags import run_flags
 from flags import to_config
 from trainer.benchmark import conv_bench

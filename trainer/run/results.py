@@ -14,7 +14,7 @@ from trainer.run import best_checkpoint
 from trainer.run import run_errors
 from trainer.cloud import gcs_preflight
 from trainer.cloud import vertex_env
-from trainer.host import tf_build
+from trainer.run import tf_build
 from trainer.host import threads as host_threads
 from trainer.data import serving
 from trainer.errors import PipelineError

@@ -31,10 +31,7 @@ Read-only commands (evaluation, prediction, export) take no lease. In a cluster 
 holds it for the whole job.
 """
 
-import json
 import os
-import socket
-import sys
 import threading
 import time
 import uuid
@@ -42,11 +39,11 @@ import uuid
 from absl import logging
 
 from trainer.errors import PipelineError
+from trainer.storage import lease_stores
 
 LEASE_FILE = 'writer.lease'
 DEFAULT_EXPIRY_SECS = 180
 MIN_EXPIRY_SECS = 6
-_GCS_TIMEOUT_SECS = 20
 
 
 class LeaseHeld(PipelineError):
@@ -55,217 +52,6 @@ class LeaseHeld(PipelineError):
 
 class LeaseLost(PipelineError):
   """This run's lease was taken over, or could not be renewed for expiry_secs."""
-
-
-class _Conflict(Exception):
-  """The lease is not what the caller expected (created, renewed or deleted by another)."""
-
-
-def _read_text(path):
-  try:
-    with open(path) as f:
-      return f.read().strip()
-  except OSError:
-    return ''
-
-
-def _process_start(pid):
-  """The start time of process `pid` in clock ticks since boot (field 22 of /proc/PID/stat), or
-  None when there is no such process: with the pid, it tells a process from a later one that
-  reuses its pid."""
-  stat = _read_text('/proc/%d/stat' % pid)
-  if not stat:
-    return None
-  fields = stat.rpartition(')')[2].split()
-  if fields[0] in ('Z', 'X'):  # a zombie (killed, not yet reaped by its parent) is gone too
-    return None
-  return int(fields[19])
-
-
-def _pid_namespace():
-  try:
-    return os.readlink('/proc/self/ns/pid')
-  except OSError:
-    return ''
-
-
-def _this_process(command=''):
-  return {
-      'host': socket.gethostname(), 'pid': os.getpid(),
-      'process_start': _process_start(os.getpid()),
-      'boot_id': _read_text('/proc/sys/kernel/random/boot_id'), 'pid_namespace': _pid_namespace(),
-      'job_id': os.environ.get('CLOUD_ML_JOB_ID', ''), 'command': command,
-      'started': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
-  }
-
-
-def holder_is_gone(holder):
-  """True when `holder` (a lease's content) ran on this machine, in this pid namespace and this
-  boot, and its process no longer runs (its pid is free or reused by a later process)."""
-  me = _this_process()
-  if any(holder.get(k) != me[k] for k in ('host', 'boot_id', 'pid_namespace')) or not me['boot_id']:
-    return False
-  return _process_start(int(holder.get('pid', 0))) != holder.get('process_start')
-
-
-class _LocalStore(object):
-  """The lease as a local file; version: the holder's token plus its heartbeat count."""
-
-  def __init__(self, path):
-    self.path = path
-
-  def _aside(self, content):
-    temporary = '%s.partial-%s' % (self.path, uuid.uuid4().hex[:12])
-    try:
-      with open(temporary, 'w') as f:
-        f.write(json.dumps(content, sort_keys=True) + '\n')
-        f.flush()
-        os.fsync(f.fileno())
-    except OSError:
-      if os.path.exists(temporary):
-        os.remove(temporary)
-      raise
-    return temporary
-
-  @staticmethod
-  def _version(content):
-    return '%s/%s' % (content.get('token'), content.get('beats'))
-
-  def read(self, quick=False):
-    """(content, version, seconds since the last write), or None when there is no lease."""
-    del quick  # a local read does not wait
-    try:
-      with open(self.path) as f:
-        text = f.read()
-      age = time.time() - os.stat(self.path).st_mtime
-    except FileNotFoundError:
-      return None
-    try:
-      content = json.loads(text)
-    except ValueError:  # not ours, or cut short by a full disk: a lease nobody can renew
-      content = {'token': 'unreadable:' + text[:40]}
-    return content, self._version(content), age
-
-  def _expect(self, version):
-    """Raises _Conflict unless the lease is at `version`."""
-    current = self.read()
-    if current is None or current[1] != version:
-      raise _Conflict()
-
-  def create(self, content):
-    temporary = self._aside(content)
-    try:
-      os.link(temporary, self.path)
-    except FileExistsError:
-      raise _Conflict()
-    finally:
-      os.remove(temporary)
-    return self._version(content)
-
-  def replace(self, content, version):
-    """Writes `content` if the lease is still at `version` (this holder's renewal). Not atomic
-    with the check, which a local file system cannot offer: a renewal only ever races a takeover
-    after this holder was silent for expiry_secs."""
-    self._expect(version)
-    os.replace(self._aside(content), self.path)
-    return self._version(content)
-
-  def take_over(self, content, version):
-    """Replaces a dead holder's lease at `version`: moved aside by rename(2), which only one of
-    two takers can do to it, then created anew by `create`."""
-    aside = '%s.stale-%s' % (self.path, uuid.uuid4().hex[:12])
-    try:
-      os.rename(self.path, aside)
-    except FileNotFoundError:
-      raise _Conflict()
-    try:
-      with open(aside) as f:
-        moved = json.loads(f.read())
-    except ValueError:
-      moved = None
-    if moved is None or self._version(moved) != version:  # a newer lease: put it back
-      try:
-        os.link(aside, self.path)
-      except FileExistsError:
-        pass
-      os.remove(aside)
-      raise _Conflict()
-    os.remove(aside)
-    return self.create(content)
-
-  def delete(self, version):
-    self._expect(version)
-    os.remove(self.path)
-
-  def clear_leftovers(self, older_than_secs=60):
-    """Removes what a killed holder or taker left beside the lease (its files written aside, a
-    lease moved aside), once older than any live writer keeps them."""
-    folder, name = os.path.split(self.path)
-    for entry in os.listdir(folder):
-      full = os.path.join(folder, entry)
-      if entry.startswith((name + '.partial-', name + '.stale-')):
-        try:
-          if time.time() - os.stat(full).st_mtime > older_than_secs:
-            os.remove(full)
-        except OSError:
-          pass
-
-
-class _GcsStore(object):
-  """The lease as a GCS object, through google-cloud-storage; version: its generation."""
-
-  def __init__(self, path):
-    from google.cloud import storage  # pylint: disable=g-import-not-at-top
-    from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
-    self._precondition_failed = exceptions.PreconditionFailed
-    self._not_found = exceptions.NotFound
-    bucket, _, name = path[len('gs://'):].partition('/')
-    self.path = path
-    self._bucket = storage.Client().bucket(bucket)
-    self._name = name
-
-  def read(self, quick=False):
-    """(content, generation, seconds since the last write), or None when there is no lease.
-    quick: one try of each request (no retries), for a check that must not hold training up
-    through a storage outage."""
-    options = dict(timeout=_GCS_TIMEOUT_SECS, **({'retry': None} if quick else {}))
-    blob = self._bucket.get_blob(self._name, **options)
-    if blob is None:
-      return None
-    try:
-      content = json.loads(blob.download_as_bytes(if_generation_match=blob.generation,
-                                                  **options).decode('utf-8'))
-    except (self._precondition_failed, self._not_found):  # renewed or released meanwhile
-      return self.read(quick)
-    except ValueError:
-      content = {'token': 'unreadable'}
-    age = time.time() - blob.updated.timestamp()
-    return content, blob.generation, age
-
-  def _upload(self, content, generation):
-    blob = self._bucket.blob(self._name)
-    try:
-      blob.upload_from_string(json.dumps(content, sort_keys=True) + '\n',
-                              content_type='application/json', if_generation_match=generation,
-                              timeout=_GCS_TIMEOUT_SECS)
-    except self._precondition_failed:
-      raise _Conflict()
-    return blob.generation
-
-  def create(self, content):
-    return self._upload(content, 0)
-
-  def replace(self, content, version):
-    return self._upload(content, version)
-
-  take_over = replace  # the generation match lets one taker only
-
-  def delete(self, version):
-    try:
-      self._bucket.blob(self._name).delete(if_generation_match=version,
-                                           timeout=_GCS_TIMEOUT_SECS)
-    except (self._precondition_failed, self._not_found):
-      raise _Conflict()
 
 
 def _expiry_of(holder, default):
@@ -294,7 +80,7 @@ class Lease(object):
     self.flag = flag
     self.expiry_secs = max(MIN_EXPIRY_SECS, expiry_secs)
     self._store = None
-    self._content = dict(_this_process(command), token=uuid.uuid4().hex, beats=0,
+    self._content = dict(lease_stores.this_process(command), token=uuid.uuid4().hex, beats=0,
                          expiry_secs=self.expiry_secs)
     self._version = None
     self._renewed = None  # time.monotonic() of the last successful write
@@ -308,7 +94,7 @@ class Lease(object):
   def _open_store(self):
     if self.directory.startswith('gs://'):
       try:
-        return _GcsStore(self.path)
+        return lease_stores.GcsStore(self.path)
       except ImportError:
         raise PipelineError('%s=%s is on Google Cloud Storage, and its writer\'s lease needs '
                             'google-cloud-storage: pip install google-cloud-storage.'
@@ -319,7 +105,7 @@ class Lease(object):
         self._created_directory = True
       except FileExistsError:  # another run created it meanwhile
         pass
-    return _LocalStore(self.path)
+    return lease_stores.LocalStore(self.path)
 
   def _mine(self, current):
     """Whether a lease read back is this run's own write (a conditional write whose answer was
@@ -340,7 +126,7 @@ class Lease(object):
         try:
           self._version = self._store.create(self._content)
           break
-        except _Conflict:
+        except lease_stores.Conflict:
           pass
         current = self._store.read()
         if current is None:
@@ -349,7 +135,7 @@ class Lease(object):
           self._version = current[1]
           break
         holder, version, age = current
-        gone = holder_is_gone(holder)
+        gone = lease_stores.holder_is_gone(holder)
         expiry = _expiry_of(holder, self.expiry_secs)
         if not gone and age < expiry:
           raise LeaseHeld(
@@ -360,7 +146,7 @@ class Lease(object):
               % (self.flag, self.directory, _describe(holder, age), self.path, self.flag, expiry))
         try:
           self._version = self._store.take_over(self._content, version)
-        except _Conflict:
+        except lease_stores.Conflict:
           current = self._store.read()
           if not self._mine(current):
             continue
@@ -378,7 +164,7 @@ class Lease(object):
       raise PipelineError('%s=%s cannot be written (%s). Choose a directory this user can '
                           'write.' % (self.flag, self.directory, e))
     self._renewed = time.monotonic()
-    if isinstance(self._store, _LocalStore):
+    if isinstance(self._store, lease_stores.LocalStore):
       self._store.clear_leftovers()
     logging.info('Holding the writer\'s lease %s (heartbeat every %d s).', self.path,
                  self.expiry_secs // 6)
@@ -397,7 +183,7 @@ class Lease(object):
         self._version = self._store.replace(self._content, self._version)
         self._renewed = time.monotonic()
         return
-      except _Conflict:
+      except lease_stores.Conflict:
         try:
           current = self._store.read()
         except Exception:  # pylint: disable=broad-except  # judged at the next beat
@@ -458,7 +244,7 @@ class Lease(object):
       return
     try:
       self._store.delete(self._version)
-    except _Conflict:
+    except lease_stores.Conflict:
       return
     except Exception as e:  # pylint: disable=broad-except
       logging.warning('Could not release the lease %s (%s); the next run takes it over after '

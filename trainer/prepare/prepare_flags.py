@@ -3,7 +3,7 @@
 
 from absl import flags
 
-from flags import help_text
+from trainer.cli import help_text
 
 from trainer.prepare import fashion_mnist
 from trainer.prepare import ilsvrc_layout
