@@ -20,6 +20,7 @@ from absl import logging
 import keras
 import numpy as np
 
+from trainer.keras_run import process_outputs
 from trainer.storage import gfile
 from trainer.storage import json_files
 
@@ -56,8 +57,11 @@ class Checkpoints:
     return None if state is None else int(state['step'])
 
   def save(self, model, step):
-    """Writes the checkpoint of `model` at `step` and names it in checkpoint.json."""
+    """Writes the checkpoint of `model` at `step` and names it in checkpoint.json. Every process
+    of a multi-process JAX run calls it: the weights are gathered by all of them, and the chief
+    alone writes (the others save into a scratch file: trainer.keras_run.process_outputs)."""
     if not self.chief:
+      process_outputs.save_in_scratch(model.save_weights, '.weights.h5')
       return
     if self.before_save:
       self.before_save()

@@ -4,7 +4,7 @@
   JAX         keras.distribution.DataParallel over every device (keras.distribution.list_devices);
               with `multi_host`, keras.distribution.initialize() first, so that the devices of
               every host of a slice (one process per host) form one mesh and each host reads its
-              share of each global batch (DataParallel.distribute_dataset);
+              share of each global batch (trainer/keras_run/inputs.py);
   PyTorch     one device: Keras' torch backend picks the GPU when there is one, else the CPU.
 Each replica gets global_batch / replicas examples; the loss is the global batch's mean.
 """
@@ -103,7 +103,10 @@ def set_up(cpu_replicas=0, multi_host=False, data_parallel=True):
       devices = devices[:1]
     distribution = None
     if len(devices) > 1:
-      distribution = keras.distribution.DataParallel(devices=devices)
+      # Several processes: each reads its own share of every batch (inputs.py), which Keras
+      # must not shard again.
+      distribution = keras.distribution.DataParallel(devices=devices,
+                                                     auto_shard_dataset=not multi_host)
       keras.distribution.set_distribution(distribution)
     return Devices(backend, len(devices), distribution=distribution, names=devices)
   from keras.src.backend.torch import core as torch_core  # pylint: disable=g-import-not-at-top

@@ -36,14 +36,8 @@ class TFRecordInput:
     self.config = datasets.data_config(f.data_dir, input_shape, f.seed, **overrides)
     self.num_classes = self.config.num_classes
     self.num_train_examples = self.config.num_train_examples
-    # keras.distribution shards a tf.data dataset over the hosts of a multi-host run, and takes
-    # nothing else there (its auto_shard_dataset).
-    self._as_dataset = f.multi_host or keras.backend.backend() == 'tensorflow'
-    if f.multi_host:
-      logging.warning('--multi_host: each host reads its share through keras.distribution, '
-                      'which restarts the training input at every logged period, so each period '
-                      'draws its batches from a new shuffle and a resumed run is not the same run '
-                      '(one host, or arrays on one host, read one stream in order).')
+    self._as_dataset = keras.backend.backend() == 'tensorflow'
+    self._multi_host = f.multi_host
 
   def train(self, model, batch_size, first):
     # A new dataset object per fit call: a second iterator of the same one would draw another
@@ -52,6 +46,8 @@ class TFRecordInput:
                                     self.num_classes).skip(first)
     if self._as_dataset:
       return dataset
+    if self._multi_host:
+      dataset = _process_share(dataset, batch_size)
     return _copied(dataset)
 
   def evaluation(self, batch_size):
@@ -91,6 +87,25 @@ class ArrayInput:
 
   def evaluation(self, batch_size):
     return arrays.eval_batches(*self._eval, batch_size)
+
+
+def _process_share(dataset, batch_size):
+  """This process's part of every global batch of `dataset` in a multi-process JAX run: process
+  p of P reads examples [p B/P, (p+1) B/P) of each batch of B, the split keras.distribution's
+  DataParallel.distribute_dataset makes (rebatch, then shard), which Keras' JAX trainer assembles
+  into the global batch (jax.make_array_from_process_local_data). Given to `fit` as batches of
+  one iterator (`_copied`), not as a dataset that Keras would iterate anew at every logged
+  period: every process reads one stream in order, the stream one process reads whole.
+
+  Raises:
+    PipelineError: a batch the processes cannot share evenly.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  processes, index = jax.process_count(), jax.process_index()
+  if batch_size % processes:
+    raise PipelineError('--train_batch_size=%d does not split over the %d processes of the run.'
+                        % (batch_size, processes))
+  return dataset.rebatch(batch_size // processes).shard(processes, index)
 
 
 def _copied(dataset):

@@ -26,6 +26,7 @@ from trainer.errors import PipelineError
 from trainer.keras_run import checkpoints as checkpoints_lib
 from trainer.keras_run import devices as devices_lib
 from trainer.keras_run import inputs as inputs_lib
+from trainer.keras_run import process_outputs
 from trainer.keras_run import progress as progress_lib
 from trainer.keras_run import recipe
 from trainer.keras_run import schedule as schedule_lib
@@ -193,6 +194,8 @@ def train(f, callbacks=()):
         'devices': devices.describe(), 'keras_version': keras.__version__,
         'tensorflow_version': _tensorflow_version(), 'input': data.kind,
     }
+    if not chief:  # a collective: every process saves (trainer.keras_run.process_outputs)
+      process_outputs.save_in_scratch(inference.save, '.keras')
     if chief:
       lease.check()
       with outputs.staged_path(os.path.join(f.model_dir, MODEL_FILE)) as path:

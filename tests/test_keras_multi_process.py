@@ -1,0 +1,68 @@
+"""`trainer.train_keras --multi_host` with several processes on one machine, as on a TPU slice's
+hosts (JAX's own multi-process tests do the same: jax/_src/test_multiprocess.py): 2 processes x 2
+CPU devices each, the coordinator on localhost (the tests' loopback-only network namespace),
+against 1 process x 4 devices on the same TFRecords."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+keras = pytest.importorskip('keras', minversion='3', reason='the Keras 3 runtime (.venv-keras)')
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from helpers import REPO
+from helpers import free_ports
+import keras_resume
+
+# Both runs are 4 replicas of the same global batches; only the all-reduce differs (across
+# processes, or within one): float32 rounding.
+TOLERANCE = 1e-5
+_RUN = ['--model=cnn', '--image_size=28', '--train_batch_size=8', '--eval_batch_size=25',
+        '--log_every_steps=2', '--save_checkpoints_steps=2', '--base_learning_rate=0.05',
+        '--warmup_epochs=0', '--weight_decay=1e-4', '--seed=3', '--train_steps=4']
+
+
+def _start(data_dir, model_dir, devices, process=None, port=None):
+  env = dict(os.environ, KERAS_BACKEND='jax',
+             XLA_FLAGS='--xla_force_host_platform_device_count=%d' % devices)
+  args = []
+  if process is not None:
+    env.update(KERAS_DISTRIBUTION_JOB_ADDRESSES='localhost:%d' % port,
+               KERAS_DISTRIBUTION_NUM_PROCESSES='2', KERAS_DISTRIBUTION_PROCESS_ID=str(process))
+    args = ['--multi_host']
+  return subprocess.Popen(
+      [sys.executable, '-m', 'trainer.train_keras', '--data_dir=' + data_dir,
+       '--model_dir=' + model_dir] + _RUN + args, cwd=REPO, env=env,
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+
+
+def _finish(proc):
+  _, stderr = proc.communicate(timeout=600)
+  assert proc.returncode == 0, stderr[-3000:]
+
+
+def test_two_processes_of_two_devices_train_as_one_process_of_four(tiny_dir, tmp_path):
+  """Each process reads its half of every global batch; the weights after 4 steps (2
+  checkpoints) equal the one-process run's, and process 0 alone writes: process 1's model_dir
+  (its own here, so that anything it wrote would show) stays without outputs."""
+  port, = free_ports(1)
+  chief, other, single = (str(tmp_path / n) for n in ('chief', 'other', 'single'))
+  procs = [_start(tiny_dir, chief, 2, 0, port), _start(tiny_dir, other, 2, 1, port)]
+  for proc in procs:
+    _finish(proc)
+  _finish(_start(tiny_dir, single, 4))
+  results = keras_resume.results(chief)
+  assert results['devices']['replicas'] == 4
+  assert len(results['devices']['devices']) == 4
+  losses = [[e['loss'] for e in keras_resume.results(d)['train_log']] for d in (chief, single)]
+  print('2 processes x 2 devices vs 1 x 4: losses %s vs %s' % tuple(losses))
+  np.testing.assert_allclose(losses[0], losses[1], atol=TOLERANCE)
+  for got, want in zip(keras_resume.weights(chief), keras_resume.weights(single)):
+    np.testing.assert_allclose(got, want, atol=TOLERANCE)
+  assert sorted(os.listdir(os.path.join(chief, 'checkpoints'))) == [
+      'checkpoint.json', 'ckpt-2.weights.h5', 'ckpt-4.weights.h5']
+  written = [os.path.join(root, name) for root, _, names in os.walk(other) for name in names]
+  assert written == [], written
