@@ -36,7 +36,8 @@ def flags(model_dir, data_dir, **overrides):
       lr_decay_epochs=['0.5'], lr_decay_factor=0.1, weight_decay=1e-4, label_smoothing=0.1,
       gradient_clip_norm=5.0, aux_loss_weight=0.4, dtype_policy='float32', crop_padding=None,
       cache_decoded=False, log_every_steps=2, save_checkpoints_steps=2, keep_checkpoints=2,
-      cpu_replicas=0, data_parallel=True, multi_host=False, seed=3, lease_expiry_secs=180)
+      cpu_replicas=0, data_parallel=True, multi_host=False, multi_host_timeout=300, seed=3,
+      lease_expiry_secs=180)
   values.update(overrides)
   return types.SimpleNamespace(**values)
 

@@ -25,17 +25,16 @@ _RUN = ['--model=cnn', '--image_size=28', '--train_batch_size=8', '--eval_batch_
         '--warmup_epochs=0', '--weight_decay=1e-4', '--seed=3', '--train_steps=4']
 
 
-def _start(data_dir, model_dir, devices, process=None, port=None):
+def _start(data_dir, model_dir, devices, process=None, port=None, *args):
   env = dict(os.environ, KERAS_BACKEND='jax',
              XLA_FLAGS='--xla_force_host_platform_device_count=%d' % devices)
-  args = []
   if process is not None:
     env.update(KERAS_DISTRIBUTION_JOB_ADDRESSES='localhost:%d' % port,
                KERAS_DISTRIBUTION_NUM_PROCESSES='2', KERAS_DISTRIBUTION_PROCESS_ID=str(process))
-    args = ['--multi_host']
+    args = ('--multi_host',) + args
   return subprocess.Popen(
       [sys.executable, '-m', 'trainer.train_keras', '--data_dir=' + data_dir,
-       '--model_dir=' + model_dir] + _RUN + args, cwd=REPO, env=env,
+       '--model_dir=' + model_dir] + _RUN + list(args), cwd=REPO, env=env,
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
 
 
@@ -66,3 +65,17 @@ def test_two_processes_of_two_devices_train_as_one_process_of_four(tiny_dir, tmp
       'checkpoint.json', 'ckpt-2.weights.h5', 'ckpt-4.weights.h5']
   written = [os.path.join(root, name) for root, _, names in os.walk(other) for name in names]
   assert written == [], written
+
+
+@pytest.mark.parametrize('process, message', [
+    (0, 'error: --multi_host: did not join localhost:%d within 5 s'),
+    (2, 'KERAS_DISTRIBUTION_PROCESS_ID=2 is not a process of KERAS_DISTRIBUTION_NUM_PROCESSES=2')])
+def test_a_process_alone_or_out_of_range_exits_with_the_reason(tiny_dir, tmp_path, process,
+                                                               message):
+  """Process 0 of 2 whose partner never starts gives up after --multi_host_timeout, naming the
+  coordinator, instead of waiting in JAX; an id outside the count is refused at once."""
+  port, = free_ports(1)
+  proc = _start(tiny_dir, str(tmp_path / 'model'), 2, process, port, '--multi_host_timeout=5')
+  _, stderr = proc.communicate(timeout=120)
+  assert proc.returncode == 2 and (message.replace('%d', str(port)) in stderr), stderr[-3000:]
+  assert not (tmp_path / 'model').exists()

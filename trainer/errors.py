@@ -10,6 +10,11 @@ class PipelineError(Exception):
   """
 
 
+# The exit status of a PipelineError (and of a refusal that cannot raise one: a wait given up
+# from another thread).
+EXIT_USAGE = 2
+
+
 # The exit status of a run stopped from outside before its end (SIGTERM: preemption or a job
 # cancelled; an object-store outage that outlasted TensorFlow's retries), with everything saved
 # that could be: run the same command again to resume. sysexits.h EX_TEMPFAIL ("temporary

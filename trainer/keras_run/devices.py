@@ -10,10 +10,14 @@ Each replica gets global_batch / replicas examples; the loss is the global batch
 """
 
 import contextlib
+import os
+import sys
+import threading
 
 from absl import logging
 import keras
 
+from trainer.errors import EXIT_USAGE
 from trainer.errors import PipelineError
 
 
@@ -58,13 +62,67 @@ def strategy_of(cpu_replicas):
   return tf.distribute.MirroredStrategy()
 
 
-def set_up(cpu_replicas=0, multi_host=False, data_parallel=True):
+# keras.distribution.initialize() reads these (Keras' distribution_lib.initialize); on a Cloud
+# TPU JAX finds the hosts itself and they stay unset.
+COORDINATOR_ENV = 'KERAS_DISTRIBUTION_JOB_ADDRESSES'
+PROCESSES_ENV = 'KERAS_DISTRIBUTION_NUM_PROCESSES'
+PROCESS_ID_ENV = 'KERAS_DISTRIBUTION_PROCESS_ID'
+
+
+def _check_processes(environ):
+  """Refuses a process id outside [0, processes) or one of the two without the other."""
+  processes, process_id = environ.get(PROCESSES_ENV), environ.get(PROCESS_ID_ENV)
+  if (processes is None) != (process_id is None):
+    raise PipelineError('--multi_host: set both %s and %s (or neither, on a Cloud TPU).'
+                        % (PROCESSES_ENV, PROCESS_ID_ENV))
+  if processes is None:
+    return
+  try:
+    count, index = int(processes), int(process_id)
+  except ValueError:
+    count = index = -1
+  if not 0 <= index < count:
+    raise PipelineError('--multi_host: %s=%s is not a process of %s=%s: give each of the N '
+                        'processes its own id, 0 to N-1 (0 is the coordinator).'
+                        % (PROCESS_ID_ENV, process_id, PROCESSES_ENV, processes))
+
+
+def _join(timeout_secs, environ=None):
+  """keras.distribution.initialize(), or exit status 2 after `timeout_secs` with the
+  coordinator named: a process waits in it, inside JAX, until every process has joined."""
+  environ = os.environ if environ is None else environ
+  _check_processes(environ)
+  coordinator = environ.get(COORDINATOR_ENV, '').split(',')[0] or 'the coordinator JAX finds'
+
+  def give_up():
+    # The main thread is blocked inside JAX's C++ client: nothing but an exit ends the wait.
+    logging.error('--multi_host: process %s of %s did not join %s within %d s '
+                  '(--multi_host_timeout): start the same command on every host, each with its '
+                  'own %s, and check that %s is reachable from here.',
+                  environ.get(PROCESS_ID_ENV, '?'), environ.get(PROCESSES_ENV, '?'), coordinator,
+                  timeout_secs, PROCESS_ID_ENV, coordinator)
+    sys.stderr.write('error: --multi_host: did not join %s within %d s\n'
+                     % (coordinator, timeout_secs))
+    sys.stderr.flush()
+    os._exit(EXIT_USAGE)  # pylint: disable=protected-access
+
+  timer = threading.Timer(timeout_secs, give_up)
+  timer.daemon = True
+  timer.start()
+  try:
+    keras.distribution.initialize()
+  finally:
+    timer.cancel()
+
+
+def set_up(cpu_replicas=0, multi_host=False, data_parallel=True, multi_host_timeout=300):
   """Chooses and installs the run's devices (call first, before any model or tensor).
 
   Args:
     cpu_replicas: TensorFlow: split the CPU into this many logical devices (0: GPUs or the CPU).
     multi_host: JAX: join the other hosts of the slice (keras.distribution.initialize reads the
       coordinator from the environment, as jax.distributed.initialize does on Cloud TPU).
+    multi_host_timeout: seconds to wait for every process to join before exiting with status 2.
     data_parallel: JAX: False trains on the default device alone.
 
   Returns:
@@ -97,7 +155,7 @@ def set_up(cpu_replicas=0, multi_host=False, data_parallel=True):
   strategy_of(cpu_replicas)  # refuses --cpu_replicas
   if backend == 'jax':
     if multi_host:
-      keras.distribution.initialize()
+      _join(multi_host_timeout)
     devices = keras.distribution.list_devices()
     if not data_parallel:
       devices = devices[:1]

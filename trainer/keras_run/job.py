@@ -112,7 +112,8 @@ def train(f, callbacks=()):
     lease_lib.LeaseHeld, LeaseLost: another run writes model_dir (PipelineErrors).
   """
   _check_flags(f)
-  devices = devices_lib.set_up(f.cpu_replicas, f.multi_host, f.data_parallel)
+  devices = devices_lib.set_up(f.cpu_replicas, f.multi_host, f.data_parallel,
+                               f.multi_host_timeout)
   chief = _is_chief()
   if f.train_batch_size % devices.replicas:
     raise PipelineError('--train_batch_size=%d does not split over %d replicas.'
