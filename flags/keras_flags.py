@@ -145,9 +145,10 @@ def define_train_keras_flags():
                        '(keras.distribution.DataParallel); off: the first device only.')
   flags.DEFINE_boolean('multi_host', False, 'JAX backend: call keras.distribution.initialize() '
                        'first, to train over every host of a TPU slice (one process per host).')
-  flags.DEFINE_integer('multi_host_timeout', 300, '--multi_host: seconds to wait for every '
-                       'process to join before exiting with status 2, naming the coordinator.',
-                       lower_bound=1)
+  flags.DEFINE_integer('multi_host_timeout', 240, '--multi_host: seconds to wait for every '
+                       'process to join before exiting with status 2, naming the coordinator '
+                       '(under JAX\'s own 300 s, after which it fails with a traceback).',
+                       lower_bound=1, upper_bound=290)
   flags.DEFINE_integer('seed', 0, 'Seeds the weights, dropout, the shuffles and augmentation.')
   flags.DEFINE_integer('lease_expiry_secs', 180, 'The run holds a lease on --model_dir, renewed '
                        'every sixth of this: a second run on it is refused; a lease not renewed '

@@ -61,7 +61,7 @@ def define_submit_flags():
   """Defines the flags of `trainer.submit` (once per process).
 
   Returns:
-    The groups `trainer.submit --help` shows (`flags.help_text.define_groups`).
+    The groups `trainer.submit --help` shows (`trainer.cli.help_text.define_groups`).
   """
   return help_text.define_groups([('Every platform', _define_common_flags),
                                   ('Vertex AI', _define_vertex_flags),

@@ -3,9 +3,11 @@ hosts (JAX's own multi-process tests do the same: jax/_src/test_multiprocess.py)
 CPU devices each, the coordinator on localhost (the tests' loopback-only network namespace),
 against 1 process x 4 devices on the same TFRecords."""
 
+import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -22,7 +24,7 @@ import keras_resume
 TOLERANCE = 1e-5
 _RUN = ['--model=cnn', '--image_size=28', '--train_batch_size=8', '--eval_batch_size=25',
         '--log_every_steps=2', '--save_checkpoints_steps=2', '--base_learning_rate=0.05',
-        '--warmup_epochs=0', '--weight_decay=1e-4', '--seed=3', '--train_steps=4']
+        '--warmup_epochs=0', '--weight_decay=1e-4', '--seed=3']
 
 
 def _start(data_dir, model_dir, devices, process=None, port=None, *args):
@@ -34,7 +36,9 @@ def _start(data_dir, model_dir, devices, process=None, port=None, *args):
     args = ('--multi_host',) + args
   return subprocess.Popen(
       [sys.executable, '-m', 'trainer.train_keras', '--data_dir=' + data_dir,
-       '--model_dir=' + model_dir] + _RUN + list(args), cwd=REPO, env=env,
+       '--model_dir=' + model_dir] + _RUN + list(args) +
+      ([] if any(a.startswith('--train_steps=') for a in args) else ['--train_steps=4']),
+      cwd=REPO, env=env,
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
 
 
@@ -59,6 +63,7 @@ def test_two_processes_of_two_devices_train_as_one_process_of_four(tiny_dir, tmp
   losses = [[e['loss'] for e in keras_resume.results(d)['train_log']] for d in (chief, single)]
   print('2 processes x 2 devices vs 1 x 4: losses %s vs %s' % tuple(losses))
   np.testing.assert_allclose(losses[0], losses[1], atol=TOLERANCE)
+  assert results['accuracy'] == keras_resume.results(single)['accuracy']
   for got, want in zip(keras_resume.weights(chief), keras_resume.weights(single)):
     np.testing.assert_allclose(got, want, atol=TOLERANCE)
   assert sorted(os.listdir(os.path.join(chief, 'checkpoints'))) == [
@@ -79,3 +84,47 @@ def test_a_process_alone_or_out_of_range_exits_with_the_reason(tiny_dir, tmp_pat
   _, stderr = proc.communicate(timeout=120)
   assert proc.returncode == 2 and (message.replace('%d', str(port)) in stderr), stderr[-3000:]
   assert not (tmp_path / 'model').exists()
+
+
+def _checkpoint_step(model_dir):
+  try:
+    with open(os.path.join(model_dir, 'checkpoints', 'checkpoint.json')) as f:
+      return json.load(f)['step']
+  except (OSError, ValueError):
+    return None
+
+
+def test_a_host_killed_mid_run_then_both_restarted_resume_to_the_same_weights(tiny_dir,
+                                                                             tmp_path):
+  """kill -9 of process 1 once a checkpoint is written, then of process 0 (a slice restarts all
+  its hosts), and both started again on their shared model_dir: the run resumes from the
+  checkpoint (process 0 takes its dead lease over) and ends with the weights of the same two
+  processes uninterrupted."""
+  steps = '--train_steps=20'
+  port, = free_ports(1)
+  chief, whole = str(tmp_path / 'shared'), str(tmp_path / 'whole')
+  procs = [_start(tiny_dir, chief, 2, i, port, steps) for i in (0, 1)]
+  deadline = time.time() + 300
+  while (_checkpoint_step(chief) or 0) < 4 and time.time() < deadline:
+    assert procs[0].poll() is None, procs[0].communicate()[1][-3000:]
+    time.sleep(0.05)
+  procs[1].kill()
+  procs[0].kill()
+  for proc in procs:
+    proc.communicate()
+  killed_at = _checkpoint_step(chief)
+  assert 4 <= killed_at < 20, killed_at
+  port, = free_ports(1)
+  procs = [_start(tiny_dir, chief, 2, i, port, steps) for i in (0, 1)]
+  for proc in procs:
+    _finish(proc)
+  port, = free_ports(1)
+  procs = [_start(tiny_dir, whole, 2, i, port, steps) for i in (0, 1)]
+  for proc in procs:
+    _finish(proc)
+  resumed = keras_resume.results(chief)
+  assert resumed['resumed_from_step'] == killed_at and resumed['steps'] == 20
+  worst = max(float(np.abs(got - want).max()) for got, want in zip(
+      keras_resume.weights(chief), keras_resume.weights(whole)))
+  print('killed at step %d, resumed: largest weight difference %.3g' % (killed_at, worst))
+  assert worst <= TOLERANCE

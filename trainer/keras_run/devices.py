@@ -38,6 +38,21 @@ class Devices:
   def describe(self):
     return {'backend': self.backend, 'replicas': self.replicas, 'devices': self.names}
 
+  def check_same_everywhere(self, value, what, advice):
+    """Raises PipelineError unless every process of a multi-process JAX run has the same int
+    `value` (a collective: every process calls it); nothing to check in one process."""
+    if self.backend != 'jax':
+      return
+    import jax  # pylint: disable=g-import-not-at-top
+    if jax.process_count() == 1:
+      return
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    values = multihost_utils.process_allgather(np.asarray(value, np.int64))
+    if len(set(int(v) for v in np.ravel(values))) > 1:
+      raise PipelineError('--multi_host: the processes differ in %s (%s, by process): %s.'
+                          % (what, ', '.join(str(int(v)) for v in np.ravel(values)), advice))
+
 
 def strategy_of(cpu_replicas):
   """The tf.distribute strategy to build and train under (TensorFlow backend); None on others.
@@ -94,17 +109,22 @@ def _join(timeout_secs, environ=None):
   _check_processes(environ)
   coordinator = environ.get(COORDINATOR_ENV, '').split(',')[0] or 'the coordinator JAX finds'
 
+  lock, joined = threading.Lock(), []
+
   def give_up():
-    # The main thread is blocked inside JAX's C++ client: nothing but an exit ends the wait.
-    logging.error('--multi_host: process %s of %s did not join %s within %d s '
-                  '(--multi_host_timeout): start the same command on every host, each with its '
-                  'own %s, and check that %s is reachable from here.',
-                  environ.get(PROCESS_ID_ENV, '?'), environ.get(PROCESSES_ENV, '?'), coordinator,
-                  timeout_secs, PROCESS_ID_ENV, coordinator)
-    sys.stderr.write('error: --multi_host: did not join %s within %d s\n'
-                     % (coordinator, timeout_secs))
-    sys.stderr.flush()
-    os._exit(EXIT_USAGE)  # pylint: disable=protected-access
+    with lock:
+      if joined:  # the join returned as the timer fired
+        return
+      # The main thread is blocked inside JAX's C++ client: nothing but an exit ends the wait.
+      logging.error('--multi_host: process %s of %s did not join %s within %d s '
+                    '(--multi_host_timeout): start the same command on every host, each with its '
+                    'own %s, and check that %s is reachable from here.',
+                    environ.get(PROCESS_ID_ENV, '?'), environ.get(PROCESSES_ENV, '?'), coordinator,
+                    timeout_secs, PROCESS_ID_ENV, coordinator)
+      sys.stderr.write('error: --multi_host: did not join %s within %d s\n'
+                       % (coordinator, timeout_secs))
+      sys.stderr.flush()
+      os._exit(EXIT_USAGE)  # pylint: disable=protected-access
 
   timer = threading.Timer(timeout_secs, give_up)
   timer.daemon = True
@@ -112,10 +132,12 @@ def _join(timeout_secs, environ=None):
   try:
     keras.distribution.initialize()
   finally:
-    timer.cancel()
+    with lock:
+      joined.append(True)
+      timer.cancel()
 
 
-def set_up(cpu_replicas=0, multi_host=False, data_parallel=True, multi_host_timeout=300):
+def set_up(cpu_replicas=0, multi_host=False, data_parallel=True, multi_host_timeout=240):
   """Chooses and installs the run's devices (call first, before any model or tensor).
 
   Args:
@@ -135,6 +157,9 @@ def set_up(cpu_replicas=0, multi_host=False, data_parallel=True, multi_host_time
   if multi_host and backend != 'jax':
     raise PipelineError('--multi_host needs KERAS_BACKEND=jax (keras.distribution); the backend '
                         'is %s.' % backend)
+  if multi_host and not data_parallel:
+    raise PipelineError('--multi_host trains data-parallel over every host\'s devices: drop '
+                        '--nodata_parallel.')
   if backend == 'tensorflow':
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     gpus = tf.config.list_physical_devices('GPU')

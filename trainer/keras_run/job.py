@@ -139,7 +139,8 @@ def train(f, callbacks=()):
     if lease:
       outputs.remove_staged_leftovers(f.model_dir)
       checkpoints.remove_leftovers()
-    _prepare_model_dir(f, checkpoints)
+    if chief:  # the other processes of a multi-process run share model_dir and read it only
+      _prepare_model_dir(f, checkpoints)
     steps_per_epoch = data.num_train_examples / float(f.train_batch_size)
     total = f.train_steps or train_length.steps_of_epochs(f.train_epochs, data.num_train_examples,
                                                           f.train_batch_size)
@@ -150,6 +151,9 @@ def train(f, callbacks=()):
       decayed = recipe.add_weight_decay(model, f.weight_decay)
       recipe.compile_model(model, recipe.optimizer_of(f, schedule), f.label_smoothing,
                            f.aux_loss_weight)
+    devices.check_same_everywhere(checkpoints.latest() or 0, 'the newest checkpoint\'s step in '
+                                  '%s' % checkpoints.directory,
+                                  '--model_dir must be one directory every process reads (gs://)')
     with devices.scope():
       start = checkpoints.restore(model)
 

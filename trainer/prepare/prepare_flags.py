@@ -14,7 +14,7 @@ def define_prepare_flags():
   """Defines the flags of every converter of `trainer.prepare` (once per process).
 
   Returns:
-    The groups `trainer.prepare --help` shows (`flags.help_text.define_groups`).
+    The groups `trainer.prepare --help` shows (`trainer.cli.help_text.define_groups`).
   """
   return help_text.define_groups([('Every converter', _define_common_flags),
                                   ('imagenet, image_folder', _define_image_flags),

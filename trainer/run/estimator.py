@@ -189,7 +189,7 @@ def host_session_config(network=None):
   """Estimator's default session config (soft placement, one round of grappler's meta
   optimizer: tensorflow_estimator's `run_config.get_default_session_config`) with the thread
   pools chosen for this host's CPU (trainer.host.threads), and off the kernels this build
-  computes wrong for `network` (trainer.run.tf_build; None: any network).
+  computes wrong for `network` (trainer.run.tf_build; None: no network-specific setting).
 
   Used by the single-process CPU/GPU run only: MirroredStrategy keeps TensorFlow's pools (its
   replicas must run at once), a TF_CONFIG cluster its own device filters, a TPU its master's.
