@@ -19,10 +19,11 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# entry -> (module, the function of flags/ that defines its flags, in order)
+# entry -> (module, the functions that define its flags, in order: of flags/, or a module path)
 ENTRIES = {
     'main': ('trainer.main', ['run_flags.define_run_flags']),
-    'prepare': ('trainer.prepare.__main__', ['prepare_flags.define_prepare_flags']),
+    'prepare': ('trainer.prepare.__main__',
+                ['trainer.prepare.prepare_flags.define_prepare_flags']),
     'submit': ('trainer.submit', ['submit_flags.define_submit_flags']),
     'benchmark': ('trainer.benchmark.__main__',
                   ['run_flags.define_run_flags', 'benchmark_flags.define_benchmark_flags']),
@@ -34,8 +35,10 @@ ENTRIES = {
 
 def _define_flags(names):
   for name in names:
-    module, function = name.split('.')
-    getattr(importlib.import_module('flags.' + module), function)()
+    module, function = name.rsplit('.', 1)
+    if '.' not in module:
+      module = 'flags.' + module
+    getattr(importlib.import_module(module), function)()
 
 
 @contextlib.contextmanager
