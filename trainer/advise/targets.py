@@ -47,6 +47,11 @@ def on_road(target, road):
   return target
 
 
+def _with_tf32(target, tf32):
+  """`target`, run in fp32 where its table precision is TF32 and `tf32` is False."""
+  return dict(target, precision='fp32') if not tf32 and target['precision'] == 'tf32' else target
+
+
 def gpu_named(device_name, tf32=True):
   """The table's GPU whose name's words are all among `device_name`'s, as CUDA names the device
   ('Tesla V100-SXM2-16GB' -> V100, 'NVIDIA A100-SXM4-40GB' -> A100 40GB); None for a GPU the
@@ -54,8 +59,7 @@ def gpu_named(device_name, tf32=True):
   words = set(_WORD.findall(device_name.upper()))
   for target in table_targets():
     if target['kind'] == 'gpu' and all(w in words for w in target['name'].upper().split()):
-      return dict(target, precision='fp32') if not tf32 and target['precision'] == 'tf32' else (
-          target)
+      return _with_tf32(target, tf32)
   return None
 
 
@@ -98,9 +102,7 @@ def select(names, cpu_target, road='estimator', tf32=True):
     PipelineError: a name the table does not have.
   """
   table = table_targets()
-  if not tf32:
-    table = [dict(t, precision='fp32') if t['precision'] == 'tf32' else t for t in table]
-  table = [on_road(t, road) for t in table]
+  table = [on_road(_with_tf32(t, tf32), road) for t in table]
   known = {t['name'].lower(): t for t in table}
   names = [n for n in names if n]
   if [n.lower() for n in names] == ['all']:

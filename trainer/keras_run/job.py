@@ -201,7 +201,7 @@ def train(f, callbacks=()):
     }
     if not chief:  # a collective: every process saves (trainer.keras_run.process_outputs)
       process_outputs.save_in_scratch(inference.save, '.keras')
-    if chief:
+    else:
       lease.check()
       with outputs.staged_path(os.path.join(f.model_dir, MODEL_FILE)) as path:
         inference.save(path)

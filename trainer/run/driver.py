@@ -120,8 +120,7 @@ def _run(config, watch, task, lease):
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   prediction = None
   if config.mode != 'eval' and config.predict_step_time:  # before training, on an idle host
-    prediction = own_device.predict_run(
-        config, None if config.use_tpu else estimator_lib.host_session_config())
+    prediction = own_device.predict_run(config, estimator.config.session_config)
   start = time.time()
   if config.mode == 'eval':
     results, checkpoint = _eval_only(estimator, config)
