@@ -70,7 +70,6 @@ setup(
         'tpu-pipeline-advise=trainer.advise.__main__:run',
         'tpu-pipeline-submit=trainer.submit:run',
         'tpu-pipeline-export-keras=trainer.export_keras:run',
-        'tpu-pipeline-finetune-keras=trainer.finetune_keras:run',
         'tpu-pipeline-train-keras=trainer.train_keras:run',
     ]},
 )

@@ -1,6 +1,6 @@
-"""Flags of the Keras 3 commands: `trainer.export_keras` (checkpoint -> Keras model),
-`trainer.finetune_keras` (model.fit of a converted model) and `trainer.train_keras` (training
-with the pipeline's recipes on any backend)."""
+"""Flags of the Keras 3 commands: `trainer.export_keras` (checkpoint -> Keras model) and
+`trainer.train_keras` (training with the pipeline's recipes on any backend, from scratch or, to
+fine-tune, from a converted model). `flags/to_keras_config.py` turns the latter's into a config."""
 
 from absl import flags
 
@@ -56,39 +56,6 @@ SETTINGS = ('model', 'num_classes', 'image_size', 'resnet_depth', 'embedding_dim
             'lstm_hidden_units', 'lstm_layers', 'lstm_pooling')
 
 
-def define_finetune_keras_flags():
-  """Defines the fine-tuning command's flags on absl's FLAGS."""
-  flags.DEFINE_string('model', None, 'The Keras model to train on: a .keras file of '
-                      '`trainer.export_keras` (or of an earlier fine-tuning).')
-  flags.DEFINE_string('data_dir', None, 'TFRecords of this pipeline (`trainer.prepare`) with '
-                      'dataset.json: the training split is trained on, the evaluation split '
-                      'scored before and after.')
-  flags.DEFINE_string('output', None, 'Where to write the fine-tuned model (.keras); its figures '
-                      'go to <output without .keras>.results.json.')
-  flags.DEFINE_boolean('overwrite', False, 'Replace an existing --output (and its .results.json) '
-                       'instead of refusing before any work.')
-  flags.DEFINE_integer('steps', 300, 'Training steps (batches).', lower_bound=1)
-  flags.DEFINE_integer('batch_size', 64, 'Global batch size (summed over replicas).',
-                       lower_bound=1)
-  flags.DEFINE_enum('optimizer', 'momentum', ('momentum', 'adam'),
-                    'SGD with momentum 0.9, or Adam.')
-  flags.DEFINE_float('learning_rate', 0.01, 'Constant learning rate.')
-  flags.DEFINE_float('aux_loss_weight', 0.4, 'InceptionV3: weight of the auxiliary head\'s loss.')
-  flags.DEFINE_integer('cpu_replicas', 0, 'TensorFlow backend: split the CPU into this many '
-                       'logical devices and train on them with MirroredStrategy (data '
-                       'parallelism on one machine; 0: MirroredStrategy over the GPUs, or the '
-                       'CPU).', lower_bound=0)
-  flags.DEFINE_integer('log_every_steps', 50, 'Log loss and accuracy every this many steps.',
-                       lower_bound=1)
-  flags.DEFINE_integer('crop_padding', None, 'Training augmentation: pad by this many pixels '
-                       'and crop back at a random offset (pad_and_crop data); not given: '
-                       'dataset.json\'s. Give what the run trained with (0 in `make train`).',
-                       lower_bound=0)
-  flags.DEFINE_integer('seed', 0, 'Seeds the weights\' dropout, the shuffles and augmentation.')
-  for name in ('model', 'data_dir', 'output'):
-    flags.mark_flag_as_required(name)
-
-
 def define_train_keras_flags():
   """Defines `trainer.train_keras`'s flags on absl's FLAGS (the pipeline's names and defaults
   where `trainer.main` has the same setting)."""
@@ -97,8 +64,10 @@ def define_train_keras_flags():
                       '(TensorFlow backend) model_serving/.')
   flags.DEFINE_string('data_dir', None, 'TFRecords of this pipeline (`trainer.prepare`) with '
                       'dataset.json.')
-  flags.DEFINE_string('init_model', None, 'Start from this .keras model (`trainer.export_keras` '
-                      'or an earlier run) instead of a new network of --model.')
+  flags.DEFINE_string('init_model', None, 'Fine-tune: start from this .keras model '
+                      '(`trainer.export_keras` or an earlier run) instead of a new network of '
+                      '--model; it is scored on the evaluation split first (results.json '
+                      '"before"). Fine-tuning recipe: docs/migration.md.')
   flags.DEFINE_enum('model', 'resnet', model_config.MODELS, 'Network to train from scratch.')
   flags.DEFINE_integer('resnet_depth', 18, 'ResNet depth (from scratch).')
   flags.DEFINE_integer('image_size', None, 'Input size (from scratch; default: dataset.json\'s).')

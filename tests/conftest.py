@@ -64,6 +64,15 @@ def tiny_dir(fashion_mnist_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
+def tiny_arrays_dir(tiny_dir, tmp_path_factory):
+  """tiny_dir as the arrays of `trainer.prepare arrays` (28 px, no crop offset)."""
+  from trainer.prepare import arrays as prepare_arrays  # pylint: disable=g-import-not-at-top
+  path = str(tmp_path_factory.mktemp('tiny_arrays'))
+  prepare_arrays.prepare(tiny_dir, path, crop_padding=0)
+  return path
+
+
+@pytest.fixture(scope='session')
 def rotten_tomatoes_dir(tmp_path_factory):
   """The full real Rotten Tomatoes snippets (fixed 80/20 split) as token-id TFRecords."""
   path = str(tmp_path_factory.mktemp('rotten_tomatoes'))

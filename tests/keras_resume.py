@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import pytest
 
+from flags import to_keras_config
 from trainer.errors import Preempted
 from trainer.keras_run import job
 
@@ -26,8 +27,8 @@ def weights(model_dir):
 
 
 def flags(model_dir, data_dir, **overrides):
-  """The flag values of test_keras_train._RUN as trainer.train_keras parses them (defaults
-  elsewhere)."""
+  """The run config of test_keras_train._RUN's flag values as trainer.train_keras parses them
+  (defaults elsewhere), through the command's own conversion (flags/to_keras_config.py)."""
   values = dict(
       model_dir=model_dir, data_dir=data_dir, init_model=None, model='cnn', resnet_depth=18,
       image_size=None, embedding_dim=256, lstm_hidden_units=128, overwrite=False, train_steps=6,
@@ -39,7 +40,7 @@ def flags(model_dir, data_dir, **overrides):
       cpu_replicas=0, data_parallel=True, multi_host=False, multi_host_timeout=300, seed=3,
       lease_expiry_secs=180)
   values.update(overrides)
-  return types.SimpleNamespace(**values)
+  return to_keras_config.keras_run_config(types.SimpleNamespace(**values))
 
 
 class At(keras.callbacks.Callback):
@@ -62,23 +63,23 @@ def kill():
   raise Killed()
 
 
-def resume_scenario(tiny_dir, tmp_dir, tolerance, loss_tolerance=None):
+def resume_scenario(tiny_dir, tmp_dir, tolerance, loss_tolerance=None, **overrides):
   """Trains 6 steps whole, and again stopped by SIGTERM after step 3 and killed after step 5,
   then resumed; the weights must agree within `tolerance` (0: bit for bit), and the loss of the
   last period (steps 5-6) within `loss_tolerance` (default: `tolerance`). Prints RESUMED within
-  that tolerance."""
+  that tolerance. `overrides`: flag values of all three runs (e.g. cpu_replicas)."""
   tmp_path = pathlib.Path(tmp_dir)
   whole = str(tmp_path / 'whole')
-  job.train(flags(whole, tiny_dir))
+  job.train(flags(whole, tiny_dir, **overrides))
   stopped = str(tmp_path / 'stopped')
   with pytest.raises(Preempted, match='checkpoint at step 3'):
-    job.train(flags(stopped, tiny_dir),
+    job.train(flags(stopped, tiny_dir, **overrides),
               callbacks=[At(3, lambda: os.kill(os.getpid(), signal.SIGTERM))])
   with pytest.raises(Killed):
-    job.train(flags(stopped, tiny_dir), callbacks=[At(5, kill)])
+    job.train(flags(stopped, tiny_dir, **overrides), callbacks=[At(5, kill)])
   with open(os.path.join(stopped, 'checkpoints', 'checkpoint.json')) as f:
     assert json.load(f)['step'] == 4
-  resumed = job.train(flags(stopped, tiny_dir))
+  resumed = job.train(flags(stopped, tiny_dir, **overrides))
   assert resumed['resumed_from_step'] == 4
   largest = max(float(np.abs(a - b).max()) for a, b in zip(weights(stopped), weights(whole)))
   assert largest <= tolerance, 'resumed weights differ by %g > %g' % (largest, tolerance)

@@ -28,7 +28,6 @@ ENTRIES = {
     'benchmark': ('trainer.benchmark.__main__',
                   ['run_flags.define_run_flags', 'benchmark_flags.define_benchmark_flags']),
     'export_keras': ('trainer.export_keras', ['keras_flags.define_export_keras_flags']),
-    'finetune_keras': ('trainer.finetune_keras', ['keras_flags.define_finetune_keras_flags']),
     'train_keras': ('trainer.train_keras', ['keras_flags.define_train_keras_flags']),
 }
 

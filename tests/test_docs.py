@@ -168,7 +168,7 @@ def test_cli_specs_come_from_the_commands_themselves(cli, scripts):
   are read from its --helpxml: absl's own flags included, sub-commands from its main()."""
   assert set(scripts.values()) == {'trainer.main', 'trainer.prepare', 'trainer.submit',
                                    'trainer.benchmark', 'trainer.advise', 'trainer.export_keras',
-                                   'trainer.finetune_keras', 'trainer.train_keras'}
+                                   'trainer.train_keras'}
   assert {'helpfull', 'use_tpu', 'job_dir', 'train_epochs'} <= set(cli['trainer.main'].flags)
   assert cli['trainer.main'].flags['use_tpu'] and not cli['trainer.main'].flags['data_dir']
   assert cli['trainer.main'].subcommands is None
@@ -179,7 +179,7 @@ def test_cli_specs_come_from_the_commands_themselves(cli, scripts):
   # The Keras runtime's commands, read from that runtime (they do not import under TF 2.15).
   assert {'check_predictions', 'use_moving_average'} <= set(cli['trainer.export_keras'].flags)
   assert cli['trainer.export_keras'].flags['use_moving_average'] is True
-  assert cli['trainer.finetune_keras'].flags['cpu_replicas'] is False
+  assert cli['trainer.train_keras'].flags['cpu_replicas'] is False
   assert {'data_parallel', 'save_checkpoints_steps'} <= set(cli['trainer.train_keras'].flags)
 
 

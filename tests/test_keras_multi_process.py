@@ -1,7 +1,7 @@
 """`trainer.train_keras --multi_host` with several processes on one machine, as on a TPU slice's
 hosts (JAX's own multi-process tests do the same: jax/_src/test_multiprocess.py): 2 processes x 2
 CPU devices each, the coordinator on localhost (the tests' loopback-only network namespace),
-against 1 process x 4 devices on the same TFRecords."""
+against 1 process x 4 devices on the same TFRecords or arrays."""
 
 import json
 import os
@@ -47,18 +47,22 @@ def _finish(proc):
   assert proc.returncode == 0, stderr[-3000:]
 
 
-def test_two_processes_of_two_devices_train_as_one_process_of_four(tiny_dir, tmp_path):
-  """Each process reads its half of every global batch; the weights after 4 steps (2
-  checkpoints) equal the one-process run's, and process 0 alone writes: process 1's model_dir
-  (its own here, so that anything it wrote would show) stays without outputs."""
+@pytest.mark.parametrize('source', ['tfrecord', 'arrays'])
+def test_two_processes_of_two_devices_train_as_one_process_of_four(tiny_dir, tiny_arrays_dir,
+                                                                   tmp_path, source):
+  """Each process reads its half of every global batch (of tf.data, or of the arrays' stream);
+  the weights after 4 steps (2 checkpoints) equal the one-process run's, and process 0 alone
+  writes: process 1's model_dir (its own here, so that anything it wrote would show) stays
+  without outputs."""
+  data_dir = tiny_dir if source == 'tfrecord' else tiny_arrays_dir
   port, = free_ports(1)
   chief, other, single = (str(tmp_path / n) for n in ('chief', 'other', 'single'))
-  procs = [_start(tiny_dir, chief, 2, 0, port), _start(tiny_dir, other, 2, 1, port)]
+  procs = [_start(data_dir, chief, 2, 0, port), _start(data_dir, other, 2, 1, port)]
   for proc in procs:
     _finish(proc)
-  _finish(_start(tiny_dir, single, 4))
+  _finish(_start(data_dir, single, 4))
   results = keras_resume.results(chief)
-  assert results['devices']['replicas'] == 4
+  assert results['input'] == source and results['devices']['replicas'] == 4
   assert len(results['devices']['devices']) == 4
   losses = [[e['loss'] for e in keras_resume.results(d)['train_log']] for d in (chief, single)]
   print('2 processes x 2 devices vs 1 x 4: losses %s vs %s' % tuple(losses))

@@ -1,8 +1,8 @@
 """The Keras commands never replace what a user has without --overwrite, and refuse arrays they
 cannot train on as given: the bad-input matrix's rows (tests/refusals.py) for
-`trainer.export_keras` --output / --serving_dir and `trainer.finetune_keras` --output that already
-exist, and for `trainer.train_keras` on arrays of `trainer.prepare arrays` with a crop offset,
-another image size, a missing file or labels out of range. Each is refused before any work (no
+`trainer.export_keras` --output / --serving_dir that already exist, for `trainer.train_keras` on
+arrays of `trainer.prepare arrays` with a crop offset, another image size, a missing file or
+labels out of range, and for its settings that cannot run (flags/to_keras_config.py). Each is refused before any work (no
 checkpoint or model is read, nothing written), exits 2 with one `error:` line, and leaves every
 file as it was. The trainer's and converters' rows: tests/test_refusals_outputs.py."""
 
@@ -43,17 +43,6 @@ EXPORT_ROWS = [
         _files('m_serving/variables/variables.index')),
 ]
 
-FINETUNE_ROWS = [
-    Row('finetune_keras: --output exists', 'finetune_keras',
-        ['--model={root}/in.keras', '--data_dir={root}/data', '--output={root}/f.keras'],
-        ['--output=', '/f.keras already exists', '--overwrite'], _files('f.keras', 'in.keras')),
-    Row('finetune_keras: the results file of --output exists', 'finetune_keras',
-        ['--model={root}/in.keras', '--data_dir={root}/data', '--output={root}/f.keras'],
-        ['--output=', 'f.results.json already exists', '--overwrite'],
-        _files('f.results.json', 'in.keras')),
-]
-
-
 ARRAYS_INFO = {'name': 'tiny', 'format': 'arrays', 'source': 'src', 'num_classes': 10,
                'label_offset': 0, 'num_train_examples': 8, 'num_eval_examples': 4,
                'image_size': 28, 'mean_rgb': [72.9] * 3, 'stddev_rgb': [90.0] * 3}
@@ -92,21 +81,30 @@ TRAIN_ROWS = [
     Row('train_keras: arrays of another size than dataset.json says', 'train_keras', TRAIN,
         ['train.npz does not match', 'images are 28x28', 'image_size 32'],
         _arrays(image_size=32)),
+    # The checks of flags/to_keras_config.py, before any work.
+    Row('train_keras: --init_model that is not a .keras file', 'train_keras',
+        TRAIN + ['--init_model={root}/m.h5'], ['--init_model=', 'm.h5: give a .keras file'],
+        _arrays()),
+    Row('train_keras: --lr_decay_epochs that are not numbers', 'train_keras',
+        TRAIN + ['--lr_decay_epochs=30,sixty'],
+        ['--lr_decay_epochs=30,sixty', 'give numbers of epochs'], _arrays()),
+    Row('train_keras: --save_checkpoints_steps off the logged periods', 'train_keras',
+        TRAIN + ['--log_every_steps=3', '--save_checkpoints_steps=4'],
+        ['--save_checkpoints_steps=4 is not a multiple of --log_every_steps=3'], _arrays()),
 ]
 
 
 def test_keras_commands_refuse_bad_inputs_and_outputs_that_exist(tmp_path, monkeypatch):
   monkeypatch.setenv('KERAS_BACKEND', 'tensorflow')  # the backend that writes --serving_dir
   failures = []
-  for name, rows in (('export_keras', EXPORT_ROWS), ('finetune_keras', FINETUNE_ROWS),
-                     ('train_keras', TRAIN_ROWS)):
+  for name, rows in (('export_keras', EXPORT_ROWS), ('train_keras', TRAIN_ROWS)):
     os.makedirs(str(tmp_path / name))
     failures += run_rows(rows, str(tmp_path / name))
   assert not failures, '\n'.join(failures)
 
 
 def test_the_tf_data_input_refuses_arrays(tmp_path):
-  """trainer.finetune_keras and every other reader of keras_models.datasets: arrays are not
+  """Every reader of keras_models.datasets: arrays are not
   TFRecords, said before tf.data looks for shards."""
   from keras_models import datasets  # pylint: disable=g-import-not-at-top
   from trainer.errors import PipelineError  # pylint: disable=g-import-not-at-top

@@ -91,15 +91,6 @@ def test_a_run_resumes_after_sigterm_and_after_a_kill(tiny_dir, tmp_path):
   _resume_in_fresh_process(tiny_dir, tmp_path, 0.0, 'tensorflow')
 
 
-@pytest.fixture(scope='module')
-def tiny_arrays_dir(tiny_dir, tmp_path_factory):
-  """tiny_dir as the arrays of `trainer.prepare arrays` (28 px, no crop offset)."""
-  from trainer.prepare import arrays as prepare_arrays  # pylint: disable=g-import-not-at-top
-  path = str(tmp_path_factory.mktemp('tiny_arrays'))
-  prepare_arrays.prepare(tiny_dir, path, crop_padding=0)
-  return path
-
-
 def test_arrays_train_without_tensorflow_and_resume_bit_for_bit(tiny_arrays_dir, tmp_path):
   """The arrays input on JAX in processes where `import tensorflow` fails: the same SIGTERM and
   kill as above, and the resumed run's weights equal the uninterrupted run's bit for bit (batch

@@ -164,17 +164,16 @@ def set_up(cpu_replicas=0, multi_host=False, data_parallel=True, multi_host_time
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     gpus = tf.config.list_physical_devices('GPU')
     if not cpu_replicas and len(gpus) < 2:
-      # One device needs no strategy, and under MirroredStrategy Keras begins a new iteration of
-      # the input at each `fit` epoch (trainer/keras_run/inputs.py): without it the run reads
-      # one stream in order.
+      # One device needs no strategy, and without it a resumed run is exact (see below).
       return Devices(backend, 1, names=[tf.config.list_logical_devices(
           'GPU' if gpus else 'CPU')[0].name])
     strategy = strategy_of(cpu_replicas)
-    logging.warning('MirroredStrategy over %d devices: Keras begins a new iteration of the '
-                    'training input at every logged period under it, so each period draws its '
-                    'batches from a new shuffle and a resumed run is not the same run (one '
-                    'device, or JAX, reads one stream in order).',
-                    strategy.num_replicas_in_sync)
+    # Keras reads one input stream per `fit` under it too; yet resumed runs differ (BENCHMARKS.md,
+    # "Resuming under MirroredStrategy"): the cause is not found.
+    logging.warning('MirroredStrategy over %d devices: a resumed run does not always end with '
+                    'the weights of an uninterrupted one (measured on 2 logical CPUs: 4 of 12 '
+                    'resumes from one checkpoint ended elsewhere). One device, or JAX, resumes '
+                    'exactly.', strategy.num_replicas_in_sync)
     return Devices(backend, strategy.num_replicas_in_sync, strategy=strategy,
                    names=list(strategy.extended.worker_devices))
   strategy_of(cpu_replicas)  # refuses --cpu_replicas

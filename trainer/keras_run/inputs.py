@@ -10,7 +10,6 @@ the run's batch number `first` on, with one-hot targets) and evaluation(batch_si
 (inputs, int labels) batches of every evaluation example once).
 """
 
-from absl import logging
 import keras
 from keras import tree
 import numpy as np
@@ -26,18 +25,18 @@ class TFRecordInput:
   """The pipeline's TFRecords through tf.data (the pipeline's preprocessing and augmentation)."""
   kind = dataset_json.TFRECORD_FORMAT
 
-  def __init__(self, f, input_shape):
+  def __init__(self, config, input_shape):
     # Imported here: tf.data is needed for TFRecords alone, so arrays run without TensorFlow.
     from keras_models import datasets  # pylint: disable=g-import-not-at-top
     self._datasets = datasets
-    overrides = {'cache_decoded': f.cache_decoded}
-    if f.crop_padding is not None:
-      overrides['crop_padding'] = f.crop_padding
-    self.config = datasets.data_config(f.data_dir, input_shape, f.seed, **overrides)
+    overrides = {'cache_decoded': config.cache_decoded}
+    if config.crop_padding is not None:
+      overrides['crop_padding'] = config.crop_padding
+    self.config = datasets.data_config(config.data_dir, input_shape, config.seed, **overrides)
     self.num_classes = self.config.num_classes
     self.num_train_examples = self.config.num_train_examples
     self._as_dataset = keras.backend.backend() == 'tensorflow'
-    self._multi_host = f.multi_host
+    self._multi_host = config.multi_host
 
   def train(self, model, batch_size, first):
     # A new dataset object per fit call: a second iterator of the same one would draw another
@@ -55,35 +54,39 @@ class TFRecordInput:
 
 
 class ArrayInput:
-  """A data directory of `trainer.prepare arrays` (trainer/data/arrays.py): no TensorFlow."""
+  """A data directory of `trainer.prepare arrays` (trainer/data/arrays.py): no TensorFlow. Each
+  process of a multi-process run loads the arrays whole (they are for data sets that fit in
+  memory) and trains on its share of every global batch."""
   kind = arrays.FORMAT
   config = None
 
-  def __init__(self, f, info, input_shape):
-    build.check_data_fits(f.data_dir, info, input_shape)
-    if f.multi_host:
-      raise PipelineError('--multi_host: %s holds arrays, which every host would read whole; '
-                          'train a slice of several hosts from the TFRecords (%s).'
-                          % (f.data_dir, info.get('source')))
-    if f.crop_padding:
+  def __init__(self, config, info, input_shape):
+    build.check_data_fits(config.data_dir, info, input_shape)
+    if config.crop_padding:
       raise PipelineError('--crop_padding=%d: %s holds arrays, preprocessed once without a crop '
                           'offset; train from the TFRecords (%s) to augment.'
-                          % (f.crop_padding, f.data_dir, info.get('source')))
+                          % (config.crop_padding, config.data_dir, info.get('source')))
     size = info.get('image_size')
     if len(input_shape) == 3 and size != input_shape[0]:
       raise PipelineError('the model takes %d px images, the arrays in %s are %s px: write them '
                           'at %d px (trainer.prepare arrays --image_size=%d) or train at %s.'
-                          % (input_shape[0], f.data_dir, size, input_shape[0], input_shape[0],
+                          % (input_shape[0], config.data_dir, size, input_shape[0], input_shape[0],
                              size))
     self.num_classes = info['num_classes']
     self.num_train_examples = info['num_train_examples']
-    self._train = arrays.load(f.data_dir, info, True)
-    self._eval = arrays.load(f.data_dir, info, False)
-    self._seed = f.seed
+    self._train = arrays.load(config.data_dir, info, True)
+    self._eval = arrays.load(config.data_dir, info, False)
+    self._seed = config.seed
+    self._multi_host = config.multi_host
 
   def train(self, model, batch_size, first):
-    stream = arrays.TrainBatches(*self._train, batch_size, self._seed)
-    return recipe.one_hot_batches(model, stream.batches(first), self.num_classes)
+    batches = arrays.TrainBatches(*self._train, batch_size, self._seed).batches(first)
+    if self._multi_host:
+      index, count = _process_of(batch_size)
+      share = batch_size // count
+      batches = ((x[index * share:(index + 1) * share], y[index * share:(index + 1) * share])
+                 for x, y in batches)
+    return recipe.one_hot_batches(model, batches, self.num_classes)
 
   def evaluation(self, batch_size):
     return arrays.eval_batches(*self._eval, batch_size)
@@ -100,12 +103,22 @@ def _process_share(dataset, batch_size):
   Raises:
     PipelineError: a batch the processes cannot share evenly.
   """
+  index, processes = _process_of(batch_size)
+  return dataset.rebatch(batch_size // processes).shard(processes, index)
+
+
+def _process_of(batch_size):
+  """(this process's index, the number of processes) of a multi-process JAX run.
+
+  Raises:
+    PipelineError: a batch the processes cannot share evenly.
+  """
   import jax  # pylint: disable=g-import-not-at-top
   processes, index = jax.process_count(), jax.process_index()
   if batch_size % processes:
     raise PipelineError('--train_batch_size=%d does not split over the %d processes of the run.'
                         % (batch_size, processes))
-  return dataset.rebatch(batch_size // processes).shard(processes, index)
+  return index, processes
 
 
 def _copied(dataset):
@@ -117,19 +130,20 @@ def _copied(dataset):
   6 batches; with two JAX devices on a loaded CPU one run in three also trained on other batches
   than the rest. A generator over one iterator, its arrays copied out of tf.data's buffers, gives
   them the stream's batches in order. The TensorFlow trainer iterates a dataset once per `fit`
-  (on one device, without MirroredStrategy: trainer/keras_run/devices.py) and takes it as it is.
+  (measured on one device and under MirroredStrategy) and takes it as it is.
   """
   for batch in dataset.as_numpy_iterator():
     yield tree.map_structure(np.array, batch)
 
 
-def input_of(f, info, input_shape):
-  """The input of a run with flag values `f` and data directory `f.data_dir` (its dataset.json
-  `info`) for a model taking `input_shape` (without the batch).
+def input_of(config, info, input_shape):
+  """The input of a run of `config` (trainer.keras_run.run_config.KerasRunConfig) from
+  config.data_dir (its dataset.json `info`) for a model taking `input_shape` (without the
+  batch).
 
   Raises:
     PipelineError: data the model cannot take, or flags the data cannot honour.
   """
   if arrays.is_arrays(info):
-    return ArrayInput(f, info, input_shape)
-  return TFRecordInput(f, input_shape)
+    return ArrayInput(config, info, input_shape)
+  return TFRecordInput(config, input_shape)

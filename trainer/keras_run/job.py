@@ -40,30 +40,38 @@ MODEL_FILE = 'model.keras'
 SERVING_DIR = 'model_serving'
 
 
-def _check_flags(f):
-  if f.save_checkpoints_steps % f.log_every_steps:
-    raise PipelineError('--save_checkpoints_steps=%d is not a multiple of --log_every_steps=%d '
-                        '(checkpoints are written at the end of a logged period).'
-                        % (f.save_checkpoints_steps, f.log_every_steps))
-  if f.init_model and not f.init_model.endswith('.keras'):
-    raise PipelineError('--init_model=%s: give a .keras file.' % f.init_model)
-
-
-def _prepare_model_dir(f, checkpoints):
+def _prepare_model_dir(config, checkpoints):
   """Refuses a finished run (or foreign files) in model_dir unless --overwrite, which deletes
   them; an unfinished run (a checkpoint, no results.json: the last output a run writes, so a
   run killed while writing model.keras or model_serving/ is unfinished too) is resumed."""
-  names = outputs.existing_entries(f.model_dir)
+  names = outputs.existing_entries(config.model_dir)
   unfinished = checkpoints.latest() is not None and RESULTS_FILE not in names
-  if not unfinished or f.overwrite:
-    outputs.prepare_output_dir(f.model_dir, '--model_dir', f.overwrite)
+  if not unfinished or config.overwrite:
+    outputs.prepare_output_dir(config.model_dir, '--model_dir', config.overwrite)
 
 
-def _model(f, data_info, devices):
+def _model(config, data_info, devices):
   with devices.scope():
-    if f.init_model:
-      return recipe.load_model(f.init_model, f.dtype_policy)
-    return recipe.build_model(f, data_info['num_classes'], data_info)
+    if config.init_model:
+      return recipe.load_model(config.init_model, config.dtype_policy)
+    return recipe.build_model(config, data_info['num_classes'], data_info)
+
+
+def _inference_copy(model):
+  """`model` without optimizer or compile, built outside any tf.distribute scope: under
+  MirroredStrategy, `predict_on_batch` of the training model returns each replica's copy of the
+  batch's logits (measured: 50 rows for a batch of 25 on 2 replicas)."""
+  inference = model.__class__.from_config(model.get_config())
+  inference.set_weights(model.get_weights())
+  return inference
+
+
+def _evaluate(model, data, batch_size, when):
+  """recipe.scores of an `_inference_copy` on the whole evaluation split, logged."""
+  scores = recipe.scores(model, data.evaluation(batch_size))
+  logging.info('%s: accuracy %.4f, loss %.4f on the %d evaluation examples', when,
+               scores['accuracy'], scores['loss'], scores['examples'])
+  return scores
 
 
 def _is_chief():
@@ -97,79 +105,84 @@ def _tensorflow_version():
   return tf.__version__
 
 
-def train(f, callbacks=()):
-  """Trains per the flag values `f`; returns the results dict (also in model_dir/results.json).
+def train(config, callbacks=()):
+  """Trains per `config`; returns the results dict (also in model_dir/results.json).
 
   Args:
-    f: the flag values (flags.keras_flags.define_train_keras_flags), any object with them.
+    config: trainer.keras_run.run_config.KerasRunConfig (flags/to_keras_config.py).
     callbacks: more keras.callbacks.Callback for `fit`, called before the run's own (a stop
       they ask for at a step is honoured at that step).
 
   Raises:
-    PipelineError: bad flags, data or model, or outputs that would be replaced.
+    PipelineError: bad data or model, or outputs that would be replaced.
     Preempted: stopped by SIGTERM or a first Ctrl-C after saving a checkpoint (exit status 75:
       run it again).
     lease_lib.LeaseHeld, LeaseLost: another run writes model_dir (PipelineErrors).
   """
-  _check_flags(f)
-  devices = devices_lib.set_up(f.cpu_replicas, f.multi_host, f.data_parallel,
-                               f.multi_host_timeout)
+  devices = devices_lib.set_up(config.cpu_replicas, config.multi_host, config.data_parallel,
+                               config.multi_host_timeout)
   chief = _is_chief()
-  if f.train_batch_size % devices.replicas:
+  if config.train_batch_size % devices.replicas:
     raise PipelineError('--train_batch_size=%d does not split over %d replicas.'
-                        % (f.train_batch_size, devices.replicas))
-  checkpoints = checkpoints_lib.Checkpoints(os.path.join(f.model_dir, 'checkpoints'),
-                                            f.keep_checkpoints, chief)
-  keras.utils.set_random_seed(f.seed)
-  info = dataset_json.read(f.data_dir)
+                        % (config.train_batch_size, devices.replicas))
+  checkpoints = checkpoints_lib.Checkpoints(os.path.join(config.model_dir, 'checkpoints'),
+                                            config.keep_checkpoints, chief)
+  keras.utils.set_random_seed(config.seed)
+  info = dataset_json.read(config.data_dir)
   if not info:
     raise PipelineError('%s has no dataset.json: prepare the data with `python -m '
-                        'trainer.prepare`.' % f.data_dir)
-  model = _model(f, info, devices)
-  data = inputs_lib.input_of(f, info, tuple(model.input.shape[1:]))
+                        'trainer.prepare`.' % config.data_dir)
+  model = _model(config, info, devices)
+  data = inputs_lib.input_of(config, info, tuple(model.input.shape[1:]))
   width = build.logits_of(model.output).shape[-1]
   if width != data.num_classes:
-    raise PipelineError('the model has %d classes, %s has %d.' % (width, f.data_dir,
+    raise PipelineError('the model has %d classes, %s has %d.' % (width, config.data_dir,
                                                                  data.num_classes))
   # One writer per model_dir (trainer.storage.lease): taken after every check of the input, so
   # that a refusal writes nothing; the chief holds it for every process of the job.
-  with lease_lib.held(f.model_dir, '--model_dir', f.lease_expiry_secs, 'trainer.train_keras',
-                      needed=chief) as lease:
+  with lease_lib.held(config.model_dir, '--model_dir', config.lease_expiry_secs,
+                      'trainer.train_keras', needed=chief) as lease:
     checkpoints.before_save = lease.check if lease else None
     if lease:
-      outputs.remove_staged_leftovers(f.model_dir)
+      outputs.remove_staged_leftovers(config.model_dir)
       checkpoints.remove_leftovers()
     if chief:  # the other processes of a multi-process run share model_dir and read it only
-      _prepare_model_dir(f, checkpoints)
-    steps_per_epoch = data.num_train_examples / float(f.train_batch_size)
-    total = f.train_steps or train_length.steps_of_epochs(f.train_epochs, data.num_train_examples,
-                                                          f.train_batch_size)
+      _prepare_model_dir(config, checkpoints)
+    steps_per_epoch = data.num_train_examples / float(config.train_batch_size)
+    total = config.train_steps or train_length.steps_of_epochs(
+        config.train_epochs, data.num_train_examples, config.train_batch_size)
+    plan = config.recipe
     schedule = schedule_lib.PipelineSchedule(
-        f.lr_schedule, f.base_learning_rate, f.train_batch_size, steps_per_epoch, total,
-        f.warmup_epochs, [float(e) for e in f.lr_decay_epochs], f.lr_decay_factor)
+        plan.lr_schedule, plan.base_learning_rate, config.train_batch_size, steps_per_epoch,
+        total, plan.warmup_epochs, list(plan.lr_decay_epochs), plan.lr_decay_factor)
     with devices.scope():
-      decayed = recipe.add_weight_decay(model, f.weight_decay)
-      recipe.compile_model(model, recipe.optimizer_of(f, schedule), f.label_smoothing,
-                           f.aux_loss_weight)
+      decayed = recipe.add_weight_decay(model, plan.weight_decay)
+      recipe.compile_model(model, recipe.optimizer_of(plan, schedule), plan.label_smoothing,
+                           plan.aux_loss_weight)
     devices.check_same_everywhere(checkpoints.latest() or 0, 'the newest checkpoint\'s step in '
                                   '%s' % checkpoints.directory,
                                   '--model_dir must be one directory every process reads (gs://)')
+    # Fine-tuning: the starting model's score, before any checkpoint of this run is loaded.
+    before = None
+    if config.init_model:
+      before = _evaluate(_inference_copy(model), data, config.eval_batch_size, 'before training')
     with devices.scope():
       start = checkpoints.restore(model)
 
     def train_data(first):
-      return data.train(model, f.train_batch_size, first)
+      return data.train(model, config.train_batch_size, first)
     logging.info('%s on %s: %d replicas, steps %d to %d, batch %d, %d weights decayed',
                  model.name, keras.backend.backend(), devices.replicas, start, total,
-                 f.train_batch_size, decayed)
+                 config.train_batch_size, decayed)
     with progress_lib.SigtermFlag() as sigterm:
-      progress = progress_lib.Progress(checkpoints, sigterm, total, f.train_batch_size,
-                                       f.save_checkpoints_steps, f.model_dir if chief else None)
+      progress = progress_lib.Progress(checkpoints, sigterm, total, config.train_batch_size,
+                                       config.save_checkpoints_steps,
+                                       config.model_dir if chief else None)
       callbacks = list(callbacks) + [progress]
       began = time.time()
-      epoch = start // f.log_every_steps
+      epoch = start // config.log_every_steps
       try:
-        for first, steps, epochs in _segments(start, total, f.log_every_steps):
+        for first, steps, epochs in _segments(start, total, config.log_every_steps):
           model.fit(train_data(first), initial_epoch=epoch, epochs=epoch + epochs, shuffle=False,
                     steps_per_epoch=steps, callbacks=callbacks, verbose=0)
           epoch += epochs
@@ -180,22 +193,15 @@ def train(f, callbacks=()):
       finally:
         progress.close()
       seconds = time.time() - began
-    correct, examples = recipe.accuracy(model, data.evaluation(f.eval_batch_size))
-    logging.info('step %d: accuracy %.4f on the %d evaluation examples', total,
-                 correct / max(examples, 1), examples)
-    inference = model.__class__.from_config(model.get_config())  # without optimizer or compile
-    inference.set_weights(model.get_weights())
+    inference = _inference_copy(model)
+    after = _evaluate(inference, data, config.eval_batch_size, 'step %d' % total)
     results = {
-        'model': model.name, 'init_model': f.init_model, 'data_dir': f.data_dir,
-        'steps': total, 'resumed_from_step': start, 'batch_size': f.train_batch_size,
-        'accuracy': correct / max(examples, 1), 'eval_examples': examples,
-        'train_log': progress.history, 'seconds': seconds, 'seed': f.seed,
-        'dtype_policy': f.dtype_policy, 'recipe': {
-            name: getattr(f, name) for name in (
-                'optimizer', 'momentum', 'nesterov', 'base_learning_rate', 'lr_schedule',
-                'warmup_epochs', 'lr_decay_epochs', 'lr_decay_factor', 'weight_decay',
-                'label_smoothing', 'gradient_clip_norm')} | {
-                    'lr_decay_epochs': [float(e) for e in f.lr_decay_epochs]},
+        'model': model.name, 'init_model': config.init_model, 'data_dir': config.data_dir,
+        'steps': total, 'resumed_from_step': start, 'batch_size': config.train_batch_size,
+        'accuracy': after['accuracy'], 'eval_loss': after['loss'],
+        'eval_examples': after['examples'], 'before': before,
+        'train_log': progress.history, 'seconds': seconds, 'seed': config.seed,
+        'dtype_policy': config.dtype_policy, 'recipe': plan.as_dict(),
         'devices': devices.describe(), 'keras_version': keras.__version__,
         'tensorflow_version': _tensorflow_version(), 'input': data.kind,
     }
@@ -203,13 +209,13 @@ def train(f, callbacks=()):
       process_outputs.save_in_scratch(inference.save, '.keras')
     else:
       lease.check()
-      with outputs.staged_path(os.path.join(f.model_dir, MODEL_FILE)) as path:
+      with outputs.staged_path(os.path.join(config.model_dir, MODEL_FILE)) as path:
         inference.save(path)
       if keras.backend.backend() == 'tensorflow' and data.config is not None:
         from keras_models import serving  # pylint: disable=g-import-not-at-top
-        serving_dir = os.path.join(f.model_dir, SERVING_DIR)
+        serving_dir = os.path.join(config.model_dir, SERVING_DIR)
         if gfile.isdir(serving_dir):  # an export of this run cut short (no results.json yet)
           gfile.rmtree(serving_dir)
         serving.export(inference, serving_dir, data.config)
-      json_files.write(os.path.join(f.model_dir, RESULTS_FILE), results)
+      json_files.write(os.path.join(config.model_dir, RESULTS_FILE), results)
     return results

@@ -61,26 +61,28 @@ def load_model(path, policy='float32'):
   return rebuilt
 
 
-def build_model(f, num_classes, info):
-  """A new network of the flags `f` (model, resnet_depth, image_size, BiLSTM sizes) with
-  `num_classes` for the data of dataset.json `info`, in f.dtype_policy (call after seeding)."""
-  settings = dict(model=f.model, num_classes=num_classes, resnet_depth=f.resnet_depth,
-                  image_size=f.image_size or dataset_json.image_size(info) or 32,
+def build_model(config, num_classes, info):
+  """A new network of the run's `config` (trainer.keras_run.run_config.KerasRunConfig: model,
+  resnet_depth, image_size, BiLSTM sizes, dtype_policy) with `num_classes` for the data of
+  dataset.json `info` (call after seeding)."""
+  settings = dict(model=config.model, num_classes=num_classes, resnet_depth=config.resnet_depth,
+                  image_size=config.image_size or dataset_json.image_size(info) or 32,
                   vocab_size=info.get('vocab_size', 0),
                   max_seq_length=info.get('max_seq_length', 0))
   for name in ('mean_rgb', 'stddev_rgb'):
     if name in info:
       settings[name] = tuple(info[name])
-  if f.model == 'bilstm':
-    settings.update(embedding_dim=f.embedding_dim, lstm_hidden_units=f.lstm_hidden_units)
+  if config.model == 'bilstm':
+    settings.update(embedding_dim=config.embedding_dim,
+                    lstm_hidden_units=config.lstm_hidden_units)
   try:
-    config = ModelConfig(**settings)
+    network = ModelConfig(**settings)
   except (TypeError, ValueError) as e:
     raise PipelineError('the network settings cannot build a model: %s' % e)
   previous = keras.config.dtype_policy()
-  keras.config.set_dtype_policy(f.dtype_policy)
+  keras.config.set_dtype_policy(config.dtype_policy)
   try:
-    return build.build_model(config)
+    return build.build_model(network)
   finally:
     keras.config.set_dtype_policy(previous)
 
@@ -101,11 +103,13 @@ def add_weight_decay(model, weight_decay):
   return count
 
 
-def optimizer_of(f, schedule):
-  """The optimizer of the flags (optimizer, momentum, nesterov, gradient_clip_norm)."""
-  clip = {'global_clipnorm': f.gradient_clip_norm} if f.gradient_clip_norm else {}
-  if f.optimizer == 'momentum':
-    return keras.optimizers.SGD(schedule, momentum=f.momentum, nesterov=f.nesterov, **clip)
+def optimizer_of(recipe, schedule):
+  """The optimizer of `recipe` (run_config.KerasRecipe: optimizer, momentum, nesterov,
+  gradient_clip_norm) at the learning rate `schedule`."""
+  clip = {'global_clipnorm': recipe.gradient_clip_norm} if recipe.gradient_clip_norm else {}
+  if recipe.optimizer == 'momentum':
+    return keras.optimizers.SGD(schedule, momentum=recipe.momentum, nesterov=recipe.nesterov,
+                                **clip)
   return keras.optimizers.Adam(schedule, **clip)
 
 
@@ -145,12 +149,22 @@ def one_hot_batches(model, batches, num_classes):
     yield inputs, targets(model, identity[labels])
 
 
-def accuracy(model, batches):
-  """(correct, examples) of the main head's argmax over NumPy (inputs, int labels) `batches`
-  (every one of them): the accuracy on the whole evaluation set, no example dropped or padded."""
+def scores(model, batches):
+  """The main head's accuracy and mean softmax cross-entropy (the pipeline's eval_loss: no label
+  smoothing, no auxiliary head) over NumPy (inputs, int labels) `batches`, every one of them: the
+  whole evaluation set, no example dropped or padded.
+
+  Returns:
+    {'accuracy': float, 'loss': float (nats per example), 'examples': int}.
+  """
   correct = examples = 0
+  loss = 0.0
   for inputs, labels in batches:
-    logits = np.asarray(build.logits_of(model.predict_on_batch(inputs)), np.float32)
+    logits = np.asarray(build.logits_of(model.predict_on_batch(inputs)), np.float64)
     correct += int((logits.argmax(axis=1) == labels).sum())
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    loss += float((np.log(np.exp(shifted).sum(axis=1))
+                   - shifted[np.arange(len(labels)), labels]).sum())
     examples += len(labels)
-  return correct, examples
+  return {'accuracy': correct / max(examples, 1), 'loss': loss / max(examples, 1),
+          'examples': examples}

@@ -1,0 +1,60 @@
+"""Turns `trainer.train_keras`'s parsed flag values into one checked
+`trainer.keras_run.run_config.KerasRunConfig`: the checks that span several flags, or that
+absl's flag types cannot make, are made here, before any work."""
+
+from trainer.errors import PipelineError
+from trainer.keras_run.run_config import KerasRecipe
+from trainer.keras_run.run_config import KerasRunConfig
+
+
+def _decay_epochs(values):
+  try:
+    epochs = tuple(float(v) for v in values)
+  except (TypeError, ValueError):
+    raise PipelineError('--lr_decay_epochs=%s: give numbers of epochs, e.g. 30,60,80.'
+                        % ','.join(str(v) for v in values))
+  if list(epochs) != sorted(epochs) or any(e < 0 for e in epochs):
+    raise PipelineError('--lr_decay_epochs=%s: give epochs >= 0 in increasing order.'
+                        % ','.join(str(v) for v in values))
+  return epochs
+
+
+def keras_run_config(f):
+  """The KerasRunConfig of flag values `f` (flags.keras_flags.define_train_keras_flags; any
+  object with those attributes).
+
+  Raises:
+    PipelineError: a value that cannot run, with what to give instead.
+  """
+  if f.save_checkpoints_steps % f.log_every_steps:
+    raise PipelineError('--save_checkpoints_steps=%d is not a multiple of --log_every_steps=%d '
+                        '(checkpoints are written at the end of a logged period).'
+                        % (f.save_checkpoints_steps, f.log_every_steps))
+  if f.init_model and not f.init_model.endswith('.keras'):
+    raise PipelineError('--init_model=%s: give a .keras file.' % f.init_model)
+  if f.train_steps is None and not f.train_epochs > 0:
+    raise PipelineError('--train_epochs=%s: give a positive number of epochs, or --train_steps.'
+                        % f.train_epochs)
+  if not 0 <= f.label_smoothing < 1:
+    raise PipelineError('--label_smoothing=%s: give a value in [0, 1).' % f.label_smoothing)
+  recipe = KerasRecipe(
+      optimizer=f.optimizer, momentum=float(f.momentum), nesterov=bool(f.nesterov),
+      base_learning_rate=float(f.base_learning_rate), lr_schedule=f.lr_schedule,
+      warmup_epochs=float(f.warmup_epochs), lr_decay_epochs=_decay_epochs(f.lr_decay_epochs),
+      lr_decay_factor=float(f.lr_decay_factor), weight_decay=float(f.weight_decay),
+      label_smoothing=float(f.label_smoothing), gradient_clip_norm=float(f.gradient_clip_norm),
+      aux_loss_weight=float(f.aux_loss_weight))
+  return KerasRunConfig(
+      model_dir=f.model_dir, data_dir=f.data_dir, init_model=f.init_model or None,
+      model=f.model, resnet_depth=int(f.resnet_depth), image_size=f.image_size,
+      embedding_dim=int(f.embedding_dim), lstm_hidden_units=int(f.lstm_hidden_units),
+      overwrite=bool(f.overwrite), train_steps=f.train_steps,
+      train_epochs=float(f.train_epochs), train_batch_size=int(f.train_batch_size),
+      eval_batch_size=int(f.eval_batch_size), recipe=recipe, dtype_policy=f.dtype_policy,
+      crop_padding=f.crop_padding, cache_decoded=bool(f.cache_decoded),
+      log_every_steps=int(f.log_every_steps),
+      save_checkpoints_steps=int(f.save_checkpoints_steps),
+      keep_checkpoints=int(f.keep_checkpoints), cpu_replicas=int(f.cpu_replicas),
+      data_parallel=bool(f.data_parallel), multi_host=bool(f.multi_host),
+      multi_host_timeout=int(f.multi_host_timeout), seed=int(f.seed),
+      lease_expiry_secs=int(f.lease_expiry_secs))
