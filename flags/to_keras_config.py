@@ -1,7 +1,9 @@
 """Turns `trainer.train_keras`'s parsed flag values into one checked
-`trainer.keras_run.run_config.KerasRunConfig`: the checks that span several flags, or that
-absl's flag types cannot make, are made here, before any work."""
+`trainer.keras_run.run_config.KerasRunConfig`, before any work: each value against the rule its
+`trainer.main` namesake obeys (flags/value_checks.py), then what spans several flags or absl's
+flag types cannot say. A KerasRunConfig is checked when built here, not by itself."""
 
+from flags import value_checks
 from trainer.errors import PipelineError
 from trainer.keras_run.run_config import KerasRecipe
 from trainer.keras_run.run_config import KerasRunConfig
@@ -26,17 +28,13 @@ def keras_run_config(f):
   Raises:
     PipelineError: a value that cannot run, with what to give instead.
   """
+  value_checks.check_ranges(f)  # the rules trainer.main's flags of the same names obey
   if f.save_checkpoints_steps % f.log_every_steps:
     raise PipelineError('--save_checkpoints_steps=%d is not a multiple of --log_every_steps=%d '
                         '(checkpoints are written at the end of a logged period).'
                         % (f.save_checkpoints_steps, f.log_every_steps))
   if f.init_model and not f.init_model.endswith('.keras'):
     raise PipelineError('--init_model=%s: give a .keras file.' % f.init_model)
-  if f.train_steps is None and not f.train_epochs > 0:
-    raise PipelineError('--train_epochs=%s: give a positive number of epochs, or --train_steps.'
-                        % f.train_epochs)
-  if not 0 <= f.label_smoothing < 1:
-    raise PipelineError('--label_smoothing=%s: give a value in [0, 1).' % f.label_smoothing)
   recipe = KerasRecipe(
       optimizer=f.optimizer, momentum=float(f.momentum), nesterov=bool(f.nesterov),
       base_learning_rate=float(f.base_learning_rate), lr_schedule=f.lr_schedule,

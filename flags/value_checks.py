@@ -94,13 +94,23 @@ def check(f, environ=None):
   Raises:
     PipelineError: naming the flag (or variable), its value and what it must be.
   """
+  check_ranges(f)
+  cluster_env.tf_config(environ)
+  cluster_env.cluster_spec(environ)
+  check_output_dirs(f, environ)
+
+
+def check_ranges(f):
+  """Refuses a value of `f` (flag values, read as attributes) outside its `FLAG_RULES` range;
+  names `f` lacks, or holds as None, are skipped (each command has its own flags).
+
+  Raises:
+    PipelineError: naming the flag, its value and what it must be.
+  """
   for name, rule in sorted(FLAG_RULES.items()):
     value = getattr(f, name, None)
     if value is not None and not _obeys(value, rule):
       raise PipelineError('--%s must be %s, got %s.' % (name, _describe(rule), value))
-  cluster_env.tf_config(environ)
-  cluster_env.cluster_spec(environ)
-  check_output_dirs(f, environ)
 
 
 def check_output_dirs(f, environ=None):

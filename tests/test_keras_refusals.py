@@ -2,9 +2,10 @@
 cannot train on as given: the bad-input matrix's rows (tests/refusals.py) for
 `trainer.export_keras` --output / --serving_dir that already exist, for `trainer.train_keras` on
 arrays of `trainer.prepare arrays` with a crop offset, another image size, a missing file or
-labels out of range, and for its settings that cannot run (flags/to_keras_config.py). Each is refused before any work (no
-checkpoint or model is read, nothing written), exits 2 with one `error:` line, and leaves every
-file as it was. The trainer's and converters' rows: tests/test_refusals_outputs.py."""
+labels out of range, and for its settings that cannot run (flags/to_keras_config.py). Each is
+refused before any work (no checkpoint or model is read, nothing written), exits 2 with one
+`error:` line, and leaves every file as it was. The trainer's and converters' rows:
+tests/test_refusals_outputs.py."""
 
 import json
 import os
@@ -88,6 +89,11 @@ TRAIN_ROWS = [
     Row('train_keras: --lr_decay_epochs that are not numbers', 'train_keras',
         TRAIN + ['--lr_decay_epochs=30,sixty'],
         ['--lr_decay_epochs=30,sixty', 'give numbers of epochs'], _arrays()),
+    Row('train_keras: --lr_decay_epochs out of order', 'train_keras',
+        TRAIN + ['--lr_decay_epochs=60,30'], ['--lr_decay_epochs=60,30', 'increasing order'],
+        _arrays()),
+    Row('train_keras: --label_smoothing of 1 (flags/value_checks.py\'s rule)', 'train_keras',
+        TRAIN + ['--label_smoothing=1'], ['--label_smoothing must be', 'got 1'], _arrays()),
     Row('train_keras: --save_checkpoints_steps off the logged periods', 'train_keras',
         TRAIN + ['--log_every_steps=3', '--save_checkpoints_steps=4'],
         ['--save_checkpoints_steps=4 is not a multiple of --log_every_steps=3'], _arrays()),

@@ -148,11 +148,12 @@ class TrainBatches:
       out[chosen] = self._order(int(epoch))[within[chosen]]
     return out
 
-  def batches(self, first):
-    """Batches number `first`, `first` + 1, ... as (inputs [batch_size, ...], int32 labels)."""
+  def batches(self, first, rows=slice(None)):
+    """Batches number `first`, `first` + 1, ... as (inputs [batch_size, ...], int32 labels);
+    `rows`: a slice of each batch to read alone (one process's share of it)."""
     batch = first
     while True:
-      chosen = self.indices(batch)
+      chosen = self.indices(batch)[rows]
       yield self.inputs[chosen], self.labels[chosen]
       batch += 1
 

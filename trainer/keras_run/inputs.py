@@ -80,13 +80,12 @@ class ArrayInput:
     self._multi_host = config.multi_host
 
   def train(self, model, batch_size, first):
-    batches = arrays.TrainBatches(*self._train, batch_size, self._seed).batches(first)
-    if self._multi_host:
+    rows = slice(None)
+    if self._multi_host:  # examples [p B/P, (p+1) B/P) of each batch, as `_process_share`
       index, count = _process_of(batch_size)
-      share = batch_size // count
-      batches = ((x[index * share:(index + 1) * share], y[index * share:(index + 1) * share])
-                 for x, y in batches)
-    return recipe.one_hot_batches(model, batches, self.num_classes)
+      rows = slice(index * batch_size // count, (index + 1) * batch_size // count)
+    stream = arrays.TrainBatches(*self._train, batch_size, self._seed)
+    return recipe.one_hot_batches(model, stream.batches(first, rows), self.num_classes)
 
   def evaluation(self, batch_size):
     return arrays.eval_batches(*self._eval, batch_size)

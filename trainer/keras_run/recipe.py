@@ -161,6 +161,9 @@ def scores(model, batches):
   loss = 0.0
   for inputs, labels in batches:
     logits = np.asarray(build.logits_of(model.predict_on_batch(inputs)), np.float64)
+    if len(logits) != len(labels):  # as the training model under MirroredStrategy gave
+      raise ValueError('%d rows of logits for a batch of %d: evaluate a model built outside '
+                       'any tf.distribute scope.' % (len(logits), len(labels)))
     correct += int((logits.argmax(axis=1) == labels).sum())
     shifted = logits - logits.max(axis=1, keepdims=True)
     loss += float((np.log(np.exp(shifted).sum(axis=1))
