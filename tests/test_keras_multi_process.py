@@ -27,12 +27,13 @@ _RUN = ['--model=cnn', '--image_size=28', '--train_batch_size=8', '--eval_batch_
         '--warmup_epochs=0', '--weight_decay=1e-4', '--seed=3']
 
 
-def _start(data_dir, model_dir, devices, process=None, port=None, *args):
+def _start(data_dir, model_dir, devices, process=None, port=None, *args, processes=2):
   env = dict(os.environ, KERAS_BACKEND='jax',
              XLA_FLAGS='--xla_force_host_platform_device_count=%d' % devices)
   if process is not None:
     env.update(KERAS_DISTRIBUTION_JOB_ADDRESSES='localhost:%d' % port,
-               KERAS_DISTRIBUTION_NUM_PROCESSES='2', KERAS_DISTRIBUTION_PROCESS_ID=str(process))
+               KERAS_DISTRIBUTION_NUM_PROCESSES=str(processes),
+               KERAS_DISTRIBUTION_PROCESS_ID=str(process))
     args = ('--multi_host',) + args
   return subprocess.Popen(
       [sys.executable, '-m', 'trainer.train_keras', '--data_dir=' + data_dir,
@@ -88,6 +89,26 @@ def test_a_process_alone_or_out_of_range_exits_with_the_reason(tiny_dir, tmp_pat
   _, stderr = proc.communicate(timeout=120)
   assert proc.returncode == 2 and (message.replace('%d', str(port)) in stderr), stderr[-3000:]
   assert not (tmp_path / 'model').exists()
+
+
+def test_processes_given_other_counts_or_no_cluster_are_refused(tiny_dir, tmp_path):
+  """Process 1 told of 3 processes where the coordinator waits for 2: JAX would join them as 2
+  and train; both exit 2 instead. And --multi_host with no coordinator in the environment on a
+  machine that is no Cloud TPU: JAX's ValueError becomes what to set."""
+  port, = free_ports(1)
+  model_dir = str(tmp_path / 'model')
+  procs = [_start(tiny_dir, model_dir, 2, 0, port, '--multi_host_timeout=60'),
+           _start(tiny_dir, model_dir, 2, 1, port, '--multi_host_timeout=60', processes=3)]
+  for proc in procs:
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 2, stderr[-3000:]
+    assert ('the processes differ in the number of processes they were given '
+            '(KERAS_DISTRIBUTION_NUM_PROCESSES; 2 joined) (2, 3, by process)') in stderr
+  assert not os.path.exists(os.path.join(model_dir, 'checkpoints'))
+  proc = _start(tiny_dir, model_dir, 2, None, None, '--multi_host')
+  _, stderr = proc.communicate(timeout=120)
+  assert proc.returncode == 2 and 'error: --multi_host found no other hosts' in stderr, stderr
+  assert 'KERAS_DISTRIBUTION_JOB_ADDRESSES' in stderr
 
 
 def _checkpoint_step(model_dir):

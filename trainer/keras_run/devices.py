@@ -131,10 +131,20 @@ def _join(timeout_secs, environ=None):
   timer.start()
   try:
     keras.distribution.initialize()
+  except ValueError as e:  # JAX found no cluster: no coordinator in the environment, no TPU
+    raise PipelineError('--multi_host found no other hosts (JAX: %s). On a Cloud TPU slice JAX '
+                        'finds them itself; elsewhere give every process %s (process 0\'s '
+                        'host:port), %s and its own %s (docs/migration.md).'
+                        % (e, COORDINATOR_ENV, PROCESSES_ENV, PROCESS_ID_ENV))
   finally:
     with lock:
       joined.append(True)
       timer.cancel()
+
+
+def _process_count():
+  import jax  # pylint: disable=g-import-not-at-top
+  return jax.process_count()
 
 
 def set_up(cpu_replicas=0, multi_host=False, data_parallel=True, multi_host_timeout=240):
@@ -190,6 +200,12 @@ def set_up(cpu_replicas=0, multi_host=False, data_parallel=True, multi_host_time
       distribution = keras.distribution.DataParallel(devices=devices,
                                                      auto_shard_dataset=not multi_host)
       keras.distribution.set_distribution(distribution)
-    return Devices(backend, len(devices), distribution=distribution, names=devices)
+    result = Devices(backend, len(devices), distribution=distribution, names=devices)
+    if multi_host and os.environ.get(PROCESSES_ENV):
+      # JAX takes the coordinator's count: a process told another one would still train.
+      result.check_same_everywhere(
+          int(os.environ[PROCESSES_ENV]), 'the number of processes they were given (%s; %d '
+          'joined)' % (PROCESSES_ENV, _process_count()), 'give every process the same count')
+    return result
   from keras.src.backend.torch import core as torch_core  # pylint: disable=g-import-not-at-top
   return Devices(backend, 1, names=[str(torch_core.get_device())])
