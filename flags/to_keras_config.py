@@ -1,9 +1,9 @@
 """Turns `trainer.train_keras`'s parsed flag values into one checked
 `trainer.keras_run.run_config.KerasRunConfig`, before any work: each value against the rule its
-`trainer.main` namesake obeys (flags/value_checks.py), then what spans several flags or absl's
+`trainer.main` namesake obeys (flags/value_rules.py), then what spans several flags or absl's
 flag types cannot say. A KerasRunConfig is checked when built here, not by itself."""
 
-from flags import value_checks
+from flags import value_rules
 from trainer.errors import PipelineError
 from trainer.keras_run.run_config import KerasRecipe
 from trainer.keras_run.run_config import KerasRunConfig
@@ -28,7 +28,7 @@ def keras_run_config(f):
   Raises:
     PipelineError: a value that cannot run, with what to give instead.
   """
-  value_checks.check_ranges(f)  # the rules trainer.main's flags of the same names obey
+  value_rules.check_ranges(f)  # the rules trainer.main's flags of the same names obey
   if f.save_checkpoints_steps % f.log_every_steps:
     raise PipelineError('--save_checkpoints_steps=%d is not a multiple of --log_every_steps=%d '
                         '(checkpoints are written at the end of a logged period).'

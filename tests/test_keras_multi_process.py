@@ -5,6 +5,7 @@ against 1 process x 4 devices on the same TFRecords or arrays."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -119,18 +120,35 @@ def _checkpoint_step(model_dir):
     return None
 
 
-def test_a_host_killed_mid_run_then_both_restarted_resume_to_the_same_weights(tiny_dir,
-                                                                             tmp_path):
-  """kill -9 of process 1 once a checkpoint is written, then of process 0 (a slice restarts all
-  its hosts), and both started again on their shared model_dir: the run resumes from the
-  checkpoint (process 0 takes its dead lease over) and ends with the weights of the same two
-  processes uninterrupted."""
-  steps = '--train_steps=20'
+def _wait_for_checkpoint(procs, model_dir, step):
+  deadline = time.time() + 300
+  while (_checkpoint_step(model_dir) or 0) < step and time.time() < deadline:
+    assert procs[0].poll() is None, procs[0].communicate()[1][-3000:]
+    time.sleep(0.05)
+
+
+def test_a_host_stopped_or_killed_then_both_restarted_resume_to_the_same_weights(tiny_dir,
+                                                                                tmp_path):
+  """A SIGTERM to process 1 alone: both processes stop at the end of one logged period, with
+  one checkpoint, and exit 75. Both restarted; then kill -9 of process 1 once a later checkpoint
+  is written, then of process 0 (a slice restarts all its hosts), and both started again on
+  their shared model_dir: the run resumes from the checkpoint (process 0 takes its dead lease
+  over) and ends with the weights of the same two processes uninterrupted."""
+  steps = '--train_steps=30'
   port, = free_ports(1)
   chief, whole = str(tmp_path / 'shared'), str(tmp_path / 'whole')
   procs = [_start(tiny_dir, chief, 2, i, port, steps) for i in (0, 1)]
+  _wait_for_checkpoint(procs, chief, 2)
+  procs[1].send_signal(signal.SIGTERM)
+  errors = [proc.communicate(timeout=300)[1] for proc in procs]
+  assert [proc.returncode for proc in procs] == [75, 75], errors[0][-3000:] + errors[1][-3000:]
+  assert 'SIGTERM to another process of the run' in errors[0], errors[0][-3000:]
+  stopped_at = _checkpoint_step(chief)
+  assert 2 <= stopped_at < 30 and stopped_at % 2 == 0, stopped_at
+  port, = free_ports(1)
+  procs = [_start(tiny_dir, chief, 2, i, port, steps) for i in (0, 1)]
   deadline = time.time() + 300
-  while (_checkpoint_step(chief) or 0) < 4 and time.time() < deadline:
+  while (_checkpoint_step(chief) or 0) < stopped_at + 2 and time.time() < deadline:
     assert procs[0].poll() is None, procs[0].communicate()[1][-3000:]
     time.sleep(0.05)
   procs[1].kill()
@@ -138,7 +156,7 @@ def test_a_host_killed_mid_run_then_both_restarted_resume_to_the_same_weights(ti
   for proc in procs:
     proc.communicate()
   killed_at = _checkpoint_step(chief)
-  assert 4 <= killed_at < 20, killed_at
+  assert stopped_at < killed_at < 30, (stopped_at, killed_at)
   port, = free_ports(1)
   procs = [_start(tiny_dir, chief, 2, i, port, steps) for i in (0, 1)]
   for proc in procs:
@@ -148,8 +166,9 @@ def test_a_host_killed_mid_run_then_both_restarted_resume_to_the_same_weights(ti
   for proc in procs:
     _finish(proc)
   resumed = keras_resume.results(chief)
-  assert resumed['resumed_from_step'] == killed_at and resumed['steps'] == 20
+  assert resumed['resumed_from_step'] == killed_at and resumed['steps'] == 30
   worst = max(float(np.abs(got - want).max()) for got, want in zip(
       keras_resume.weights(chief), keras_resume.weights(whole)))
-  print('killed at step %d, resumed: largest weight difference %.3g' % (killed_at, worst))
+  print('stopped at step %d, killed at %d, resumed: largest weight difference %.3g'
+        % (stopped_at, killed_at, worst))
   assert worst <= TOLERANCE

@@ -92,7 +92,7 @@ TRAIN_ROWS = [
     Row('train_keras: --lr_decay_epochs out of order', 'train_keras',
         TRAIN + ['--lr_decay_epochs=60,30'], ['--lr_decay_epochs=60,30', 'increasing order'],
         _arrays()),
-    Row('train_keras: --label_smoothing of 1 (flags/value_checks.py\'s rule)', 'train_keras',
+    Row('train_keras: --label_smoothing of 1 (flags/value_rules.py)', 'train_keras',
         TRAIN + ['--label_smoothing=1'], ['--label_smoothing must be', 'got 1'], _arrays()),
     Row('train_keras: --save_checkpoints_steps off the logged periods', 'train_keras',
         TRAIN + ['--log_every_steps=3', '--save_checkpoints_steps=4'],

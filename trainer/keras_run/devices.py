@@ -38,6 +38,15 @@ class Devices:
   def describe(self):
     return {'backend': self.backend, 'replicas': self.replicas, 'devices': self.names}
 
+  def any_everywhere(self, flag):
+    """Whether `flag` (bool) is true in any process of a multi-process JAX run (a collective:
+    every process calls it at the same point); `flag` itself in one process."""
+    if self.backend != 'jax' or _process_count() == 1:
+      return flag
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    return bool(np.any(multihost_utils.process_allgather(np.asarray(flag, np.int32))))
+
   def check_same_everywhere(self, value, what, advice):
     """Raises PipelineError unless every process of a multi-process JAX run has the same int
     `value` (a collective: every process calls it); nothing to check in one process."""

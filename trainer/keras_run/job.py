@@ -175,9 +175,10 @@ def train(config, callbacks=()):
                  model.name, keras.backend.backend(), devices.replicas, start, total,
                  config.train_batch_size, decayed)
     with progress_lib.SigtermFlag() as sigterm:
-      progress = progress_lib.Progress(checkpoints, sigterm, total, config.train_batch_size,
-                                       config.save_checkpoints_steps,
-                                       config.model_dir if chief else None)
+      progress = progress_lib.Progress(
+          checkpoints, sigterm, total, config.train_batch_size, config.save_checkpoints_steps,
+          config.model_dir if chief else None,
+          devices.any_everywhere if config.multi_host else None)
       callbacks = list(callbacks) + [progress]
       began = time.time()
       epoch = start // config.log_every_steps

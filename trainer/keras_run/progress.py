@@ -3,7 +3,9 @@ Keras "epoch" of `fit`) a log line with the step, the loss, the learning rate, e
 the ETA, and the same scalars in TensorBoard (model_dir/train, written with TensorBoard's own
 writer, which needs no TensorFlow); a checkpoint every `save_every_steps`; and on SIGTERM or a
 first Ctrl-C a stop after the step in flight, with a checkpoint at that step (the caller then
-exits with status 75, `trainer.errors.EXIT_RESUMABLE`)."""
+exits with status 75, `trainer.errors.EXIT_RESUMABLE`). In a multi-process run a SIGTERM reaches each host on its own:
+the processes agree at the end of each logged period whether any of them got one, and all stop
+there, at one step, with one checkpoint."""
 
 import os
 import signal
@@ -61,8 +63,11 @@ class Progress(keras.callbacks.Callback):
   multi-host run)."""
 
   def __init__(self, checkpoints, sigterm, total_steps, batch_size, save_every_steps,
-               summary_dir=None):
+               summary_dir=None, any_everywhere=None):
+    """`any_everywhere`: of several processes, a collective telling whether a bool is true in any
+    of them (trainer.keras_run.devices.Devices.any_everywhere); None: one process."""
     super().__init__()
+    self._any_everywhere = any_everywhere
     self._summary_dir = summary_dir
     self._writer = None
     self._checkpoints = checkpoints
@@ -85,7 +90,7 @@ class Progress(keras.callbacks.Callback):
     self._period_step = self._step() if self._period_step is None else self._period_step
 
   def on_train_batch_end(self, batch, logs=None):
-    if self._sigterm.requested:
+    if self._sigterm.requested and self._any_everywhere is None:
       self.model.stop_training = True
 
   def on_epoch_end(self, epoch, logs=None):
@@ -108,7 +113,12 @@ class Progress(keras.callbacks.Callback):
     logging.info('step %d/%d: loss %.4f, learning rate %.4g, %.1f examples/sec, ETA %.0f s',
                  step, self._total, entry['loss'], learning_rate, rate, eta)
     self._period_step = step
-    if self._sigterm.requested:
+    requested = self._sigterm.requested
+    if self._any_everywhere is not None:  # every process, at this step
+      requested = self._any_everywhere(requested)
+      if requested and not self._sigterm.requested:
+        self._sigterm.cause = 'preempted (SIGTERM to another process of the run)'
+    if requested:
       self._checkpoints.save(self.model, step)
       self.stopped_at = step
       self.model.stop_training = True
