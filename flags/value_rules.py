@@ -70,6 +70,7 @@ FLAG_RULES = {
     'num_gpus': _at_least(0, 'TensorFlow picks one device'),
 }
 
+
 def check_ranges(f):
   """Refuses a value of `f` (flag values, read as attributes) outside its `FLAG_RULES` range;
   names `f` lacks, or holds as None, are skipped (each command has its own flags).

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -28,7 +27,10 @@ _RUN = ['--model=cnn', '--image_size=28', '--train_batch_size=8', '--eval_batch_
         '--warmup_epochs=0', '--weight_decay=1e-4', '--seed=3']
 
 
-def _start(data_dir, model_dir, devices, process=None, port=None, *args, processes=2):
+def _start(data_dir, model_dir, devices, process=None, port=None, *args, processes=2,
+           signal_at=None):
+  """Starts trainer.train_keras (process `process` of `processes`, or alone); `signal_at`:
+  (signal name, step) it sends itself (tests/train_keras_at_step.py)."""
   env = dict(os.environ, KERAS_BACKEND='jax',
              XLA_FLAGS='--xla_force_host_platform_device_count=%d' % devices)
   if process is not None:
@@ -36,8 +38,12 @@ def _start(data_dir, model_dir, devices, process=None, port=None, *args, process
                KERAS_DISTRIBUTION_NUM_PROCESSES=str(processes),
                KERAS_DISTRIBUTION_PROCESS_ID=str(process))
     args = ('--multi_host',) + args
+  command = [sys.executable, '-m', 'trainer.train_keras']
+  if signal_at:
+    command = [sys.executable, os.path.join(REPO, 'tests', 'train_keras_at_step.py'),
+               signal_at[0], str(signal_at[1])]
   return subprocess.Popen(
-      [sys.executable, '-m', 'trainer.train_keras', '--data_dir=' + data_dir,
+      command + ['--data_dir=' + data_dir,
        '--model_dir=' + model_dir] + _RUN + list(args) +
       ([] if any(a.startswith('--train_steps=') for a in args) else ['--train_steps=4']),
       cwd=REPO, env=env,
@@ -120,43 +126,33 @@ def _checkpoint_step(model_dir):
     return None
 
 
-def _wait_for_checkpoint(procs, model_dir, step):
-  deadline = time.time() + 300
-  while (_checkpoint_step(model_dir) or 0) < step and time.time() < deadline:
-    assert procs[0].poll() is None, procs[0].communicate()[1][-3000:]
-    time.sleep(0.05)
-
-
 def test_a_host_stopped_or_killed_then_both_restarted_resume_to_the_same_weights(tiny_dir,
                                                                                 tmp_path):
-  """A SIGTERM to process 1 alone: both processes stop at the end of one logged period, with
-  one checkpoint, and exit 75. Both restarted; then kill -9 of process 1 once a later checkpoint
-  is written, then of process 0 (a slice restarts all its hosts), and both started again on
-  their shared model_dir: the run resumes from the checkpoint (process 0 takes its dead lease
-  over) and ends with the weights of the same two processes uninterrupted."""
-  steps = '--train_steps=30'
+  """A SIGTERM to process 1 alone after step 3: both processes stop at the end of that logged
+  period (step 4), with one checkpoint, and exit 75. Both restarted; kill -9 of process 1 after
+  step 7 (its checkpoint at 6 written), then of process 0, which waits for it in a collective (a
+  slice restarts all its hosts); both started again on their shared model_dir: the run resumes
+  from step 6 (process 0 takes its dead lease over) and ends with the weights of the same two
+  processes uninterrupted. Each process signals itself at its step: no timing is guessed."""
+  steps = '--train_steps=10'
   port, = free_ports(1)
   chief, whole = str(tmp_path / 'shared'), str(tmp_path / 'whole')
-  procs = [_start(tiny_dir, chief, 2, i, port, steps) for i in (0, 1)]
-  _wait_for_checkpoint(procs, chief, 2)
-  procs[1].send_signal(signal.SIGTERM)
+  procs = [_start(tiny_dir, chief, 2, 0, port, steps),
+           _start(tiny_dir, chief, 2, 1, port, steps, signal_at=('SIGTERM', 3))]
   errors = [proc.communicate(timeout=300)[1] for proc in procs]
   assert [proc.returncode for proc in procs] == [75, 75], errors[0][-3000:] + errors[1][-3000:]
   assert 'SIGTERM to another process of the run' in errors[0], errors[0][-3000:]
-  stopped_at = _checkpoint_step(chief)
-  assert 2 <= stopped_at < 30 and stopped_at % 2 == 0, stopped_at
+  for stderr in errors:
+    assert 'checkpoint at step 4 in' in stderr, stderr[-3000:]
+  assert _checkpoint_step(chief) == 4
   port, = free_ports(1)
-  procs = [_start(tiny_dir, chief, 2, i, port, steps) for i in (0, 1)]
-  deadline = time.time() + 300
-  while (_checkpoint_step(chief) or 0) < stopped_at + 2 and time.time() < deadline:
-    assert procs[0].poll() is None, procs[0].communicate()[1][-3000:]
-    time.sleep(0.05)
-  procs[1].kill()
+  procs = [_start(tiny_dir, chief, 2, 0, port, steps),
+           _start(tiny_dir, chief, 2, 1, port, steps, signal_at=('SIGKILL', 7))]
+  procs[1].communicate(timeout=300)
+  assert procs[1].returncode == -signal.SIGKILL
   procs[0].kill()
-  for proc in procs:
-    proc.communicate()
-  killed_at = _checkpoint_step(chief)
-  assert stopped_at < killed_at < 30, (stopped_at, killed_at)
+  procs[0].communicate()
+  assert _checkpoint_step(chief) == 6
   port, = free_ports(1)
   procs = [_start(tiny_dir, chief, 2, i, port, steps) for i in (0, 1)]
   for proc in procs:
@@ -166,9 +162,9 @@ def test_a_host_stopped_or_killed_then_both_restarted_resume_to_the_same_weights
   for proc in procs:
     _finish(proc)
   resumed = keras_resume.results(chief)
-  assert resumed['resumed_from_step'] == killed_at and resumed['steps'] == 30
+  assert resumed['resumed_from_step'] == 6 and resumed['steps'] == 10
   worst = max(float(np.abs(got - want).max()) for got, want in zip(
       keras_resume.weights(chief), keras_resume.weights(whole)))
-  print('stopped at step %d, killed at %d, resumed: largest weight difference %.3g'
-        % (stopped_at, killed_at, worst))
+  print('stopped at step 4, killed after 7, resumed from 6: largest weight difference %.3g'
+        % worst)
   assert worst <= TOLERANCE

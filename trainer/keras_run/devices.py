@@ -23,11 +23,13 @@ from trainer.errors import PipelineError
 
 class Devices:
   """Where a run trains. `scope()` is the context to build and compile the model in;
-  `replicas` the number of data-parallel replicas; `describe()` a dict for results.json."""
+  `replicas` the number of data-parallel replicas; `processes` of the run (JAX multi-host: one
+  per host); `describe()` a dict for results.json."""
 
-  def __init__(self, backend, replicas, strategy=None, distribution=None, names=()):
+  def __init__(self, backend, replicas, strategy=None, distribution=None, names=(), processes=1):
     self.backend = backend
     self.replicas = replicas
+    self.processes = processes
     self.strategy = strategy
     self.distribution = distribution
     self.names = list(names)
@@ -38,10 +40,17 @@ class Devices:
   def describe(self):
     return {'backend': self.backend, 'replicas': self.replicas, 'devices': self.names}
 
+  def wait_for_all(self, name):
+    """Returns once every process of a multi-process JAX run has called it with `name` (a
+    barrier); at once in one process."""
+    if self.processes > 1:
+      from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+      multihost_utils.sync_global_devices(name)
+
   def any_everywhere(self, flag):
     """Whether `flag` (bool) is true in any process of a multi-process JAX run (a collective:
     every process calls it at the same point); `flag` itself in one process."""
-    if self.backend != 'jax' or _process_count() == 1:
+    if self.processes == 1:
       return flag
     from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
     import numpy as np  # pylint: disable=g-import-not-at-top
@@ -50,10 +59,7 @@ class Devices:
   def check_same_everywhere(self, value, what, advice):
     """Raises PipelineError unless every process of a multi-process JAX run has the same int
     `value` (a collective: every process calls it); nothing to check in one process."""
-    if self.backend != 'jax':
-      return
-    import jax  # pylint: disable=g-import-not-at-top
-    if jax.process_count() == 1:
+    if self.processes == 1:
       return
     from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
     import numpy as np  # pylint: disable=g-import-not-at-top
@@ -140,7 +146,12 @@ def _join(timeout_secs, environ=None):
   timer.start()
   try:
     keras.distribution.initialize()
-  except ValueError as e:  # JAX found no cluster: no coordinator in the environment, no TPU
+  except ValueError as e:  # Keras' or JAX's check of the settings, before any connection
+    if environ.get(COORDINATOR_ENV):
+      raise PipelineError('--multi_host: %s=%s, %s=%s: %s' % (
+          COORDINATOR_ENV, environ[COORDINATOR_ENV], PROCESSES_ENV, environ.get(PROCESSES_ENV),
+          e))
+    # JAX found no cluster: no coordinator in the environment, and not a Cloud TPU.
     raise PipelineError('--multi_host found no other hosts (JAX: %s). On a Cloud TPU slice JAX '
                         'finds them itself; elsewhere give every process %s (process 0\'s '
                         'host:port), %s and its own %s (docs/migration.md).'
@@ -209,12 +220,15 @@ def set_up(cpu_replicas=0, multi_host=False, data_parallel=True, multi_host_time
       distribution = keras.distribution.DataParallel(devices=devices,
                                                      auto_shard_dataset=not multi_host)
       keras.distribution.set_distribution(distribution)
-    result = Devices(backend, len(devices), distribution=distribution, names=devices)
-    if multi_host and os.environ.get(PROCESSES_ENV):
-      # JAX takes the coordinator's count: a process told another one would still train.
+    result = Devices(backend, len(devices), distribution=distribution, names=devices,
+                     processes=_process_count())
+    if multi_host:
+      # JAX takes the coordinator's count: a process told another one would still train. Every
+      # process takes part (the count JAX found where none was given, as on a Cloud TPU).
       result.check_same_everywhere(
-          int(os.environ[PROCESSES_ENV]), 'the number of processes they were given (%s; %d '
-          'joined)' % (PROCESSES_ENV, _process_count()), 'give every process the same count')
+          int(os.environ.get(PROCESSES_ENV) or result.processes), 'the number of processes they '
+          'were given (%s; %d joined)' % (PROCESSES_ENV, result.processes),
+          'give every process the same count')
     return result
   from keras.src.backend.torch import core as torch_core  # pylint: disable=g-import-not-at-top
   return Devices(backend, 1, names=[str(torch_core.get_device())])

@@ -159,6 +159,7 @@ def train(config, callbacks=()):
       decayed = recipe.add_weight_decay(model, plan.weight_decay)
       recipe.compile_model(model, recipe.optimizer_of(plan, schedule), plan.label_smoothing,
                            plan.aux_loss_weight)
+    devices.wait_for_all('model_dir prepared')  # the chief's --overwrite may delete checkpoints
     devices.check_same_everywhere(checkpoints.latest() or 0, 'the newest checkpoint\'s step in '
                                   '%s' % checkpoints.directory,
                                   '--model_dir must be one directory every process reads (gs://)')
@@ -174,11 +175,11 @@ def train(config, callbacks=()):
     logging.info('%s on %s: %d replicas, steps %d to %d, batch %d, %d weights decayed',
                  model.name, keras.backend.backend(), devices.replicas, start, total,
                  config.train_batch_size, decayed)
-    with progress_lib.SigtermFlag() as sigterm:
+    with progress_lib.SigtermFlag(at_period_end=devices.processes > 1) as sigterm:
       progress = progress_lib.Progress(
           checkpoints, sigterm, total, config.train_batch_size, config.save_checkpoints_steps,
           config.model_dir if chief else None,
-          devices.any_everywhere if config.multi_host else None)
+          devices.any_everywhere if devices.processes > 1 else None)
       callbacks = list(callbacks) + [progress]
       began = time.time()
       epoch = start // config.log_every_steps

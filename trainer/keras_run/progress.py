@@ -3,9 +3,10 @@ Keras "epoch" of `fit`) a log line with the step, the loss, the learning rate, e
 the ETA, and the same scalars in TensorBoard (model_dir/train, written with TensorBoard's own
 writer, which needs no TensorFlow); a checkpoint every `save_every_steps`; and on SIGTERM or a
 first Ctrl-C a stop after the step in flight, with a checkpoint at that step (the caller then
-exits with status 75, `trainer.errors.EXIT_RESUMABLE`). In a multi-process run a SIGTERM reaches each host on its own:
-the processes agree at the end of each logged period whether any of them got one, and all stop
-there, at one step, with one checkpoint."""
+exits with status 75, `trainer.errors.EXIT_RESUMABLE`). In a multi-process run a SIGTERM reaches
+each host on its own: the processes agree at the end of each logged period whether any of them
+got one, and all stop there, at one step, with one checkpoint. One that arrives after the last
+period (in the final evaluation or save) is not handled: that process dies."""
 
 import os
 import signal
@@ -21,9 +22,11 @@ from trainer import errors
 
 class SigtermFlag:
   """Records a SIGTERM or a first Ctrl-C instead of dying of it, while installed (main thread
-  only); a second Ctrl-C exits at once with status 130, without saving."""
+  only); a second Ctrl-C exits at once with status 130, without saving. `at_period_end`: the run
+  stops at the end of the logged period (several processes), not after the step in flight."""
 
-  def __init__(self):
+  def __init__(self, at_period_end=False):
+    self._when = 'at the end of the logged period' if at_period_end else 'after the step in flight'
     self.requested = False
     self.cause = 'preempted (SIGTERM)'
     self._interrupts = 0
@@ -45,8 +48,8 @@ class SigtermFlag:
       os._exit(errors.EXIT_INTERRUPTED)  # pylint: disable=protected-access
     if not self.requested and signum == signal.SIGINT:
       self.cause = errors.INTERRUPTED
-    logging.warning('%s: stopping after the step in flight, saving a checkpoint%s',
-                    'SIGTERM' if signum == signal.SIGTERM else 'Ctrl-C',
+    logging.warning('%s: stopping %s, saving a checkpoint%s',
+                    'SIGTERM' if signum == signal.SIGTERM else 'Ctrl-C', self._when,
                     '; Ctrl-C again stops at once' if signum == signal.SIGINT else '')
     self.requested = True
 

@@ -156,6 +156,9 @@ def scores(model, batches):
 
   Returns:
     {'accuracy': float, 'loss': float (nats per example), 'examples': int}.
+
+  Raises:
+    ValueError: `model` gives another number of rows than a batch has labels.
   """
   correct = examples = 0
   loss = 0.0
