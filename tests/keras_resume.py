@@ -63,23 +63,23 @@ def kill():
   raise Killed()
 
 
-def resume_scenario(tiny_dir, tmp_dir, tolerance, loss_tolerance=None):
+def resume_scenario(tiny_dir, tmp_dir, tolerance, loss_tolerance=None, **overrides):
   """Trains 6 steps whole, and again stopped by SIGTERM after step 3 and killed after step 5,
   then resumed; the weights must agree within `tolerance` (0: bit for bit), and the loss of the
   last period (steps 5-6) within `loss_tolerance` (default: `tolerance`). Prints RESUMED within
-  that tolerance."""
+  that tolerance. `overrides`: flag values of all three runs (cpu_replicas)."""
   tmp_path = pathlib.Path(tmp_dir)
   whole = str(tmp_path / 'whole')
-  job.train(flags(whole, tiny_dir))
+  job.train(flags(whole, tiny_dir, **overrides))
   stopped = str(tmp_path / 'stopped')
   with pytest.raises(Preempted, match='checkpoint at step 3'):
-    job.train(flags(stopped, tiny_dir),
+    job.train(flags(stopped, tiny_dir, **overrides),
               callbacks=[At(3, lambda: os.kill(os.getpid(), signal.SIGTERM))])
   with pytest.raises(Killed):
-    job.train(flags(stopped, tiny_dir), callbacks=[At(5, kill)])
+    job.train(flags(stopped, tiny_dir, **overrides), callbacks=[At(5, kill)])
   with open(os.path.join(stopped, 'checkpoints', 'checkpoint.json')) as f:
     assert json.load(f)['step'] == 4
-  resumed = job.train(flags(stopped, tiny_dir))
+  resumed = job.train(flags(stopped, tiny_dir, **overrides))
   assert resumed['resumed_from_step'] == 4
   largest = max(float(np.abs(a - b).max()) for a, b in zip(weights(stopped), weights(whole)))
   assert largest <= tolerance, 'resumed weights differ by %g > %g' % (largest, tolerance)

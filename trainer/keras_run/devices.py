@@ -194,16 +194,10 @@ def set_up(cpu_replicas=0, multi_host=False, data_parallel=True, multi_host_time
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     gpus = tf.config.list_physical_devices('GPU')
     if not cpu_replicas and len(gpus) < 2:
-      # One device needs no strategy, and without it a resumed run is exact (see below).
+      # One device needs no strategy.
       return Devices(backend, 1, names=[tf.config.list_logical_devices(
           'GPU' if gpus else 'CPU')[0].name])
     strategy = strategy_of(cpu_replicas)
-    # Keras reads one input stream per `fit` under it too; yet resumed runs differ (BENCHMARKS.md,
-    # "Resuming under MirroredStrategy"): the cause is not found.
-    logging.warning('MirroredStrategy over %d devices: runs are not bit-reproducible, resumed '
-                    'or not (measured on 2 logical CPUs: 4 of 12 resumes from one checkpoint '
-                    'and 1 of 18 uninterrupted runs ended elsewhere). One device, or JAX, '
-                    'resumes exactly.', strategy.num_replicas_in_sync)
     return Devices(backend, strategy.num_replicas_in_sync, strategy=strategy,
                    names=list(strategy.extended.worker_devices))
   strategy_of(cpu_replicas)  # refuses --cpu_replicas

@@ -25,10 +25,13 @@ class TFRecordInput:
   """The pipeline's TFRecords through tf.data (the pipeline's preprocessing and augmentation)."""
   kind = dataset_json.TFRECORD_FORMAT
 
-  def __init__(self, config, input_shape):
+  def __init__(self, config, input_shape, under_strategy=False):
     # Imported here: tf.data is needed for TFRecords alone, so arrays run without TensorFlow.
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from keras_models import datasets  # pylint: disable=g-import-not-at-top
+    self._tf = tf
     self._datasets = datasets
+    self._under_strategy = under_strategy
     overrides = {'cache_decoded': config.cache_decoded}
     if config.crop_padding is not None:
       overrides['crop_padding'] = config.crop_padding
@@ -41,8 +44,18 @@ class TFRecordInput:
   def train(self, model, batch_size, first):
     # A new dataset object per fit call: a second iterator of the same one would draw another
     # shuffle order (tf.data reshuffles per iteration), not continue the run's.
-    dataset = recipe.one_hot_labels(model, self._datasets.train_dataset(self.config, batch_size),
-                                    self.num_classes).skip(first)
+    def stream(_=None):
+      return recipe.one_hot_labels(model, self._datasets.train_dataset(self.config, batch_size),
+                                   self.num_classes).skip(first)
+    if self._under_strategy:
+      # Under a tf.distribute strategy Keras' `fit` draws a batch from a first iteration of the
+      # dataset to build the model (its TF trainer's _maybe_symbolic_build), then trains on a
+      # second. Iterations of one dataset share its shuffles' seed generator, which the first
+      # one's prefetch, still running, draws from at each epoch's reshuffle: the seeds of the
+      # second were a race (BENCHMARKS.md, "Resuming under MirroredStrategy"). Built inside
+      # flat_map, each iteration makes its own pipeline, seeded as a first: the stream itself.
+      return self._tf.data.Dataset.from_tensors(0).flat_map(stream)
+    dataset = stream()
     if self._as_dataset:
       return dataset
     if self._multi_host:
@@ -60,8 +73,9 @@ class ArrayInput:
   kind = arrays.FORMAT
   config = None
 
-  def __init__(self, config, info, input_shape):
+  def __init__(self, config, info, input_shape, under_strategy=False):
     build.check_data_fits(config.data_dir, info, input_shape)
+    self._under_strategy = under_strategy
     if config.crop_padding:
       raise PipelineError('--crop_padding=%d: %s holds arrays, preprocessed once without a crop '
                           'offset; train from the TFRecords (%s) to augment.'
@@ -85,7 +99,16 @@ class ArrayInput:
       index, count = _process_of(batch_size)
       rows = slice(index * batch_size // count, (index + 1) * batch_size // count)
     stream = arrays.TrainBatches(*self._train, batch_size, self._seed)
-    return recipe.one_hot_batches(model, stream.batches(first, rows), self.num_classes)
+
+    def batches():
+      return recipe.one_hot_batches(model, stream.batches(first, rows), self.num_classes)
+    if self._under_strategy:
+      # Keras' first batch under a strategy comes from an iteration of its own (TFRecordInput):
+      # from a generator function, each iteration begins the stream at `first` again.
+      import tensorflow as tf  # pylint: disable=g-import-not-at-top
+      spec = tree.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), next(batches()))
+      return tf.data.Dataset.from_generator(batches, output_signature=spec)
+    return batches()
 
   def evaluation(self, batch_size):
     return arrays.eval_batches(*self._eval, batch_size)
@@ -135,14 +158,14 @@ def _copied(dataset):
     yield tree.map_structure(np.array, batch)
 
 
-def input_of(config, info, input_shape):
+def input_of(config, info, input_shape, under_strategy=False):
   """The input of a run of `config` (trainer.keras_run.run_config.KerasRunConfig) from
   config.data_dir (its dataset.json `info`) for a model taking `input_shape` (without the
-  batch).
+  batch); `under_strategy`: the model trains under a tf.distribute strategy.
 
   Raises:
     PipelineError: data the model cannot take, or flags the data cannot honour.
   """
   if arrays.is_arrays(info):
-    return ArrayInput(config, info, input_shape)
-  return TFRecordInput(config, input_shape)
+    return ArrayInput(config, info, input_shape, under_strategy)
+  return TFRecordInput(config, input_shape, under_strategy)

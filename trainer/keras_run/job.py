@@ -133,7 +133,8 @@ def train(config, callbacks=()):
     raise PipelineError('%s has no dataset.json: prepare the data with `python -m '
                         'trainer.prepare`.' % config.data_dir)
   model = _model(config, info, devices)
-  data = inputs_lib.input_of(config, info, tuple(model.input.shape[1:]))
+  data = inputs_lib.input_of(config, info, tuple(model.input.shape[1:]),
+                             devices.strategy is not None)
   width = build.logits_of(model.output).shape[-1]
   if width != data.num_classes:
     raise PipelineError('the model has %d classes, %s has %d.' % (width, config.data_dir,
