@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -89,7 +90,7 @@ def test_a_run_resumes_after_sigterm_and_after_a_kill(tiny_dir, tmp_path, cpu_re
   of the uninterrupted run bit for bit: the same batches, optimizer slots and learning rates (the
   step decay at epoch 0.5 = step 4 falls between the stops). The same under MirroredStrategy on
   2 logical CPUs, where Keras builds the model from a batch of a first iteration of the input
-  and trains on a second (trainer/keras_run/inputs.py): before each iteration had a pipeline of
+  and trains on a second (trainer/keras_run/inputs.py): until each iteration got a pipeline of
   its own, 4 of 12 resumes and 1 of 18 uninterrupted runs trained on other batches."""
   _resume_in_fresh_process(tiny_dir, tmp_path, 0.0, 'tensorflow', cpu_replicas=cpu_replicas)
 
@@ -171,3 +172,23 @@ def test_killed_anywhere_the_run_ends_with_the_uninterrupted_weights_bit_for_bit
   left = [os.path.relpath(os.path.join(d, n), killed) for d, _, names in os.walk(killed)
           for n in names if 'partial' in n or n.startswith(('tmp-', 'writer.lease'))]
   assert not left, left
+
+
+def test_under_a_strategy_every_iteration_of_the_input_is_the_stream(tiny_dir):
+  """What Keras' `fit` does under a tf.distribute strategy: one iteration of the training input
+  to build the model, abandoned, then a second to train on. The second must begin with the
+  stream's own first batches, however far the first one read (here past the 8-batch epoch of the
+  64 training images, where a shared shuffle seed generator moves on)."""
+  from trainer.keras_run import inputs  # pylint: disable=g-import-not-at-top
+  config = keras_resume.flags(None, tiny_dir)
+  probe = types.SimpleNamespace(output=None)  # one head: targets are the one-hot labels
+  dataset = inputs.TFRecordInput(config, (28, 28, 3), under_strategy=True).train(probe, 8, 0)
+  first = iter(dataset)
+  for _ in range(12):
+    next(first)
+  second = [x.numpy() for (x, _), _ in zip(dataset, range(3))]
+  fresh = inputs.TFRecordInput(config, (28, 28, 3), under_strategy=True).train(probe, 8, 0)
+  expected = [x.numpy() for (x, _), _ in zip(fresh, range(3))]
+  del first
+  for got, want in zip(second, expected):
+    np.testing.assert_array_equal(got, want)

@@ -11,9 +11,10 @@ Data-parallel over every local device: MirroredStrategy on TensorFlow, keras.dis
 DataParallel on JAX (--multi_host: over every host of a slice), one device on torch. Checkpoints
 every --save_checkpoints_steps into model_dir/checkpoints; run the same command again to resume
 (after kill -9, or after SIGTERM, which saves at the step in flight and exits with status 75;
-bit-exact on one device, under MirroredStrategy and on JAX: docs/migration.md). Writes
-TensorBoard logs, results.json (accuracy and loss on the whole evaluation split), model.keras
-and, on TensorFlow from TFRecords, model_serving/. Guide: docs/migration.md.
+bit-exact on one device, under MirroredStrategy (tested on CPU devices) and on JAX:
+docs/migration.md). Writes TensorBoard logs, results.json (accuracy and loss on the whole
+evaluation split), model.keras and, on TensorFlow from TFRecords, model_serving/. Guide:
+docs/migration.md.
 """
 
 import json

@@ -29,8 +29,10 @@ class TFRecordInput:
     # Imported here: tf.data is needed for TFRecords alone, so arrays run without TensorFlow.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from keras_models import datasets  # pylint: disable=g-import-not-at-top
+    from trainer.data import input_fn  # pylint: disable=g-import-not-at-top
     self._tf = tf
     self._datasets = datasets
+    self._input_fn = input_fn
     self._under_strategy = under_strategy
     overrides = {'cache_decoded': config.cache_decoded}
     if config.crop_padding is not None:
@@ -48,13 +50,12 @@ class TFRecordInput:
       return recipe.one_hot_labels(model, self._datasets.train_dataset(self.config, batch_size),
                                    self.num_classes).skip(first)
     if self._under_strategy:
-      # Under a tf.distribute strategy Keras' `fit` draws a batch from a first iteration of the
-      # dataset to build the model (its TF trainer's _maybe_symbolic_build), then trains on a
-      # second. Iterations of one dataset share its shuffles' seed generator, which the first
-      # one's prefetch, still running, draws from at each epoch's reshuffle: the seeds of the
-      # second were a race (BENCHMARKS.md, "Resuming under MirroredStrategy"). Built inside
-      # flat_map, each iteration makes its own pipeline, seeded as a first: the stream itself.
-      return self._tf.data.Dataset.from_tensors(0).flat_map(stream)
+      # Keras' `fit` under a strategy builds the model from a batch of a first iteration, then
+      # trains on a second, which raced the first for the shuffles' seeds (BENCHMARKS.md,
+      # "Resuming under MirroredStrategy"). Inside flat_map each iteration has its own pipeline;
+      # an inner dataset's options are not applied, so the outer one gets them.
+      return self._input_fn.with_host_options(
+          self._tf.data.Dataset.from_tensors(0).flat_map(stream))
     dataset = stream()
     if self._as_dataset:
       return dataset
@@ -107,7 +108,8 @@ class ArrayInput:
       # from a generator function, each iteration begins the stream at `first` again.
       import tensorflow as tf  # pylint: disable=g-import-not-at-top
       spec = tree.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), next(batches()))
-      return tf.data.Dataset.from_generator(batches, output_signature=spec)
+      return tf.data.Dataset.from_generator(batches, output_signature=spec).prefetch(
+          tf.data.AUTOTUNE)
     return batches()
 
   def evaluation(self, batch_size):
@@ -152,7 +154,7 @@ def _copied(dataset):
   6 batches; with two JAX devices on a loaded CPU one run in three also trained on other batches
   than the rest. A generator over one iterator, its arrays copied out of tf.data's buffers, gives
   them the stream's batches in order. The TensorFlow trainer iterates a dataset once per `fit`
-  (measured on one device and under MirroredStrategy) and takes it as it is.
+  on one device (twice under a strategy: TFRecordInput.train) and takes it as it is.
   """
   for batch in dataset.as_numpy_iterator():
     yield tree.map_structure(np.array, batch)
