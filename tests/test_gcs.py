@@ -8,7 +8,6 @@ any other bucket does not exist.
 import json
 import os
 import sys
-import tempfile
 import time
 import uuid
 
@@ -171,7 +170,7 @@ OUTAGE_SECS = float(os.environ.get('GCS_OUTAGE_SECS', '10'))
 
 @pytest.mark.parametrize('meets,mode', [('input', '503'), ('checkpoint', 'drop')])
 def test_a_storage_outage_is_ridden_out_and_no_partial_checkpoint_is_listed(
-    meets, mode, small_dir, gcs_dir):
+    meets, mode, small_dir, gcs_dir, tmp_path):
   """From step 20 on, every GCS request fails for OUTAGE_SECS: answered 503, or the connection
   closed unanswered (scripts/gcs_tls_front.py), with TensorFlow's production retry settings.
   It `meets` the input pipeline (data on gs:// in 32 shards, so that files are opened all the
@@ -181,7 +180,7 @@ def test_a_storage_outage_is_ridden_out_and_no_partial_checkpoint_is_listed(
   from trainer.run import checkpoints
   if meets == 'input':
     data_dir = write_subset(small_dir, gcs_dir + '/data', 640, 300, num_shards=32)
-    model_dir = tempfile.mkdtemp(prefix='outage-model-')
+    model_dir = str(tmp_path / 'model')
   else:
     data_dir, model_dir = small_dir, gcs_dir + '/model'
   args = ['--data_dir=' + data_dir, '--model_dir=' + model_dir, '--model=cnn', '--image_size=28',

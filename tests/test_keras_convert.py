@@ -34,9 +34,11 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')
 
 
 # Every run on every backend; the image-folder runs (same converter, other data and runtime) on
-# JAX alone.
+# JAX alone. A run's tests share one pytest-xdist worker, which trains it once (`make test` runs
+# `--dist loadgroup`): spread over two, each trained it.
 @pytest.mark.parametrize('name, backend', [
-    (name, backend) for name in sorted(RUNS) for backend in ['tensorflow', 'jax', 'torch']
+    pytest.param(name, backend, marks=pytest.mark.xdist_group(name))
+    for name in sorted(RUNS) for backend in ['tensorflow', 'jax', 'torch']
     if name not in FOLDER_RUNS or backend == 'jax'])
 def test_converted_logits_equal_the_pipelines_predictions(pipeline_runs, name, backend, tmp_path):
   run = pipeline_runs(name)
@@ -170,6 +172,7 @@ def test_a_reference_resnet18_is_refused_for_its_extra_projection(tmp_path):
                                     image_size=32))
 
 
+@pytest.mark.xdist_group('cnn')
 def test_bfloat16_tensors_are_widened_and_unmapped_weights_named(pipeline_runs, tmp_path):
   run = pipeline_runs('cnn')
   reader = tf.train.load_checkpoint(run['model_dir'])
@@ -198,6 +201,7 @@ def test_bfloat16_tensors_are_widened_and_unmapped_weights_named(pipeline_runs, 
                                     output=str(tmp_path / 'x.keras')))
 
 
+@pytest.mark.xdist_group('cnn')
 def test_bad_requests_are_refused_with_what_to_do(pipeline_runs, tmp_path):
   run = pipeline_runs('cnn')
   proc, _ = export_keras('--model_dir=' + str(tmp_path), '--output=' + str(tmp_path / 'x.keras'))
@@ -215,6 +219,7 @@ def test_bad_requests_are_refused_with_what_to_do(pipeline_runs, tmp_path):
   refused(proc, '--check_predictions and --check_input go together')
 
 
+@pytest.mark.xdist_group('cnn')
 @pytest.mark.skipif(os.environ.get('GCS_SANDBOX') != '1',
                     reason='needs the GCS emulator: run inside scripts/gcs-sandbox (root, '
                            'unshare), as `make test` does')
@@ -235,6 +240,7 @@ def test_a_run_on_gcs_converts_to_gcs(pipeline_runs):
   assert tf.io.gfile.exists(output.replace('model.keras', 'model_serving/saved_model.pb'))
 
 
+@pytest.mark.xdist_group('resnet')
 def test_averages_are_all_or_nothing_and_a_failed_check_writes_nothing(pipeline_runs, tmp_path):
   """Without model_config.json the user says whether to use the moving averages; with them,
   every weight needs one; logits that disagree leave no model behind."""

@@ -28,6 +28,7 @@ from trainer.keras_run import job
 FINE_TUNING = ['--lr_schedule=constant', '--weight_decay=0', '--warmup_epochs=0']
 
 
+@pytest.mark.xdist_group('resnet')
 def test_a_converted_resnet_fine_tunes_on_two_replicas(pipeline_runs, small_dir, tmp_path):
   run = pipeline_runs('resnet')
   converted = str(tmp_path / 'resnet.keras')
@@ -37,16 +38,16 @@ def test_a_converted_resnet_fine_tunes_on_two_replicas(pipeline_runs, small_dir,
   model_dir = str(tmp_path / 'tuned')
   proc = subprocess.run(
       [sys.executable, '-m', 'trainer.train_keras', '--init_model=' + converted,
-       '--data_dir=' + small_dir, '--model_dir=' + model_dir, '--train_steps=120',
-       '--train_batch_size=32', '--cpu_replicas=2', '--log_every_steps=40',
-       '--save_checkpoints_steps=120', '--base_learning_rate=0.02', '--eval_batch_size=100'] +
+       '--data_dir=' + small_dir, '--model_dir=' + model_dir, '--train_steps=60',
+       '--train_batch_size=32', '--cpu_replicas=2', '--log_every_steps=20',
+       '--save_checkpoints_steps=60', '--base_learning_rate=0.02', '--eval_batch_size=100'] +
       FINE_TUNING, cwd=REPO, env=dict(os.environ, KERAS_BACKEND='tensorflow'),
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=900)
   assert proc.returncode == 0, proc.stderr[-3000:]
   results = keras_resume.results(model_dir)
   print('fine-tuning: %s' % json.dumps({k: results[k] for k in (
       'before', 'accuracy', 'eval_loss', 'train_log')}))
-  assert results['devices']['replicas'] == 2 and results['steps'] == 120
+  assert results['devices']['replicas'] == 2 and results['steps'] == 60
   assert results['init_model'] == converted and results['eval_examples'] == 300
   assert results['eval_loss'] < results['before']['loss']
   assert results['accuracy'] >= results['before']['accuracy']
@@ -56,6 +57,7 @@ def test_a_converted_resnet_fine_tunes_on_two_replicas(pipeline_runs, small_dir,
   assert keras.saving.load_model(os.path.join(model_dir, job.MODEL_FILE)).count_params() > 0
 
 
+@pytest.mark.xdist_group('inception_v3')
 def test_inceptions_two_heads_train_and_its_scores_are_the_main_heads(pipeline_runs, tiny_dir,
                                                                        tmp_path):
   """InceptionV3's auxiliary head learns the labels too; the evaluation's loss is the main
