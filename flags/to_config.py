@@ -15,6 +15,7 @@ from flags import mode_flags
 from flags import recorded_network
 from flags import train_length
 from flags import value_checks
+from flags import value_rules
 from models.model_config import TEXT_MODELS, ModelConfig
 from models.recipes import MODEL_DEFAULTS
 from trainer.cloud import gcs_preflight
@@ -85,7 +86,7 @@ def recipe_values(f):
     if getattr(f, name) is not None:
       values[name] = getattr(f, name)
   if f.lr_decay_epochs is not None:
-    values['lr_decay_epochs'] = tuple(float(e) for e in f.lr_decay_epochs)
+    values['lr_decay_epochs'] = value_rules.decay_epochs(f.lr_decay_epochs)
   # A decay flag the chosen schedule does not read would be silently ignored.
   for name, schedule in (('lr_decay_epochs', 'step'), ('lr_decay_every_epochs', 'exponential')):
     if getattr(f, name) is not None and values['lr_schedule'] != schedule:

@@ -9,18 +9,6 @@ from trainer.keras_run.run_config import KerasRecipe
 from trainer.keras_run.run_config import KerasRunConfig
 
 
-def _decay_epochs(values):
-  try:
-    epochs = tuple(float(v) for v in values)
-  except (TypeError, ValueError):
-    raise PipelineError('--lr_decay_epochs=%s: give numbers of epochs, e.g. 30,60,80.'
-                        % ','.join(str(v) for v in values))
-  if list(epochs) != sorted(epochs) or any(e < 0 for e in epochs):
-    raise PipelineError('--lr_decay_epochs=%s: give epochs >= 0 in increasing order.'
-                        % ','.join(str(v) for v in values))
-  return epochs
-
-
 def keras_run_config(f):
   """The KerasRunConfig of flag values `f` (flags.keras_flags.define_train_keras_flags; any
   object with those attributes).
@@ -38,7 +26,8 @@ def keras_run_config(f):
   recipe = KerasRecipe(
       optimizer=f.optimizer, momentum=float(f.momentum), nesterov=bool(f.nesterov),
       base_learning_rate=float(f.base_learning_rate), lr_schedule=f.lr_schedule,
-      warmup_epochs=float(f.warmup_epochs), lr_decay_epochs=_decay_epochs(f.lr_decay_epochs),
+      warmup_epochs=float(f.warmup_epochs),
+      lr_decay_epochs=value_rules.decay_epochs(f.lr_decay_epochs),
       lr_decay_factor=float(f.lr_decay_factor), weight_decay=float(f.weight_decay),
       label_smoothing=float(f.label_smoothing), gradient_clip_norm=float(f.gradient_clip_norm),
       aux_loss_weight=float(f.aux_loss_weight))

@@ -1,6 +1,7 @@
 """The range every numeric flag of the trainers must be in (`FLAG_RULES`), one table for
 `trainer.main` (flags/value_checks.py) and `trainer.train_keras` (flags/to_keras_config.py), and
-the check against it. Imports no TensorFlow: the Keras runtime checks its flags without it.
+the check against it; and the parse of --lr_decay_epochs both share. Imports no TensorFlow: the
+Keras runtime checks its flags without it.
 """
 
 import collections
@@ -82,6 +83,26 @@ def check_ranges(f):
     value = getattr(f, name, None)
     if value is not None and not _obeys(value, rule):
       raise PipelineError('--%s must be %s, got %s.' % (name, _describe(rule), value))
+
+
+def decay_epochs(values):
+  """--lr_decay_epochs (absl's list of strings) as epochs, for both trainers.
+
+  Returns:
+    tuple of float: the epochs, >= 0, in increasing order.
+
+  Raises:
+    PipelineError: a value that is no finite number, or epochs out of order.
+  """
+  text = ','.join(str(v) for v in values)
+  try:
+    epochs = tuple(float(v) for v in values)
+  except (TypeError, ValueError):
+    raise PipelineError('--lr_decay_epochs=%s: give numbers of epochs, e.g. 30,60,80.' % text)
+  if (not all(math.isfinite(e) and e >= 0 for e in epochs)
+      or list(epochs) != sorted(epochs)):
+    raise PipelineError('--lr_decay_epochs=%s: give epochs >= 0 in increasing order.' % text)
+  return epochs
 
 
 def _obeys(value, rule):

@@ -319,6 +319,22 @@ def test_lr_schedule_keeps_the_rest_of_the_recipe():
   assert (recipe['optimizer'], recipe['label_smoothing']) == ('rmsprop', 0.1)
 
 
+@pytest.mark.parametrize('given, says', [
+    (['30', 'sixty'], 'give numbers of epochs'), (['60', '30'], 'increasing order'),
+    (['nan'], 'increasing order')])
+def test_lr_decay_epochs_are_numbers_in_order_or_refused(given, says):
+  """trainer.main's --lr_decay_epochs obeys train_keras's rule (flags/value_rules.py): an error
+  line, not a traceback from float()."""
+  import types
+  from flags.to_config import recipe_values
+  from trainer.errors import PipelineError
+  unset = dict.fromkeys(['base_learning_rate', 'weight_decay', 'label_smoothing', 'warmup_epochs',
+                         'lr_decay_every_epochs', 'moving_average_decay', 'gradient_clip_norm',
+                         'lr_schedule', 'lr_decay_factor'])
+  with pytest.raises(PipelineError, match='--lr_decay_epochs=%s: .*%s' % (','.join(given), says)):
+    recipe_values(types.SimpleNamespace(model='resnet', lr_decay_epochs=given, **unset))
+
+
 def test_bfloat16_without_tpu_is_refused(small_dir, tmp_path):
   refused(run_main('--precision=bfloat16', '--train_steps=1', '--data_dir=' + small_dir,
                     '--model_dir=' + str(tmp_path), *TINY), 'bfloat16 needs --use_tpu')
