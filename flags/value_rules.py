@@ -86,21 +86,27 @@ def check_ranges(f):
 
 
 def decay_epochs(values):
-  """--lr_decay_epochs (absl's list of strings) as epochs, for both trainers.
+  """--lr_decay_epochs as epochs, one parse for both trainers.
+
+  Args:
+    values: absl's list of strings (empty: no decay).
 
   Returns:
-    tuple of float: the epochs, >= 0, in increasing order.
+    tuple of float: the epochs, finite, >= 0, in increasing order.
 
   Raises:
-    PipelineError: a value that is no finite number, or epochs out of order.
+    PipelineError: a value that is not a number, not finite (for no decay give none:
+      --lr_decay_epochs=), negative, or out of order.
   """
   text = ','.join(str(v) for v in values)
   try:
     epochs = tuple(float(v) for v in values)
   except (TypeError, ValueError):
     raise PipelineError('--lr_decay_epochs=%s: give numbers of epochs, e.g. 30,60,80.' % text)
-  if (not all(math.isfinite(e) and e >= 0 for e in epochs)
-      or list(epochs) != sorted(epochs)):
+  if not all(math.isfinite(e) for e in epochs):
+    raise PipelineError('--lr_decay_epochs=%s: give finite epochs; for no decay give none '
+                        '(--lr_decay_epochs=).' % text)
+  if any(e < 0 for e in epochs) or list(epochs) != sorted(epochs):
     raise PipelineError('--lr_decay_epochs=%s: give epochs >= 0 in increasing order.' % text)
   return epochs
 

@@ -321,7 +321,7 @@ def test_lr_schedule_keeps_the_rest_of_the_recipe():
 
 @pytest.mark.parametrize('given, says', [
     (['30', 'sixty'], 'give numbers of epochs'), (['60', '30'], 'increasing order'),
-    (['nan'], 'increasing order')])
+    (['-1'], 'epochs >= 0'), (['nan'], 'give finite epochs'), (['inf'], 'give finite epochs')])
 def test_lr_decay_epochs_are_numbers_in_order_or_refused(given, says):
   """trainer.main's --lr_decay_epochs obeys train_keras's rule (flags/value_rules.py): an error
   line, not a traceback from float()."""
