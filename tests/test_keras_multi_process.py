@@ -3,7 +3,6 @@ hosts (JAX's own multi-process tests do the same: jax/_src/test_multiprocess.py)
 CPU devices each, the coordinator on localhost (the tests' loopback-only network namespace),
 against 1 process x 4 devices on the same TFRecords or arrays."""
 
-import json
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ keras = pytest.importorskip('keras', minversion='3', reason='the Keras 3 runtime
 from helpers import REPO
 from helpers import free_ports
 import keras_resume
+from trainer.keras_run import checkpoints
 
 # Both runs are 4 replicas of the same global batches; only the all-reduce differs (across
 # processes, or within one): float32 rounding.
@@ -118,14 +118,6 @@ def test_processes_given_other_counts_or_no_cluster_are_refused(tiny_dir, tmp_pa
   assert 'KERAS_DISTRIBUTION_JOB_ADDRESSES' in stderr
 
 
-def _checkpoint_step(model_dir):
-  try:
-    with open(os.path.join(model_dir, 'checkpoints', 'checkpoint.json')) as f:
-      return json.load(f)['step']
-  except (OSError, ValueError):
-    return None
-
-
 def test_a_host_stopped_or_killed_then_both_restarted_resume_to_the_same_weights(tiny_dir,
                                                                                 tmp_path):
   """A SIGTERM to process 1 alone after step 3: both processes stop at the end of that logged
@@ -147,7 +139,7 @@ def test_a_host_stopped_or_killed_then_both_restarted_resume_to_the_same_weights
   assert 'SIGTERM to another process of the run' in errors[0], errors[0][-3000:]
   for stderr in errors:
     assert 'checkpoint at step 4 in' in stderr, stderr[-3000:]
-  assert _checkpoint_step(chief) == 4
+  assert checkpoints.Checkpoints(os.path.join(chief, 'checkpoints')).latest() == 4
   port, = free_ports(1)
   procs = [_start(tiny_dir, chief, 2, 0, port, steps),
            _start(tiny_dir, chief, 2, 1, port, steps, signal_at=('SIGKILL', 7))]
@@ -155,7 +147,7 @@ def test_a_host_stopped_or_killed_then_both_restarted_resume_to_the_same_weights
   assert procs[1].returncode == -signal.SIGKILL
   procs[0].kill()
   procs[0].communicate()
-  assert _checkpoint_step(chief) == 6
+  assert checkpoints.Checkpoints(os.path.join(chief, 'checkpoints')).latest() == 6
   port, = free_ports(1)
   procs = [_start(tiny_dir, chief, 2, i, port, steps) for i in (0, 1)]
   for proc in procs:

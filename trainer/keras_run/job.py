@@ -179,8 +179,7 @@ def train(config, callbacks=()):
     with progress_lib.SigtermFlag(at_period_end=devices.processes > 1) as sigterm:
       progress = progress_lib.Progress(
           checkpoints, sigterm, total, config.train_batch_size, config.save_checkpoints_steps,
-          config.model_dir if chief else None,
-          devices.any_everywhere if devices.processes > 1 else None)
+          config.model_dir if chief else None, devices.any_everywhere)
       callbacks = list(callbacks) + [progress]
       began = time.time()
       epoch = start // config.log_every_steps

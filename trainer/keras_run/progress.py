@@ -26,6 +26,7 @@ class SigtermFlag:
   stops at the end of the logged period (several processes), not after the step in flight."""
 
   def __init__(self, at_period_end=False):
+    self.at_period_end = at_period_end
     self._when = 'at the end of the logged period' if at_period_end else 'after the step in flight'
     self.requested = False
     self.cause = 'preempted (SIGTERM)'
@@ -67,10 +68,10 @@ class Progress(keras.callbacks.Callback):
 
   def __init__(self, checkpoints, sigterm, total_steps, batch_size, save_every_steps,
                summary_dir=None, any_everywhere=None):
-    """`any_everywhere`: of several processes, a collective telling whether a bool is true in any
-    of them (trainer.keras_run.devices.Devices.any_everywhere); None: one process."""
+    """`any_everywhere`: a collective telling whether a bool is true in any process of the run
+    (trainer.keras_run.devices.Devices.any_everywhere; None: one process, the bool itself)."""
     super().__init__()
-    self._any_everywhere = any_everywhere
+    self._any_everywhere = any_everywhere or (lambda flag: flag)
     self._summary_dir = summary_dir
     self._writer = None
     self._checkpoints = checkpoints
@@ -93,7 +94,7 @@ class Progress(keras.callbacks.Callback):
     self._period_step = self._step() if self._period_step is None else self._period_step
 
   def on_train_batch_end(self, batch, logs=None):
-    if self._sigterm.requested and self._any_everywhere is None:
+    if self._sigterm.requested and not self._sigterm.at_period_end:
       self.model.stop_training = True
 
   def on_epoch_end(self, epoch, logs=None):
@@ -116,11 +117,9 @@ class Progress(keras.callbacks.Callback):
     logging.info('step %d/%d: loss %.4f, learning rate %.4g, %.1f examples/sec, ETA %.0f s',
                  step, self._total, entry['loss'], learning_rate, rate, eta)
     self._period_step = step
-    requested = self._sigterm.requested
-    if self._any_everywhere is not None:  # every process, at this step
-      requested = self._any_everywhere(requested)
-      if requested and not self._sigterm.requested:
-        self._sigterm.cause = 'preempted (SIGTERM to another process of the run)'
+    requested = self._any_everywhere(self._sigterm.requested)  # every process, at this step
+    if requested and not self._sigterm.requested:
+      self._sigterm.cause = 'preempted (SIGTERM to another process of the run)'
     if requested:
       self._checkpoints.save(self.model, step)
       self.stopped_at = step
