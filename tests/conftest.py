@@ -23,16 +23,19 @@ if 'xla_backend_optimization_level' not in os.environ.get('XLA_FLAGS', ''):
                              ' --xla_backend_optimization_level=0').strip()
 
 # The Keras runtime's tests start over 40 JAX processes that build and train the same few models:
-# each program is compiled once per session, then loaded from JAX's persistent compilation cache
-# (https://docs.jax.dev/en/latest/persistent_compilation_cache.html) by the next process, which
-# runs the same executable (BENCHMARKS.md, Test suite time); no test is about compile time.
-# pytest-xdist's workers inherit the directory; the process that made it removes it.
+# most programs are compiled once per session, then loaded from JAX's persistent compilation cache
+# (https://docs.jax.dev/en/latest/persistent_compilation_cache.html) by later processes
+# (BENCHMARKS.md, Test suite time). So a resumed run executes the uninterrupted run's executable,
+# not a fresh compile of the same program: the resume tests prove the training state and the
+# batches, not that XLA compiles alike twice. A size limit turns on the cache's file lock (no
+# process reads an entry half written); an entry that does not load is compiled again, with a
+# warning. pytest-xdist's workers inherit the directory; the process that made it removes it.
 _JAX_CACHE_DIR = None
 if importlib.util.find_spec('jax') and 'JAX_COMPILATION_CACHE_DIR' not in os.environ:
   _JAX_CACHE_DIR = tempfile.mkdtemp(prefix='jax-cache-')
   os.environ.update(JAX_COMPILATION_CACHE_DIR=_JAX_CACHE_DIR,
-                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS='0',
-                    JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES='0')
+                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS='0',  # most take 0.1 s
+                    JAX_COMPILATION_CACHE_MAX_SIZE=str(2 ** 30))
 
 
 def pytest_unconfigure(config):

@@ -31,7 +31,7 @@ PIPELINE_PYTHONS = {
 }
 # Each network trains on real data on one of the two runtimes (both must convert), at the tests'
 # tiny settings, long enough for logits that are not all alike: (runtime, network, data fixture,
-# steps, network flags, flags of the training run only). The ResNet keeps weight moving averages
+# steps, network flags, flags of the training run only). The ResNets keep weight moving averages
 # (the pipeline predicts with them, so the converter must read them), InceptionV3 does not (its
 # recipe's 0.9999 would leave them at the initial weights after 10 steps); the BiLSTMs cover stacked
 # layers and the pooling modes; two runs export today's SavedModel to compare the serving exports.
@@ -49,7 +49,7 @@ RUNS = {
 # whose fused Conv2D + BiasAdd + Elu computed the CNN's ELU as ReLU (trainer/run/tf_build.py).
 FOLDER_RUNS = {
     'cnn_folder': ('tf1-mkl', 'cnn', 'folder_dir', 20, [], []),
-    'resnet_folder': ('tf1-mkl', 'resnet', 'folder_dir', 20, ['--moving_average_decay=0'], []),
+    'resnet_folder': ('tf1-mkl', 'resnet', 'folder_dir', 20, ['--moving_average_decay=0.9'], []),
     'inception_v3_folder': ('tf1-mkl', 'inception_v3', 'folder_dir', 10,
                             ['--moving_average_decay=0'], RUNS['inception_v3'][5]),
 }
