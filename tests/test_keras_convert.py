@@ -33,10 +33,13 @@ TOLERANCE = 1e-4
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')
 
 
+_FOLDER_NETWORKS = {RUNS[name][1] for name in FOLDER_RUNS}
+
+
 def _backends(name):
   if name in FOLDER_RUNS:
     return ['jax']
-  has_folder_run = name + '_folder' in FOLDER_RUNS
+  has_folder_run = RUNS[name][1] in _FOLDER_NETWORKS
   return ['tensorflow', 'torch'] if has_folder_run else ['tensorflow', 'jax', 'torch']
 
 
@@ -53,11 +56,11 @@ def _backends(name):
 def test_converted_logits_equal_the_pipelines_predictions(pipeline_runs, name, backend, tmp_path):
   run = pipeline_runs(name)
   output = str(tmp_path / 'model.keras')
+  compare_serving = backend == 'tensorflow' and run['export_dir'] is not None
   proc, summary = export_keras(
       '--model_dir=' + run['model_dir'], '--output=' + output,
       '--check_predictions=' + run['predictions'], '--check_input=' + run['predict_input'],
-      '--serving_dir=' + (str(tmp_path / 'serving') if backend == 'tensorflow' and
-                          run['export_dir'] else ''),
+      '--serving_dir=' + (str(tmp_path / 'serving') if compare_serving else ''),
       backend=backend)
   assert proc.returncode == 0, proc.stderr[-3000:]
   check = summary['check']
@@ -71,7 +74,7 @@ def test_converted_logits_equal_the_pipelines_predictions(pipeline_runs, name, b
   # The ResNets' runs kept the weights' moving averages, and predicted with them: so did this.
   assert summary['moving_average'] == name.startswith('resnet')
   assert os.path.getsize(output) > 0
-  if backend == 'tensorflow' and run['export_dir']:
+  if compare_serving:
     _check_serving_export(run, summary['serving_dir'], name)
 
 
