@@ -1,4 +1,5 @@
-"""A run remembers its network: the flags that shape the network (--model, --resnet_depth,
+"""A run remembers its network: the flags that shape the network (--model or --network and its
+--network_params, --resnet_depth,
 --num_classes, --image_size, the BiLSTM's sizes) default to what the run recorded in
 <model_dir>/model_config.json (`trainer.run.network_record`, written when training starts), so
 `--mode=eval`, `--mode=predict`, a dry run and a resumed training need only --model_dir. A flag
@@ -15,13 +16,14 @@ import types
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from models.model_config import TEXT_MODELS
+from models.model_config import MODELS, TEXT_MODELS
 from trainer.run import network_record
 from trainer.errors import PipelineError
 
 # flag -> the networks it shapes (None: every network).
 NETWORK_FLAGS = {
     'model': None,
+    'network_params': 'user',
     'resnet_depth': ('resnet',),
     'num_classes': None,
     'image_size': 'image',
@@ -43,6 +45,8 @@ def _shapes(name, model):
     return True
   if networks == 'image':
     return model not in TEXT_MODELS
+  if networks == 'user':
+    return model not in MODELS
   return model in networks
 
 

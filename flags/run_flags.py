@@ -13,7 +13,7 @@ from models import bilstm
 from models import inception_v3
 from models import resnet
 from models.model_config import LR_SCHEDULES, MODELS, PRECISIONS
-from models.recipes import MODEL_DEFAULTS
+from models.recipes import MODEL_DEFAULTS, USER_NETWORK_RECIPE
 from trainer.data.preprocessing import TRAIN_CROPS
 from trainer.run.run_config import MODES
 
@@ -37,7 +37,16 @@ def define_run_flags():
 
 def define_model_flags():
   """The network and its sizes."""
-  flags.DEFINE_enum('model', 'resnet', MODELS, 'Network to train.')
+  flags.DEFINE_enum('model', 'resnet', MODELS, 'Built-in network to train.')
+  flags.DEFINE_string('network', None,
+                      'Your own network instead of --model, as MODULE:CALLABLE: a function '
+                      'network(features, *, is_training, num_classes, params) -> logits '
+                      '(docs/your-model.md); MODULE is imported from PYTHONPATH or the current '
+                      'directory.')
+  flags.DEFINE_string('network_params', None,
+                      '--network: a JSON object passed to it as params (with the run\'s own keys: '
+                      'precision, image_size, mean_rgb, stddev_rgb or vocab_size, '
+                      'max_seq_length).')
   flags.DEFINE_integer('resnet_depth', 50, 'ResNet depth, one of %s.' % (resnet.DEPTHS,))
   flags.DEFINE_integer('num_classes', None, 'Number of classes (default: dataset.json).')
   flags.DEFINE_integer('image_size', None,
@@ -62,6 +71,10 @@ def define_model_flags():
 
 def define_optimizer_flags():
   """The optimisation recipe; unset, each takes the --model recipe (models.recipes)."""
+  flags.DEFINE_enum('recipe', None, sorted(MODEL_DEFAULTS),
+                    'The published recipe to start from (default: the --model\'s own; with '
+                    '--network, %s); each flag below overrides one of its values.'
+                    % USER_NETWORK_RECIPE)
   flags.DEFINE_float('label_smoothing', None,
                      'Label smoothing epsilon of the training loss (%s).'
                      % _recipe('label_smoothing'))

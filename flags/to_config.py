@@ -5,6 +5,7 @@ functions take the flag values as a plain mapping (`FLAGS.flag_values_dict()`, w
 overrides a caller such as the benchmark applies), read as attributes `f.name`.
 """
 
+import json
 import random
 import types
 
@@ -17,7 +18,9 @@ from flags import train_length
 from flags import value_checks
 from flags import value_rules
 from models.model_config import TEXT_MODELS, ModelConfig
-from models.recipes import MODEL_DEFAULTS
+from models import network_contract
+from models import user_code
+from models.recipes import MODEL_DEFAULTS, recipe_name
 from trainer.cloud import gcs_preflight
 from trainer.cloud import vertex_env
 from trainer.data import arrays
@@ -77,9 +80,15 @@ def _preprocessing_value(f, preprocessing, name, default=None):
   return preprocessing.get(name, getattr(DataConfig, name) if default is None else default)
 
 
+def _recipe_of(f):
+  """The name of the recipe the run starts from (--recipe, else the network's own)."""
+  return recipe_name(f.model, getattr(f, 'recipe', None))
+
+
 def recipe_values(f):
-  """The optimisation settings: each flag if given, else the --model recipe in MODEL_DEFAULTS."""
-  values = dict(MODEL_DEFAULTS[f.model])
+  """The optimisation settings: each flag if given, else the recipe in MODEL_DEFAULTS (--recipe,
+  else the --model's own, else the user network's default)."""
+  values = dict(MODEL_DEFAULTS[_recipe_of(f)])
   for name in ('lr_schedule', 'base_learning_rate', 'weight_decay', 'label_smoothing',
                'warmup_epochs', 'lr_decay_every_epochs', 'lr_decay_factor',
                'moving_average_decay', 'gradient_clip_norm'):
@@ -90,9 +99,10 @@ def recipe_values(f):
   # A decay flag the chosen schedule does not read would be silently ignored.
   for name, schedule in (('lr_decay_epochs', 'step'), ('lr_decay_every_epochs', 'exponential')):
     if getattr(f, name) is not None and values['lr_schedule'] != schedule:
-      raise PipelineError('--%s is read by the %s schedule only, but --model=%s trains with the %s '
-                          'schedule: add --lr_schedule=%s or drop --%s.'
-                          % (name, schedule, f.model, values['lr_schedule'], schedule, name))
+      raise PipelineError('--%s is read by the %s schedule only, but the %s recipe trains with '
+                          'the %s schedule: add --lr_schedule=%s or drop --%s.'
+                          % (name, schedule, _recipe_of(f), values['lr_schedule'], schedule,
+                             name))
   return values
 
 
@@ -188,10 +198,10 @@ def _check_combinations(f):
   if f.use_tpu and f.num_cores == 1:
     raise PipelineError('--num_cores=1: TPUEstimator then runs on one core of the slice without '
                         'checking it; leave --num_cores out to use every core.')
-  if f.nesterov and MODEL_DEFAULTS[f.model]['optimizer'] != 'momentum':
-    raise PipelineError('--nesterov is read by the momentum optimizer only, but --model=%s trains '
-                        'with %s: drop --nesterov.'
-                        % (f.model, MODEL_DEFAULTS[f.model]['optimizer']))
+  if f.nesterov and MODEL_DEFAULTS[_recipe_of(f)]['optimizer'] != 'momentum':
+    raise PipelineError('--nesterov is read by the momentum optimizer only, but the %s recipe '
+                        'trains with %s: drop --nesterov.'
+                        % (_recipe_of(f), MODEL_DEFAULTS[_recipe_of(f)]['optimizer']))
   if f.use_tpu and f.num_cores:
     for name in ('train_batch_size', 'eval_batch_size'):
       if getattr(f, name) % f.num_cores:
@@ -221,6 +231,32 @@ def _check_predict(f):
   if f.use_tpu and not f.predict_input.startswith('gs://'):
     raise PipelineError('--predict_input=%s is a local path, which a Cloud TPU host cannot read: '
                         'use a gs:// path.' % f.predict_input)
+
+
+def with_network(f, given):
+  """`f` and `given` with --network=MODULE:CALLABLE taking the place of --model (f.model is then
+  the spec, as ModelConfig.model records it) and --network_params in canonical JSON.
+
+  Raises:
+    PipelineError: --network with --model, --network not MODULE:CALLABLE, --network_params
+      not a JSON object or setting a key the run sets.
+  """
+  network = getattr(f, 'network', None)
+  params = getattr(f, 'network_params', None)
+  values = {}
+  if params is not None:  # without --network too: a recorded user network takes it
+    parsed = network_contract.user_params(params)
+    values['network_params'] = json.dumps(parsed, sort_keys=True) if parsed else ''
+  if network:
+    if given and 'model' in given:
+      raise PipelineError('--model=%s and --network=%s both name the network: pass one.'
+                          % (f.model, network))
+    if not user_code.is_spec(network):
+      raise PipelineError('--network=%s is not MODULE:CALLABLE (for example '
+                          '--network=examples.mobilenet:mobilenet).' % network)
+    values['model'] = network
+    given = None if given is None else set(given) | {'model'}
+  return types.SimpleNamespace(**dict(vars(f), **values)), given
 
 
 def seed_of(f):
@@ -254,6 +290,7 @@ def config_from_flags(flag_values, given=None):
     PipelineError: an invalid flag combination or missing dataset metadata, with what to do.
   """
   f = types.SimpleNamespace(**flag_values)
+  f, given = with_network(f, given)
   mode_flags.check(f)
   value_checks.check(f)  # each flag's range, TF_CONFIG, CLUSTER_SPEC, output directories
   f = with_vertex_dirs(_dry_run_values(f))
@@ -273,7 +310,8 @@ def config_from_flags(flag_values, given=None):
     info = dict(_FAKE_TEXT_DEFAULTS if f.model in TEXT_MODELS else _FAKE_DEFAULTS)
   arrays.check_not_arrays(f.data_dir, info)
   modality = info.get('modality', 'image')
-  if (modality == 'text') != (f.model in TEXT_MODELS):
+  built_in = f.model in MODEL_DEFAULTS
+  if built_in and (modality == 'text') != (f.model in TEXT_MODELS):
     raise PipelineError(
         '--model=%s is %s model but %s holds %s data (dataset.json modality %r). Use %s, or '
         'point --data_dir at %s data.' % (
@@ -310,7 +348,8 @@ def config_from_flags(flag_values, given=None):
     train_steps = 0
   try:
     model = ModelConfig(
-        model=f.model, num_classes=data.num_classes, image_size=data.image_size,
+        model=f.model, network_params=getattr(f, 'network_params', None) or '',
+        num_classes=data.num_classes, image_size=data.image_size,
         mean_rgb=tuple(info.get('mean_rgb', ModelConfig.mean_rgb)),
         stddev_rgb=tuple(info.get('stddev_rgb', ModelConfig.stddev_rgb)),
         train_batch_size=f.train_batch_size, num_train_examples=data.num_train_examples,

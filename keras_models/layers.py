@@ -79,7 +79,8 @@ class MaskedPooling(keras.layers.Layer):
 
 
 def pixel_normalization(mean_rgb, stddev_rgb):
-  """(pixel - mean) / stddev per channel of 0-255 images, as `models.model_fn.normalize_images`:
-  a built-in Keras layer, so the .keras file keeps it on every backend."""
+  """(pixel - mean) / stddev per channel of 0-255 images, as
+  `models.network_contract.normalize_images`: a built-in Keras layer, so the .keras file keeps it
+  on every backend."""
   return keras.layers.Normalization(axis=-1, mean=list(mean_rgb),
                                     variance=[s * s for s in stddev_rgb], name='normalize')

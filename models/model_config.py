@@ -12,6 +12,7 @@ from models.specs import bilstm
 from models.specs import cnn
 from models.specs import inception_v3
 from models.specs import resnet
+from models import user_code
 
 MODELS = ('resnet', 'inception_v3', 'cnn', 'bilstm')
 IMAGE_MODELS = ('resnet', 'inception_v3', 'cnn')
@@ -31,7 +32,9 @@ class ModelConfig:
   """Everything a model_fn needs; all batch sizes are global (summed over TPU cores).
 
   Attributes:
-    model: network name, one of `MODELS`.
+    model: network name, one of `MODELS`, or a user's network as MODULE:CALLABLE
+      (`models.network_contract`; `--network`).
+    network_params: a user network's --network_params, JSON object text ('' for none).
     num_classes: number of output classes (logits width).
     image_size: input height and width in pixels (images are square, 3 channels).
     mean_rgb, stddev_rgb: per-channel statistics on the 0-255 scale; the model_fn normalizes
@@ -86,6 +89,7 @@ class ModelConfig:
     ValueError: from the constructor, for an unknown name or a value the network cannot take.
   """
   model: str = 'resnet'
+  network_params: str = ''
   num_classes: int = 10
   image_size: int = 32
   mean_rgb: Tuple[float, float, float] = IMAGENET_MEAN_RGB
@@ -126,14 +130,38 @@ class ModelConfig:
   freeze_backbone: bool = False
 
   @property
+  def is_built_in(self):
+    """Whether the network is one of `MODELS` (not a user's MODULE:CALLABLE)."""
+    return self.model in MODELS
+
+  @property
+  def modality(self):
+    """'text' or 'image': a built-in's own, a user network's from its data (a text data set
+    gives max_seq_length)."""
+    if self.is_built_in:
+      return 'text' if self.model in TEXT_MODELS else 'image'
+    return 'text' if self.max_seq_length else 'image'
+
+  @property
   def classifier_scope(self):
     """The variable scope of the network's classifier (the final layer producing the
-    logits), defined by each network module."""
+    logits), defined by each network module; None for a user's network."""
+    if not self.is_built_in:
+      return None
     return {'resnet': resnet.CLASSIFIER_SCOPE, 'inception_v3': inception_v3.CLASSIFIER_SCOPE,
             'cnn': cnn.CLASSIFIER_SCOPE, 'bilstm': bilstm.CLASSIFIER_SCOPE}[self.model]
 
   def __post_init__(self):
-    for name, allowed in (('model', MODELS), ('optimizer', OPTIMIZERS),
+    if not self.is_built_in and not user_code.is_spec(self.model):
+      raise ValueError('model must be one of %s or a network as MODULE:CALLABLE, got %r'
+                       % (MODELS, self.model))
+    if not self.is_built_in and self.freeze_backbone:
+      raise ValueError('--freeze_backbone needs a built-in network, whose classifier scope this '
+                       'pipeline knows: drop it for --network=%s.' % self.model)
+    if self.is_built_in and self.network_params:
+      raise ValueError('--network_params is read by a --network=MODULE:CALLABLE only, not by '
+                       'the built-in %s: drop it.' % self.model)
+    for name, allowed in (('optimizer', OPTIMIZERS),
                           ('lr_schedule', LR_SCHEDULES), ('precision', PRECISIONS),
                           ('lstm_pooling', bilstm.POOLINGS)):
       if getattr(self, name) not in allowed:

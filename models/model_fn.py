@@ -1,6 +1,7 @@
-"""TPUEstimator model_fn for the image and text classifiers; the same function runs on TPU and on
-CPU/GPU. Its inputs follow the features contract of `models.features`; the weight updates are in
-`models.optimization`.
+"""TPUEstimator model_fn for every network that meets the network contract (the built-in image and
+text classifiers and a user's --network); the same function runs on TPU and on CPU/GPU. Its
+inputs follow the features contract of `models.features`, its network `models.network_contract`;
+the weight updates are in `models.optimization`.
 """
 
 import dataclasses
@@ -8,12 +9,10 @@ import dataclasses
 import tensorflow.compat.v1 as tf
 import tensorflow.compat.v2 as tf2
 
-from models import bilstm
-from models import cnn
 from models import features as features_lib
-from models import inception_v3
+from models import network_contract
+from models import networks
 from models import optimization
-from models import resnet
 from models import warm_start
 
 # The progress hook reads the training loss from this collection (CPU/GPU only).
@@ -25,45 +24,29 @@ TRAIN_ACCURACY_TAG = 'train_top_1_accuracy'  # the host_call's TensorBoard scala
 NETWORK_VARIABLES_COLLECTION = 'network_variables'
 
 
-def normalize_images(images, mean_rgb, stddev_rgb):
-  """(pixel - mean) / stddev per channel of 0-255 images ([..., 3], uint8 or float) as float32.
-
-  The first op of every image network, so it runs on the accelerator and is part of the
-  exported SavedModel; the input pipeline hands over uint8 pixels (a quarter of the bytes of
-  float32 to batch and copy). The Cloud TPU reference ResNet normalizes in its model_fn too.
-  """
-  images = tf.cast(images, tf.float32)
-  return (images - tf.constant(mean_rgb, tf.float32)) / tf.constant(stddev_rgb, tf.float32)
-
-
-def _network(config, features, is_training, dtype):
-  """Returns (logits, aux_logits or None) of the configured network, computing in `dtype`."""
-  if config.model == 'bilstm':
-    return bilstm.bilstm(
-        features[features_lib.TOKEN_IDS], features[features_lib.LENGTH], config.vocab_size,
-        config.num_classes, is_training, embedding_dim=config.embedding_dim,
-        hidden_units=config.lstm_hidden_units, num_layers=config.lstm_layers,
-        pooling=config.lstm_pooling, dropout_rate=config.dropout_rate, compute_dtype=dtype), None
-  images = features[features_lib.IMAGE] if isinstance(features, dict) else features
-  images = tf.cast(normalize_images(images, config.mean_rgb, config.stddev_rgb), dtype)
-  if config.model == 'resnet':
-    return resnet.resnet_v1_5(images, config.resnet_depth, config.num_classes, is_training), None
-  if config.model == 'inception_v3':
-    return inception_v3.inception_v3(images, config.num_classes, is_training)
-  if config.model == 'cnn':
-    return cnn.cnn(images, config.num_classes, is_training), None
-  raise ValueError('unknown model %r' % config.model)
-
-
 def _logits(config, features, is_training):
-  """Runs the network in float32 or, on TPU, in a bfloat16 scope with float32 variables (so
-  checkpoints stay usable on CPU/GPU). Returns float32 (logits, aux_logits or None)."""
+  """Calls the config's network through the network contract (`models.network_contract`): in
+  float32 or, on TPU, in a bfloat16 scope with float32 variables (so checkpoints stay usable on
+  CPU/GPU). Returns float32 (logits, aux_logits or None)."""
+  if not isinstance(features, dict):  # a serving input receiver's bare image tensor
+    features = {features_lib.IMAGE: features}
+  network = networks.network_of(config.model)
+  params = networks.params_of(config)
+  key = features_lib.TOKEN_IDS if features_lib.TOKEN_IDS in features else features_lib.IMAGE
+  batch_size = features[key].shape.as_list()[0]
+
+  def call():
+    return network_contract.outputs_of(
+        network(features, is_training=is_training, num_classes=config.num_classes,
+                params=params), batch_size, config.num_classes, config.model)
+
   if config.precision == 'bfloat16':
     with tf.tpu.bfloat16_scope():
-      logits, aux_logits = _network(config, features, is_training, tf.bfloat16)
-    return (tf.cast(logits, tf.float32),
-            None if aux_logits is None else tf.cast(aux_logits, tf.float32))
-  return _network(config, features, is_training, tf.float32)
+      logits, aux_logits = call()
+  else:
+    logits, aux_logits = call()
+  return (tf.cast(logits, tf.float32),
+          None if aux_logits is None else tf.cast(aux_logits, tf.float32))
 
 
 def metric_fn(labels, logits, mask):

@@ -1,7 +1,8 @@
 """The training recipe each network was published with, in the names of `ModelConfig`.
 
 Flags the user leaves unset take their value from here (`flags/to_config.py`), so
-`--model=inception_v3` alone trains with RMSProp, label smoothing and a weight EMA.
+`--model=inception_v3` alone trains with RMSProp, label smoothing and a weight EMA; `--recipe=NAME`
+starts any network, a user's `--network` among them, from one of these.
 """
 
 MODEL_DEFAULTS = {
@@ -27,3 +28,15 @@ MODEL_DEFAULTS = {
                    weight_decay=0.0, label_smoothing=0.0, warmup_epochs=0.0,
                    moving_average_decay=0.0, gradient_clip_norm=5.0),
 }
+
+# The recipe of a --network=MODULE:CALLABLE without --recipe: Adam at 1e-3 with a constant rate
+# (the Colab CNN's), which trains most small networks without tuning.
+USER_NETWORK_RECIPE = 'cnn'
+
+
+def recipe_name(model, recipe=None):
+  """The recipe a run starts from: `recipe` if given, else the built-in `model`'s own, else
+  USER_NETWORK_RECIPE for a user's network."""
+  if recipe:
+    return recipe
+  return model if model in MODEL_DEFAULTS else USER_NETWORK_RECIPE

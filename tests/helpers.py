@@ -63,6 +63,7 @@ def write_subset(source_dir, output_dir, num_train, num_eval, num_shards=2, **in
   return output_dir
 
 
+USER_NETWORK = 'examples.mobilenet:mobilenet'
 # Tiny but real ResNet settings: a full train/eval cycle takes seconds even on stock TF 1.15.
 TINY = ['--model=resnet', '--resnet_depth=18', '--image_size=16', '--train_batch_size=32',
         '--eval_batch_size=64', '--base_learning_rate=0.1', '--warmup_epochs=0.1',
@@ -78,6 +79,10 @@ TINY_BY_MODEL = {
     'bilstm': (['--model=bilstm', '--embedding_dim=16', '--lstm_hidden_units=16',
                 '--train_batch_size=32', '--eval_batch_size=64', '--log_every_n_secs=1'],
                'text_small_dir'),
+    # A network this pipeline never saw, as a user brings it (examples/mobilenet.py).
+    USER_NETWORK: (['--network=' + USER_NETWORK, '--network_params={"width": 0.5}',
+                    '--image_size=28', '--train_batch_size=32', '--eval_batch_size=64',
+                    '--log_every_n_secs=1'], 'small_dir'),
 }
 
 

@@ -9,8 +9,8 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.framework import node_def_pb2
 import tensorflow.compat.v1 as tf
 
-from helpers import (config_from_args, ok, predict_in_fresh_process, refused, run_main,
-                     write_subset)
+from helpers import (USER_NETWORK, config_from_args, ok, predict_in_fresh_process, refused,
+                     run_main, write_subset)
 from trainer.run import dry_run as dry_run_lib
 from trainer.tpu import simulated_slice
 from trainer.tpu import topologies
@@ -37,13 +37,17 @@ _MODELS = {
                      ['float32', 'int32']),
     'bilstm': (['--model=bilstm', '--embedding_dim=16', '--lstm_hidden_units=16'], 'text_pod_dir',
                ['float32', 'int32']),
+    # A user's network through the same contract, in bfloat16 on the TPU.
+    USER_NETWORK: (['--network=' + USER_NETWORK, '--image_size=28', '--precision=bfloat16'],
+                   'pod_dir', ['bfloat16', 'float32', 'int32']),
 }
 
 
-# Every network on one host; the pod split (the input code is the same for every network) for
-# all but the slowest to build, InceptionV3.
-@pytest.mark.parametrize('model, topology', [(m, 'v3-8') for m in sorted(_MODELS)] + [
-    (m, 'v3-32') for m in sorted(_MODELS) if m != 'inception_v3'])
+# Every built-in network on one host; the pod split (the input code is the same for every
+# network) for all but the slowest to build, InceptionV3, and for a user's network.
+@pytest.mark.parametrize('model, topology', [
+    (m, 'v3-8') for m in sorted(_MODELS) if m != USER_NETWORK] + [
+        (m, 'v3-32') for m in sorted(_MODELS) if m != 'inception_v3'])
 def test_dry_run_builds_the_tpu_graph_and_splits_the_input_between_hosts(model, topology,
                                                                           request, tmp_path):
   args, data_fixture, infeed_dtypes = _MODELS[model]

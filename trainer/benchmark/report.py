@@ -54,7 +54,8 @@ def write_record(name, config, measurements, rows, columns, output=None):
 def _details(name, config):
   if name in ('model', 'profile'):
     depth = config['resnet_depth'] if config['model'] == 'resnet' else ''
-    return '%s-%s%s-%d-b%d' % (name, config['model'], depth,
+    # A user network's MODULE:CALLABLE: no colon in a file name.
+    return '%s-%s%s-%d-b%d' % (name, config['model'].replace(':', '.'), depth,
                                   config['image_size'] or config['max_seq_length'] or 0,
                                   config['batch_size'])
   if name == 'input':

@@ -19,7 +19,7 @@ run's --seed and the example's position in this host's stream, so an example's c
 not depend on how many parallel calls run or in which order they finish, and a run repeats.
 
 Every function returns uint8 pixels on the 0-255 scale, rounded after resizing: the model_fn
-normalizes them (`models.model_fn.normalize_images`), as the Cloud TPU reference ResNet
+normalizes them (`models.network_contract.normalize_images`), as the Cloud TPU reference ResNet
 does. A uint8 image is a quarter of the bytes of a float32 one to flip, batch and copy, which is
 most of the host's work after decoding (see BENCHMARKS.md, input pipeline).
 """

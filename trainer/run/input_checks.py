@@ -1,6 +1,7 @@
 """What a run reads from --data_dir and --model_dir, checked before any work (`check`, called first
-by `trainer.run.driver.run`): the text vocabulary against dataset.json, <model_dir>/best/best.json,
-and the checkpoint in model_dir against the network this run builds.
+by `trainer.run.driver.run`): a user's --network against the network contract, the text
+vocabulary against dataset.json, <model_dir>/best/best.json, and the checkpoint in model_dir
+against the network this run builds.
 
 A checkpoint of another network is refused here because TensorFlow does not say so clearly, or at
 all: TF 1.15 fails the restore with "Assign requires shapes of both tensors to match" (no
@@ -12,6 +13,9 @@ loss ("logits and labels must be broadcastable").
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from models import features as features_lib
+from models import network_contract
+from models import networks
 from trainer.run import best_checkpoint
 from trainer.run import network_record
 from trainer.data import tokenizer
@@ -19,7 +23,8 @@ from trainer.errors import PipelineError
 
 # ModelConfig fields that decide the names or shapes of the network's variables, with what sets
 # each (resnet_depth counts for --model=resnet only).
-NETWORK_FIELDS = (('model', '--model'), ('resnet_depth', '--resnet_depth'),
+NETWORK_FIELDS = (('model', '--model or --network'), ('network_params', '--network_params'),
+                  ('resnet_depth', '--resnet_depth'),
                   ('num_classes', '--num_classes'), ('vocab_size', "dataset.json's vocab_size"),
                   ('embedding_dim', '--embedding_dim'),
                   ('lstm_hidden_units', '--lstm_hidden_units'), ('lstm_layers', '--lstm_layers'))
@@ -34,11 +39,13 @@ def check(config):
     config: the run's `trainer.run.run_config.Config`.
 
   Raises:
-    PipelineError: vocab.txt does not match dataset.json (`tokenizer.check_vocabulary`),
+    PipelineError: a user's network breaks the contract (`check_network`), vocab.txt does not
+      match dataset.json (`tokenizer.check_vocabulary`),
       best.json is damaged (`best_checkpoint.read_state`), or model_dir's checkpoint is of
       another network (`check_checkpoint_fits`).
   """
   data = config.data
+  check_network(config)
   try:
     if data.modality == 'text' and not data.fake_data:
       tokenizer.check_vocabulary(data.vocab_path, data.vocab_size)
@@ -50,6 +57,23 @@ def check(config):
     # (trainer.cloud.gcs_preflight, the TPU and cluster refusals) say so with the fix
     logging.warning('Could not check the inputs in %s before starting (%s).', config.model_dir,
                     str(e).splitlines()[0][:200])
+
+
+def check_network(config):
+  """Builds a user's --network once for training on a batch of 2 in a scratch graph
+  (`models.network_contract.check_builds`); the built-in networks are not checked.
+
+  Raises:
+    PipelineError: the network does not import or breaks the contract, in one line.
+  """
+  model = config.model
+  if model.is_built_in:
+    return
+  image_dtype = 'float32' if config.data.image_dtype == 'bfloat16' else config.data.image_dtype
+  spec = features_lib.feature_spec(model.modality, 2, image_size=model.image_size,
+                                   max_seq_length=model.max_seq_length, image_dtype=image_dtype)
+  network_contract.check_builds(networks.network_of(model.model), model.model, spec,
+                                model.num_classes, networks.params_of(model, 'float32'))
 
 
 def check_checkpoint_fits(config):

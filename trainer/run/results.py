@@ -223,9 +223,13 @@ def hparams(config):
   }
   if config.data.modality == 'image':
     values.update(image_size=model.image_size, train_crop=config.data.train_crop)
-  else:
+  elif model.is_built_in:
     values.update(max_seq_length=model.max_seq_length, embedding_dim=model.embedding_dim,
                   lstm_hidden_units=model.lstm_hidden_units)
+  else:
+    values.update(max_seq_length=model.max_seq_length)
+  if not model.is_built_in:
+    values['network_params'] = model.network_params
   if model.model == 'resnet':
     values['resnet_depth'] = model.resnet_depth
   return values

@@ -56,7 +56,9 @@ def avoid_wrong_kernels(session_config, network):
   `network` ('cnn', 'resnet', ...) would otherwise run this build's wrong fused Conv2D + BiasAdd
   + Elu, logging once why. The other graph rewrites stay; the CNN's convolutions run unfused
   (oneDNN's separate convolution, bias and ELU kernels). Returns session_config."""
-  if network in CONV_ELU_NETWORKS and fuses_conv_elu_wrongly():
+  # A user's network (MODULE:CALLABLE) may hold the pattern too: its graph is not inspected.
+  user_network = bool(network) and ':' in network
+  if (network in CONV_ELU_NETWORKS or user_network) and fuses_conv_elu_wrongly():
     session_config.graph_options.rewrite_options.remapping = (
         rewriter_config_pb2.RewriterConfig.OFF)
     if not _warned:
@@ -64,6 +66,6 @@ def avoid_wrong_kernels(session_config, network):
       logging.warning(
           'intel-tensorflow %s fuses Conv2D + BiasAdd + Elu into a oneDNN convolution that '
           'computes ReLU, not ELU (fixed in TF 2.1: tensorflow/tensorflow#34535): grappler\'s '
-          'remapper is off for the %s, whose convolutions then run unfused.', tf.__version__,
-          network)
+          'remapper is off for the %s, whose convolutions then run unfused%s.', tf.__version__,
+          network, ' (a network of yours may use ELU)' if user_network else '')
   return session_config

@@ -1,0 +1,73 @@
+"""A user's own network through `--network=MODULE:CALLABLE` (models/network_contract.py): each way
+a network can break the contract is refused at start in one line, before anything is written.
+That such a network trains, evaluates, exports, predicts and dry-runs like a built-in one:
+test_main.py and test_tpu_dry_run.py (helpers.USER_NETWORK)."""
+
+import os
+
+import pytest
+
+from helpers import USER_NETWORK, config_from_args, refused, run_main
+from trainer.errors import PipelineError
+from trainer.run import input_checks
+
+_FAKE = ['--fake_data', '--image_size=16', '--num_classes=10', '--train_steps=1']
+
+
+@pytest.mark.parametrize('args, says', [
+    (['--network=user_networks'], 'is not MODULE:CALLABLE'),
+    (['--network=no_such_package.nets:net'],
+     'module no_such_package.nets cannot be imported (No module named'),
+    (['--network=user_networks:missing'], "has no 'missing'"),
+    (['--network=user_networks:not_callable'], 'is a int, not a callable'),
+    (['--network=user_networks:wrong_signature'],
+     'takes wrong_signature(images, training), which cannot be called as network(features, *, '
+     'is_training, num_classes, params)'),
+    (['--network=user_networks:wrong_width'], 'returned logits of shape [2, 11]; they must be '
+     '[batch, num_classes] = [2, 10]'),
+    (['--network=user_networks:integer_logits'], 'returned logits of dtype int32'),
+    (['--network=user_networks:numpy_logits'], 'returned ndarray as its logits'),
+    (['--network=user_networks:no_variables'], 'creates no trainable variable'),
+    (['--network=user_networks:needs_a_param'],
+     "raised KeyError when built for training on features image uint8 [2, 16, 16, 3]: "
+     "'temperature'"),
+    (['--network=' + USER_NETWORK, '--model=cnn'], 'both name the network: pass one'),
+    (['--network=' + USER_NETWORK, '--network_params=[1]'], 'must be a JSON object'),
+    (['--network=' + USER_NETWORK, '--network_params={"width": '], 'is not JSON'),
+    (['--network=' + USER_NETWORK, '--network_params={"precision": "float16"}'],
+     'sets precision, which the run passes to the network itself'),
+    (['--model=cnn', '--network_params={"width": 2}'], 'is read by a --network=MODULE:CALLABLE '
+     'only'),
+    (['--network=' + USER_NETWORK, '--freeze_backbone'], '--freeze_backbone needs a built-in'),
+])
+def test_a_network_that_breaks_the_contract_is_refused_in_one_line(args, says, tmp_path):
+  with pytest.raises(PipelineError) as refusal:
+    config = config_from_args('--model_dir=' + str(tmp_path / 'run'), *(_FAKE + args))
+    input_checks.check_network(config)
+  assert says in str(refusal.value)
+  assert '\n' not in str(refusal.value)
+  assert not os.path.exists(str(tmp_path / 'run'))
+
+
+def test_the_command_refuses_a_broken_network_with_status_2_and_writes_nothing(tmp_path):
+  model_dir = tmp_path / 'run'
+  refused(run_main('--model_dir=' + str(model_dir), '--network=tests.user_networks:wrong_width',
+                   *_FAKE), 'error: network tests.user_networks:wrong_width returned logits')
+  assert not model_dir.exists()
+
+
+def test_a_recorded_network_is_used_and_other_params_are_refused(tmp_path):
+  """What a training run records (model_config.json) stands for the network in later runs."""
+  from trainer.run import network_record  # pylint: disable=g-import-not-at-top
+  model_dir = str(tmp_path)
+  trained = config_from_args('--model_dir=' + model_dir, '--network=' + USER_NETWORK,
+                             '--network_params={"width":0.5}', *_FAKE)
+  assert (trained.model.model, trained.model.network_params) == (USER_NETWORK, '{"width": 0.5}')
+  network_record.write(model_dir, trained)
+  again = config_from_args('--model_dir=' + model_dir, '--mode=eval', *_FAKE)
+  assert again.model == trained.model
+  with pytest.raises(PipelineError, match='--network_params={"width": 2} disagrees with the '
+                     'network recorded'):
+    config_from_args('--model_dir=' + model_dir, '--network_params={"width": 2}', *_FAKE)
+  with pytest.raises(PipelineError, match='--model=resnet disagrees'):
+    config_from_args('--model_dir=' + model_dir, '--model=resnet', *_FAKE)
