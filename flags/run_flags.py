@@ -43,6 +43,14 @@ def define_model_flags():
                       'network(features, *, is_training, num_classes, params) -> logits '
                       '(docs/your-model.md); MODULE is imported from PYTHONPATH or the current '
                       'directory.')
+  flags.DEFINE_string('model_fn', None,
+                      'A legacy job\'s own TPUEstimator model_fn as MODULE:CALLABLE, '
+                      'model_fn(features, labels, mode, params) -> TPUEstimatorSpec; with '
+                      '--input_fn, instead of --model or --network (docs/your-model.md).')
+  flags.DEFINE_string('input_fn', None,
+                      'With --model_fn: its input_fn as MODULE:CALLABLE, input_fn(params[, mode]) '
+                      '-> tf.data.Dataset of (features, labels) batches of params[\'batch_size\'] '
+                      '(params[\'data_dir\'] is --data_dir).')
   flags.DEFINE_string('network_params', None,
                       '--network: a JSON object passed to it as params (with the run\'s own keys: '
                       'precision, image_size, mean_rgb, stddev_rgb or vocab_size, '

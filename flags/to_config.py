@@ -14,6 +14,7 @@ from absl import logging
 from flags import cpu_gpu_values
 from flags import mode_flags
 from flags import recorded_network
+from flags import to_model_fn_config
 from flags import train_length
 from flags import value_checks
 from flags import value_rules
@@ -180,10 +181,12 @@ def _dry_run_values(f):
                                       train_steps=steps))
 
 
-def _check_combinations(f):
+def _check_combinations(f, model_fn_job=False):
+  """model_fn_job: a legacy job, whose input_fn reads its own data (--data_dir optional) and whose
+  model_fn has its own optimizer."""
   if f.fake_data and f.data_dir:
     raise PipelineError('--fake_data and --data_dir are exclusive: pass one.')
-  if not f.fake_data and not f.data_dir:
+  if not f.fake_data and not f.data_dir and not model_fn_job:
     raise PipelineError('--data_dir is required (a directory of TFRecord shards, e.g. made by '
                         '`python -m trainer.prepare fashion_mnist --output_dir DIR`); use '
                         '--fake_data for a synthetic smoke test.')
@@ -198,7 +201,8 @@ def _check_combinations(f):
   if f.use_tpu and f.num_cores == 1:
     raise PipelineError('--num_cores=1: TPUEstimator then runs on one core of the slice without '
                         'checking it; leave --num_cores out to use every core.')
-  if f.nesterov and MODEL_DEFAULTS[_recipe_of(f)]['optimizer'] != 'momentum':
+  if (not model_fn_job and f.nesterov and
+      MODEL_DEFAULTS[_recipe_of(f)]['optimizer'] != 'momentum'):
     raise PipelineError('--nesterov is read by the momentum optimizer only, but the %s recipe '
                         'trains with %s: drop --nesterov.'
                         % (_recipe_of(f), MODEL_DEFAULTS[_recipe_of(f)]['optimizer']))
@@ -294,6 +298,15 @@ def config_from_flags(flag_values, given=None):
   mode_flags.check(f)
   value_checks.check(f)  # each flag's range, TF_CONFIG, CLUSTER_SPEC, output directories
   f = with_vertex_dirs(_dry_run_values(f))
+  if to_model_fn_config.is_model_fn_job(f):
+    to_model_fn_config.check(f, given)
+    _check_combinations(f, model_fn_job=True)
+    model_dir = model_dir_of(f)
+    patterns.check_checkpoint_path(model_dir, _model_dir_source(flag_values))
+    if f.data_dir:
+      gcs_preflight.check_path_usable(f.data_dir, 'data_dir', f.use_tpu)
+    return to_model_fn_config.config_of(f, model_dir, seed_of(f),
+                                        cpu_gpu_values.mirrored_devices_of(f))
   f = recorded_network.with_recorded_network(f, given, f.model_dir or f.job_dir)
   _check_combinations(f)
   seed = seed_of(f)

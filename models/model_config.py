@@ -35,6 +35,8 @@ class ModelConfig:
     model: network name, one of `MODELS`, or a user's network as MODULE:CALLABLE
       (`models.network_contract`; `--network`).
     network_params: a user network's --network_params, JSON object text ('' for none).
+    input_fn: a legacy job's --input_fn as MODULE:CALLABLE; `model` is then its --model_fn
+      (`trainer.run.user_model_fn`), and the network, recipe and sizes here do not apply.
     num_classes: number of output classes (logits width).
     image_size: input height and width in pixels (images are square, 3 channels).
     mean_rgb, stddev_rgb: per-channel statistics on the 0-255 scale; the model_fn normalizes
@@ -90,6 +92,7 @@ class ModelConfig:
   """
   model: str = 'resnet'
   network_params: str = ''
+  input_fn: str = ''
   num_classes: int = 10
   image_size: int = 32
   mean_rgb: Tuple[float, float, float] = IMAGENET_MEAN_RGB
@@ -130,6 +133,11 @@ class ModelConfig:
   freeze_backbone: bool = False
 
   @property
+  def is_model_fn(self):
+    """Whether this is a legacy job's own model_fn and input_fn (--model_fn, --input_fn)."""
+    return bool(self.input_fn)
+
+  @property
   def is_built_in(self):
     """Whether the network is one of `MODELS` (not a user's MODULE:CALLABLE)."""
     return self.model in MODELS
@@ -152,6 +160,12 @@ class ModelConfig:
             'cnn': cnn.CLASSIFIER_SCOPE, 'bilstm': bilstm.CLASSIFIER_SCOPE}[self.model]
 
   def __post_init__(self):
+    if self.is_model_fn:
+      for name in ('model', 'input_fn'):
+        if not user_code.is_spec(getattr(self, name)):
+          raise ValueError('--%s must be MODULE:CALLABLE, got %r'
+                           % ('model_fn' if name == 'model' else name, getattr(self, name)))
+      return  # the user's model_fn owns its network and recipe
     if not self.is_built_in and not user_code.is_spec(self.model):
       raise ValueError('model must be one of %s or a network as MODULE:CALLABLE, got %r'
                        % (MODELS, self.model))

@@ -20,7 +20,7 @@ def is_spec(value):
   return bool(_SPEC.match(value or ''))
 
 
-def load(spec, flag, call_args, call_kwargs, contract):
+def load(spec, flag, call_args, call_kwargs, contract, optional=None):
   """The callable `spec` names, checked to accept the contract's arguments.
 
   Args:
@@ -28,6 +28,7 @@ def load(spec, flag, call_args, call_kwargs, contract):
     flag: the flag that gave it, for messages ('--network').
     call_args, call_kwargs: a sample of the positional and keyword arguments the contract passes;
       the callable's signature must bind them (nothing is called).
+    optional: keyword arguments the contract passes only to a callable that names them (dict).
     contract: the contract's signature as text, for messages.
 
   Returns:
@@ -60,7 +61,10 @@ def load(spec, flag, call_args, call_kwargs, contract):
     raise PipelineError('%s=%s is a %s, not a callable: name a function %s.'
                         % (flag, spec, type(target).__name__, contract))
   try:
-    inspect.signature(target).bind(*call_args, **call_kwargs)
+    signature = inspect.signature(target)
+    kwargs = dict(call_kwargs, **{name: value for name, value in (optional or {}).items()
+                                  if name in signature.parameters})
+    signature.bind(*call_args, **kwargs)
   except TypeError as e:
     raise PipelineError('%s=%s takes %s, which cannot be called as %s (%s).'
                         % (flag, spec, _signature(target), contract, e))

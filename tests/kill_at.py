@@ -79,6 +79,9 @@ def main():
     point, n, signal_name = spec.split(':')
     install(point, int(n), signal_name)
   sys.argv = [module] + sys.argv[3:]
+  # As `python -m` does: the current directory first on sys.path (a user's --network or
+  # --model_fn module is imported from there).
+  sys.path.insert(0, os.getcwd())
   runpy.run_module(module, run_name='__main__', alter_sys=True)
 
 

@@ -65,6 +65,8 @@ def _configs():
   if not ({'train_steps', 'train_epochs'} & given):
     values['train_steps'] = 1
   real = None
+  if FLAGS.model_fn or FLAGS.input_fn:  # a legacy job builds its graph from its own input_fn
+    return real, to_config.config_from_flags(values, given=given)
   if FLAGS.data_dir:
     real = to_config.config_from_flags(values, given=given)
     values.update(image_size=real.data.image_size, num_classes=real.data.num_classes,

@@ -1,12 +1,19 @@
 """The advice: for each target the predicted step time and its bounds, what binds, whether the
 job fits, time and cost per epoch and to the run's end; then the fastest and the cheapest
-target, or "stay on the CPU" where this host is as fast."""
+target, or "stay on the CPU" where this host is as fast or the whole run ends here before a job
+elsewhere could start."""
 
 from trainer.advise import step_model
 
 # This host wins when no accelerator ends the run this much sooner: a prediction is good to a
 # factor of 2 to 4 (BENCHMARKS.md), so a smaller gain is no reason to move.
 STAY_ON_CPU_SPEEDUP = 1.5
+# A job on an accelerator starts after its machine is created, its container pulled and its
+# graph compiled (Vertex AI: "the job startup time that's otherwise needed for compute resource
+# creation", cloud.google.com/vertex-ai/docs/training/persistent-resource-train). A minute is
+# taken as a floor, an assumption not measured here: a whole run shorter than that on this host
+# cannot finish sooner elsewhere.
+REMOTE_JOB_START_SECONDS = 60.0
 
 
 def _row(cost, target, input_rate_per_core, here_input_rate, steps_per_epoch, train_steps,
@@ -74,6 +81,9 @@ def advise(cost, targets, input_rate_per_core=None, here_input_rate=None, steps_
   if best is None:
     verdict = ('no accelerator fits the job' if len(rows) > 1 + len(historic) else
                'no current accelerator was asked (--targets)')
+  elif here['run_seconds'] is not None and here['run_seconds'] < REMOTE_JOB_START_SECONDS:
+    verdict = ('stay on the CPU: the whole run takes %.3g s here, less than an accelerator '
+               "job's start-up (%d s or more)" % (here['run_seconds'], REMOTE_JOB_START_SECONDS))
   elif here['step_seconds'] <= STAY_ON_CPU_SPEEDUP * best['step_seconds']:
     verdict = ('stay on the CPU: no accelerator is predicted %.1fx faster than this host '
                '(%s binds the step on %s)' % (STAY_ON_CPU_SPEEDUP, best['binds'], best['target']))

@@ -14,6 +14,8 @@ def job_name(config):
   depth = getattr(model, 'resnet_depth', None)
   if network == 'resnet' and depth:
     network = 'resnet-%d' % depth
+  if model.is_model_fn:  # a legacy job's input: its own shapes
+    return '%s batch %d' % (network, config.train_batch_size)
   size = ('%d tokens' % config.data.max_seq_length if config.data.max_seq_length else
           '%dpx' % config.data.image_size)
   return '%s %s batch %d' % (network, size, config.train_batch_size)

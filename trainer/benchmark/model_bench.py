@@ -10,9 +10,9 @@ import time
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from models import model_fn as model_fn_lib
 from trainer.run import estimator as estimator_lib
 from trainer.run import hooks as hooks_lib
+from trainer.run import user_model_fn
 from trainer.benchmark import report
 from trainer.benchmark import stats
 from trainer.benchmark import timing
@@ -67,11 +67,15 @@ def build_train_op(config):
     `tf.local_variables_initializer()` first.
   """
   batch_size = config.train_batch_size
-  dataset = input_fn_lib.input_fn_builder(config.data, is_training=True)(
-      {'batch_size': batch_size})
-  features, labels = tf.data.make_one_shot_iterator(dataset).get_next()
-  return model_fn_lib.model_fn_builder(config.model)(
-      features, labels, tf.estimator.ModeKeys.TRAIN, {'batch_size': batch_size}).train_op
+  params = {'batch_size': batch_size}
+  if config.model.is_model_fn:  # a legacy job: its own input_fn and model_fn
+    input_fn = user_model_fn.input_fns_of(config.model, config.data.data_dir)[0]
+    model_fn = user_model_fn.model_fn_of(config.model, use_tpu=False)
+  else:
+    input_fn = input_fn_lib.input_fn_builder(config.data, is_training=True)
+    model_fn = estimator_lib.model_fn_of(config)
+  features, labels = tf.data.make_one_shot_iterator(input_fn(dict(params))).get_next()
+  return model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, params, None).train_op
 
 
 def model_details(config, windows):

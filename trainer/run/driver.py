@@ -97,7 +97,7 @@ def _run(config, watch, task, lease):
     summary = predict_lib.predict(estimator, config)
     results_lib.write_json(config.model_dir, predict_lib.RESULTS_FILE, summary)
     return summary
-  if not config.data.fake_data:
+  if not config.data.fake_data and not config.model.is_model_fn:  # its input_fn: its own data
     is_training_splits = {'train': [True], 'eval': [False], 'train_and_eval': [True, False],
                           'dry_run': [True, False]}
     shards.check_shards_exist(config.data, is_training_splits[config.mode])
@@ -179,7 +179,8 @@ def _resolve_init_checkpoint(config):
 def _train(estimator, config, start_step, max_steps, throughput, watch, lease):
   hook = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
   hooks = [hook, watch.hook()] + ([lease_hooks.LeaseHook(lease)] if lease else [])
-  if not config.use_tpu and config.data.modality == 'image' and start_step == 0:
+  if (not config.use_tpu and config.data.modality == 'image' and start_step == 0 and
+      not config.model.is_model_fn):
     hooks.append(hooks_lib.InputImagesHook(config.model_dir))
   if config.profile_steps:
     hooks.append(hooks_lib.TraceHook(config.model_dir.rstrip('/') + '/profile',
@@ -245,7 +246,8 @@ def _evaluate_latest(estimator, config, best):
   """Evaluates model_dir's latest checkpoint and records it in `best`; returns the results."""
   checkpoint = tf.train.latest_checkpoint(config.model_dir)
   results = _evaluate(estimator, config, checkpoint)
-  best.record(results, checkpoint)
+  if not config.model.is_model_fn:  # a legacy model_fn's metrics need not hold top-1
+    best.record(results, checkpoint)
   return results
 
 

@@ -139,7 +139,7 @@ def _train_report(config, tpu_slice):
   for call in sorted(calls, key=_host):
     host_id, hosts = _host(call)
     host = {'host_id': host_id, 'num_hosts': hosts, 'per_core_batch_size': call['batch_size']}
-    if not config.data.fake_data:
+    if not config.data.fake_data and not config.model.is_model_fn:  # its own input: unknown
       host['train_files'], host['train_split'] = records.host_files(
           config.data.file_pattern(True), host_id, hosts)
     per_host.append(host)
@@ -170,7 +170,7 @@ def _evaluation_report(config, tpu_slice):
     return report
   graph, calls = _capture(config, tpu_slice, 'eval')
   report.update(_graph_report(graph))
-  if config.data.fake_data:
+  if config.data.fake_data or config.model.is_model_fn:  # no records of the pipeline's to count
     return report
   per_host, batches = [], set()
   for call in sorted(calls, key=_host):
@@ -192,6 +192,10 @@ def _prediction_report(config, tpu_slice):
   why the slice cannot predict (`estimator.check_tpu_prediction`). The SavedModel export is built
   for the CPU (export_to_tpu=False) and is not part of it."""
   report = {'on_tpu': True}
+  if config.model.is_model_fn:
+    report['refused'] = ('--mode=predict is not run for a --model_fn job (it reads the '
+                         "pipeline's own input formats)")
+    return report
   try:
     estimator_lib.check_tpu_prediction(tpu_slice.num_hosts)
   except PipelineError as e:

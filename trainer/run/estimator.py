@@ -5,6 +5,8 @@ here and only here; every kind runs the same TPUEstimator model_fn.
   config.mirrored_devices    tf.estimator.Estimator with MirroredStrategy over those devices
   otherwise                  TPUEstimator: on a Cloud TPU with config.use_tpu, else the local
                              CPU/GPU (no TPUClusterResolver is built then)
+
+A legacy job (--model_fn, --input_fn) runs its own model_fn and input_fn in the same Estimators.
 """
 
 from absl import logging
@@ -13,6 +15,7 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 
 from models import model_fn as model_fn_lib
 from trainer.run import tf_build
+from trainer.run import user_model_fn
 from trainer.host import threads as host_threads
 from trainer.tpu import resolver as tpu_resolver
 from trainer.data import input_fn as input_fn_lib
@@ -110,6 +113,16 @@ def check_tpu_prediction(num_hosts):
         'on the CPU/GPU.' % num_hosts)
 
 
+def model_fn_of(config):
+  """The model_fn of the run: the pipeline's (`models.model_fn`, for a built-in network or a
+  --network), or a legacy job's own --model_fn (`trainer.run.user_model_fn`). Each takes
+  (features, labels, mode, params, config)."""
+  if config.model.is_model_fn:
+    return user_model_fn.model_fn_of(config.model, config.use_tpu)
+  model_fn = model_fn_lib.model_fn_builder(config.model)
+  return lambda features, labels, mode, params, config: model_fn(features, labels, mode, params)
+
+
 def input_fns(config, estimator, start_step=0):
   """(train_input_fn, eval_input_fn) for `estimator`; the training input of a `train` call that
   starts at global step `start_step` (`input_fn.stream_seed`).
@@ -119,9 +132,12 @@ def input_fns(config, estimator, start_step=0):
   and in a TF_CONFIG cluster params['worker'] = (this task's index, tasks), so that each worker
   shuffles and augments with its own seed (`input_fn.input_stream`).
   """
-  train = input_fn_lib.input_fn_builder(config.data, is_training=True, start_step=start_step)
-  evaluation = input_fn_lib.input_fn_builder(config.data, is_training=False,
-                                             global_batch_size=config.eval_batch_size)
+  if config.model.is_model_fn:  # a legacy job's own input_fn
+    train, evaluation = user_model_fn.input_fns_of(config.model, config.data.data_dir)
+  else:
+    train = input_fn_lib.input_fn_builder(config.data, is_training=True, start_step=start_step)
+    evaluation = input_fn_lib.input_fn_builder(config.data, is_training=False,
+                                               global_batch_size=config.eval_batch_size)
   if isinstance(estimator, tf.estimator.tpu.TPUEstimator):
     return train, evaluation
   per_replica = config.train_batch_size // config.num_replicas
@@ -146,7 +162,7 @@ def _tpu_estimator(config, tpu_master=None):
   """TPUEstimator on `tpu_run_config`: on the TPU, or the local CPU/GPU like a plain Estimator
   (params['batch_size'] is then the global batch)."""
   return tf.estimator.tpu.TPUEstimator(
-      model_fn=model_fn_lib.model_fn_builder(config.model),
+      model_fn=model_fn_of(config),
       config=tpu_run_config(config, tpu_master),
       use_tpu=config.use_tpu, eval_on_tpu=config.eval_on_tpu,
       train_batch_size=config.train_batch_size, eval_batch_size=config.eval_batch_size,
@@ -252,9 +268,10 @@ def _estimator(config, run_config):
   """A plain Estimator around the TPUEstimator model_fn. TPUEstimator's CPU mode does the same
   conversion (`TPUEstimatorSpec.as_estimator_spec`): eval metrics become eval_metric_ops and the
   host_call runs as a training hook."""
-  model_fn = model_fn_lib.model_fn_builder(config.model)
+  model_fn = model_fn_of(config)
 
-  def estimator_model_fn(features, labels, mode, params):
-    return model_fn(features, labels, mode, params).as_estimator_spec()
+  def estimator_model_fn(features, labels, mode, params, config):
+    spec = model_fn(features, labels, mode, params, config)
+    return spec.as_estimator_spec() if hasattr(spec, 'as_estimator_spec') else spec
 
   return tf.estimator.Estimator(estimator_model_fn, config=run_config, params={})

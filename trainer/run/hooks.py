@@ -39,9 +39,10 @@ class ProgressHook(tf.train.SessionRunHook):
 
   def begin(self):
     self._global_step = tf.train.get_global_step()
-    self._learning_rate = optimization.learning_rate_schedule(self._config, self._global_step)
     losses = tf.get_collection(model_fn_lib.TRAIN_LOSS_COLLECTION)
-    self._fetches = {'step': self._global_step, 'lr': self._learning_rate}
+    self._fetches = {'step': self._global_step}
+    if not self._config.is_model_fn:  # a legacy model_fn's schedule is its own
+      self._fetches['lr'] = optimization.learning_rate_schedule(self._config, self._global_step)
     if losses:
       self._fetches['loss'] = losses[0]
 
@@ -80,8 +81,9 @@ class ProgressHook(tf.train.SessionRunHook):
     steps_per_sec = self.measured_steps / max(self.measured_seconds, 1e-9)
     eta = (self._max_steps - step) / steps_per_sec if steps_per_sec > 0 else float('inf')
     loss = ' loss %.4f' % values['loss'] if 'loss' in values else ''
-    logging.info('step %d/%d%s lr %.5f  %.1f examples/sec  ETA %s', step, self._max_steps, loss,
-                 values['lr'], rate, _format_seconds(eta))
+    lr = ' lr %.5f' % values['lr'] if 'lr' in values else ''
+    logging.info('step %d/%d%s%s  %.1f examples/sec  ETA %s', step, self._max_steps, loss, lr,
+                 rate, _format_seconds(eta))
 
 
 class LocalStepCounter(tf.train.SessionRunHook):

@@ -17,13 +17,15 @@ from models import features as features_lib
 from models import network_contract
 from models import networks
 from trainer.run import best_checkpoint
+from trainer.run import user_model_fn
 from trainer.run import network_record
 from trainer.data import tokenizer
 from trainer.errors import PipelineError
 
 # ModelConfig fields that decide the names or shapes of the network's variables, with what sets
 # each (resnet_depth counts for --model=resnet only).
-NETWORK_FIELDS = (('model', '--model or --network'), ('network_params', '--network_params'),
+NETWORK_FIELDS = (('model', '--model, --network or --model_fn'), ('input_fn', '--input_fn'),
+                  ('network_params', '--network_params'),
                   ('resnet_depth', '--resnet_depth'),
                   ('num_classes', '--num_classes'), ('vocab_size', "dataset.json's vocab_size"),
                   ('embedding_dim', '--embedding_dim'),
@@ -45,9 +47,12 @@ def check(config):
       another network (`check_checkpoint_fits`).
   """
   data = config.data
-  check_network(config)
+  if config.model.is_model_fn:
+    user_model_fn.check_builds(config)
+  else:
+    check_network(config)
   try:
-    if data.modality == 'text' and not data.fake_data:
+    if data.modality == 'text' and not data.fake_data and not config.model.is_model_fn:
       tokenizer.check_vocabulary(data.vocab_path, data.vocab_size)
     if config.mode in ('train', 'train_and_eval'):
       best_checkpoint.read_state(config.model_dir)

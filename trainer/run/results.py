@@ -8,6 +8,7 @@ import re
 import time
 
 from absl import logging
+import numpy as np
 import tensorflow.compat.v1 as tf
 
 from trainer.run import best_checkpoint
@@ -50,6 +51,11 @@ def evaluate(estimator, config, checkpoint_path, input_fn):
       run_errors.explain_checkpoint_mismatch(config), run_errors.explain_tpu_shape_errors(config):
     metrics = estimator.evaluate(input_fn, steps=config.eval_steps, checkpoint_path=checkpoint_path)
   vertex_env.copy_events(config.model_dir)  # Vertex AI TensorBoard sees each evaluation
+  if config.model.is_model_fn:  # a legacy model_fn's own metrics, as they are
+    results = {name: _number(value) for name, value in metrics.items()}
+    logging.info('eval at step %d: %s', results['global_step'], ', '.join(
+        '%s %s' % (name, results[name]) for name in sorted(results) if name != 'global_step'))
+    return results
   results = {
       'top_1_accuracy': float(metrics['top_1_accuracy']),
       'top_5_accuracy': float(metrics['top_5_accuracy']),
@@ -66,6 +72,14 @@ def evaluate(estimator, config, checkpoint_path, input_fn):
         '--num_eval_examples). Fix the count so every example is evaluated exactly once.'
         % (results['num_eval_examples'], config.data.num_eval_examples))
   return results
+
+
+def _number(value):
+  """A metric's value as a Python int or float (a list for a non-scalar one)."""
+  value = np.asarray(value)
+  if value.shape:
+    return value.tolist()
+  return int(value) if np.issubdtype(value.dtype, np.integer) else float(value)
 
 
 def export(estimator, config, checkpoint_path, export_dir=None):
@@ -190,9 +204,11 @@ def run_facts(config, measured_steps, measured_seconds, start):
   return {
       'mode': config.mode,
       'model': config.model.model,
+      'input_fn': config.model.input_fn or None,
       'resnet_depth': config.model.resnet_depth if config.model.model == 'resnet' else None,
       'moving_average_decay': config.model.moving_average_decay,
-      'image_size': config.model.image_size if config.data.modality == 'image' else None,
+      'image_size': (config.model.image_size if config.data.modality == 'image' and
+                     not config.model.is_model_fn else None),
       'max_seq_length': config.model.max_seq_length if config.data.modality == 'text' else None,
       'train_batch_size': config.train_batch_size,
       'train_steps': config.train_steps,

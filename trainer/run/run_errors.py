@@ -87,7 +87,11 @@ def explain_tpu_shape_errors(config):
 @contextlib.contextmanager
 def explain_input_errors(config, split):
   """Turns failures of the input pipeline (corrupt records, undecodable images, labels out of
-  range) into a PipelineError naming the data and what to do; checkpoints already written stay."""
+  range) into a PipelineError naming the data and what to do; checkpoints already written stay.
+  A legacy job's input_fn reads data of its own: its errors pass through as they are."""
+  if config.model.is_model_fn:
+    yield
+    return
   try:
     yield
   except tf.errors.DataLossError as e:

@@ -1,0 +1,97 @@
+"""A legacy job as it is: its own TPUEstimator model_fn and input_fn (`--model_fn=`, `--input_fn=`,
+examples/iris.py, the iris question's 4-32-3 network on the iris data scikit-learn ships) run by
+trainer.main: trained, killed with kill -9 and resumed, dry-run on a v3-32, advised; and each way
+such a job can break TPUEstimator's contract refused at start in one line."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow.compat.v1 as tf
+
+from helpers import REPO, config_from_args, main_args, ok, results_of, run_main
+from trainer.errors import PipelineError
+from trainer.run import dry_run as dry_run_lib
+from trainer.run import input_checks
+
+IRIS = ['--model_fn=examples.iris:model_fn', '--input_fn=examples.iris:input_fn']
+# 120 training flowers: 300 steps of 16 are 40 epochs; the 30 held out in 3 batches of 10.
+RUN = IRIS + ['--train_steps=300', '--train_batch_size=16', '--eval_batch_size=10',
+              '--num_eval_examples=30', '--steps_per_eval=300', '--save_checkpoints_steps=100',
+              '--seed=1', '--log_every_n_secs=0.01']
+
+
+def test_the_iris_job_trains_is_killed_with_kill_9_and_resumes(tmp_path):
+  model_dir = str(tmp_path / 'iris')
+  args = main_args(RUN + ['--model_dir=' + model_dir])
+  killed = subprocess.run([sys.executable, os.path.join(REPO, 'tests', 'kill_at.py'),
+                           'step:150:KILL', 'trainer.main'] + args, cwd=REPO,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=300)
+  assert killed.returncode == -9, killed.stderr[-2000:]
+  assert tf.train.latest_checkpoint(model_dir).endswith('model.ckpt-100')
+  resumed = ok(run_main(*(RUN + ['--model_dir=' + model_dir])))
+  assert 'Resuming from the checkpoint at step 100 of 300' in resumed.stderr
+  assert 'examples/sec' in resumed.stderr and 'ETA' in resumed.stderr
+  results = results_of(model_dir)
+  # The model_fn's own metrics, as its eval_metrics name them.
+  assert (results['model'], results['input_fn']) == ('examples.iris:model_fn',
+                                                     'examples.iris:input_fn')
+  assert results['global_step'] == 300 and results['accuracy'] >= 0.9, results
+  assert 'top_1_accuracy' not in results
+
+
+def test_the_iris_job_dry_runs_on_a_v3_32_and_is_advised_to_stay_on_the_cpu(tmp_path):
+  config = config_from_args('--mode=dry_run', '--tpu_topology=v3-32', '--model_dir=' +
+                            str(tmp_path), '--train_batch_size=64', '--eval_batch_size=32',
+                            '--num_eval_examples=30', '--train_steps=10', *IRIS)
+  report = dry_run_lib.dry_run(config, 'v3-32')
+  # TPUEstimator called the job's input_fn once per host with 2 examples per core.
+  assert [(h['host_id'], h['num_hosts'], h['per_core_batch_size'])
+          for h in report['per_host']] == [(i, 4, 2) for i in range(4)]
+  assert report['infeed']['enqueue_ops'] == 32 and report['cross_replica_sums'] > 0
+  assert report['unsupported_ops'] == []
+  assert 'not run for a --model_fn job' in report['prediction']['refused']
+
+  output = tmp_path / 'advice.json'
+  ok(subprocess.run([sys.executable, '-m', 'trainer.advise', '--train_batch_size=16',
+                     '--train_steps=300', '--output=%s' % output] + IRIS, cwd=REPO,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                    timeout=300))
+  advice = json.loads(output.read_text())['advice']
+  assert advice['verdict'].startswith('stay on the CPU'), advice['verdict']
+
+
+@pytest.mark.parametrize('args, says', [
+    (['--model_fn=examples.iris:model_fn'], '--model_fn and --input_fn come together'),
+    (IRIS + ['--model=cnn'], '--model: read by the pipeline\'s own networks'),
+    (IRIS + ['--export_dir=/tmp/x'], '--export_dir: read by the pipeline\'s own networks'),
+    (IRIS + ['--mode=predict', '--predict_input=x', '--predict_output=y'],
+     '--mode=predict reads the pipeline\'s own input formats'),
+    (IRIS + ['--mode=train_and_eval'], 'needs --num_eval_examples'),
+    (['--model_fn=examples.iris:input_fn', '--input_fn=examples.iris:input_fn'],
+     'takes input_fn(params, mode), which cannot be called as model_fn(features, labels, mode, '
+     'params)'),
+    (['--model_fn=examples.iris:model_fn', '--input_fn=user_model_fns:a_list'],
+     'returned list; the contract is input_fn(params)'),
+    (['--model_fn=examples.iris:model_fn', '--input_fn=user_model_fns:features_only'],
+     'features_only yields '),
+    (['--model_fn=user_model_fns:no_train_op', '--input_fn=examples.iris:input_fn'],
+     'no_train_op raised ValueError when built for training with params'),
+    (['--model_fn=user_model_fns:estimator_spec', '--input_fn=examples.iris:input_fn',
+      '--mode=dry_run', '--tpu_topology=v3-8'],
+     'returned a tf.estimator.EstimatorSpec, which TPUEstimator cannot run on a TPU'),
+    (['--model_fn=examples.iris:model_fn', '--input_fn=user_model_fns:fixed_batch',
+      '--mode=dry_run', '--tpu_topology=v3-32'],
+     "yields batches of 16, but params['batch_size'] is 2"),
+])
+def test_a_legacy_job_that_breaks_the_contract_is_refused_in_one_line(args, says, tmp_path):
+  with pytest.raises(PipelineError) as refusal:
+    config = config_from_args('--model_dir=' + str(tmp_path / 'run'), '--train_steps=10',
+                              '--train_batch_size=64', '--mode=train', *args)
+    input_checks.check(config)
+  assert says in str(refusal.value)
+  assert '\n' not in str(refusal.value)
+  assert not os.path.exists(str(tmp_path / 'run'))
