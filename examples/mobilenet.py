@@ -10,20 +10,20 @@ docs/your-model.md, run with
   python -m trainer.main --network=examples.mobilenet:mobilenet \
       --network_params='{"width": 0.5}' ...
 
-Variables are float32 and named <block>/<layer>/<weight>, e.g. block2/depthwise/depthwise_kernel,
+Variables are float32 and named <block>/<layer>/<weight>, e.g. block2/depthwise/kernel,
 block2/pointwise_bn/gamma, classifier/kernel.
 """
 
 import tensorflow.compat.v1 as tf
 
-# (output channels at width 1, stride) of each depthwise-separable block.
-BLOCKS = ((64, 1), (128, 2), (128, 1), (256, 2))
-BATCH_NORM_DECAY = 0.99
+from examples.mobilenet_spec import BATCH_NORM_DECAY
+from examples.mobilenet_spec import BATCH_NORM_EPSILON
+from examples.mobilenet_spec import BLOCKS
 
 
 def _batch_norm_relu6(net, is_training, name):
-  net = tf.layers.batch_normalization(net, momentum=BATCH_NORM_DECAY, training=is_training,
-                                      fused=True, name=name)
+  net = tf.layers.batch_normalization(net, momentum=BATCH_NORM_DECAY, epsilon=BATCH_NORM_EPSILON,
+                                      training=is_training, fused=True, name=name)
   return tf.nn.relu6(net)
 
 
@@ -31,7 +31,7 @@ def _depthwise(net, stride, name):
   """A 3x3 depthwise convolution (one filter per input channel), no bias."""
   channels = net.shape.as_list()[-1]
   with tf.variable_scope(name):
-    kernel = tf.get_variable('depthwise_kernel', [3, 3, channels, 1], tf.float32,
+    kernel = tf.get_variable('kernel', [3, 3, channels, 1], tf.float32,
                              tf.glorot_uniform_initializer())
     return tf.nn.depthwise_conv2d(net, tf.cast(kernel, net.dtype), [1, stride, stride, 1],
                                   'SAME')

@@ -39,6 +39,9 @@ def define_export_keras_flags():
   # The settings of a run that recorded none (it predates model_config.json), or of a checkpoint
   # from elsewhere; given, they override the record.
   flags.DEFINE_enum('model', None, model_config.MODELS, 'Network of the checkpoint.')
+  flags.DEFINE_string('keras_network', None, 'A run of your own --network: its Keras 3 twin as '
+                      'MODULE:CALLABLE, keras_network(*, num_classes, params) -> keras.Model, '
+                      'whose weights load from the checkpoint by name (docs/your-model.md).')
   flags.DEFINE_string('data_dir', None, 'A directory with the run\'s dataset.json (classes, '
                       'image statistics, text vocabulary and length).')
   flags.DEFINE_integer('num_classes', None, 'Width of the logits.')
@@ -69,6 +72,12 @@ def define_train_keras_flags():
                       '--model; it is scored on the evaluation split first (results.json '
                       '"before"). Fine-tuning recipe: docs/migration.md.')
   flags.DEFINE_enum('model', 'resnet', model_config.MODELS, 'Network to train from scratch.')
+  flags.DEFINE_string('network', None, 'Your own Keras network instead of --model, as '
+                      'MODULE:CALLABLE: keras_network(*, num_classes, params) -> keras.Model '
+                      '(docs/your-model.md).')
+  flags.DEFINE_string('network_params', None, '--network: a JSON object passed to it as params '
+                      '(with the run\'s own keys: image_size, mean_rgb, stddev_rgb or '
+                      'vocab_size, max_seq_length; precision).')
   flags.DEFINE_integer('resnet_depth', 18, 'ResNet depth (from scratch).')
   flags.DEFINE_integer('image_size', None, 'Input size (from scratch; default: dataset.json\'s).')
   flags.DEFINE_integer('embedding_dim', 256, 'BiLSTM embedding width (from scratch).')

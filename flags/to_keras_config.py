@@ -3,10 +3,32 @@
 `trainer.main` namesake obeys (flags/value_rules.py), then what spans several flags or absl's
 flag types cannot say. A KerasRunConfig is checked when built here, not by itself."""
 
+import json
+
 from flags import value_rules
+from models.specs import network_params
 from trainer.errors import PipelineError
 from trainer.keras_run.run_config import KerasRecipe
 from trainer.keras_run.run_config import KerasRunConfig
+
+
+def _network_params(text):
+  """--network_params as canonical JSON ('' for none).
+
+  Raises:
+    PipelineError: not a JSON object, or a key the run sets itself.
+  """
+  if not text:
+    return ''
+  try:
+    value = json.loads(text)
+  except ValueError as e:
+    raise PipelineError('--network_params is not JSON (%s): pass an object such as '
+                        '--network_params=\'{"width": 0.5}\'.' % e)
+  if not isinstance(value, dict) or set(value) & set(network_params.RUN_KEYS):
+    raise PipelineError('--network_params must be a JSON object without the run\'s own keys '
+                        '(%s), got %s.' % (', '.join(network_params.RUN_KEYS), text))
+  return json.dumps(value, sort_keys=True)
 
 
 def keras_run_config(f):
@@ -33,7 +55,8 @@ def keras_run_config(f):
       aux_loss_weight=float(f.aux_loss_weight))
   return KerasRunConfig(
       model_dir=f.model_dir, data_dir=f.data_dir, init_model=f.init_model or None,
-      model=f.model, resnet_depth=int(f.resnet_depth), image_size=f.image_size,
+      model=getattr(f, 'network', None) or f.model,
+      network_params=_network_params(getattr(f, 'network_params', None)), resnet_depth=int(f.resnet_depth), image_size=f.image_size,
       embedding_dim=int(f.embedding_dim), lstm_hidden_units=int(f.lstm_hidden_units),
       overwrite=bool(f.overwrite), train_steps=f.train_steps,
       train_epochs=float(f.train_epochs), train_batch_size=int(f.train_batch_size),

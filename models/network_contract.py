@@ -35,10 +35,10 @@ import tensorflow.compat.v1 as tf
 
 from models import features as features_lib
 from models import user_code
+from models.specs.network_params import RUN_KEYS
 from trainer.errors import PipelineError
 
 CONTRACT = 'network(features, *, is_training, num_classes, params) -> logits'
-RUN_KEYS = ('precision', 'image_size', 'mean_rgb', 'stddev_rgb', 'vocab_size', 'max_seq_length')
 
 
 def compute_dtype(params):

@@ -5,8 +5,6 @@ that a user's own network meets too, and the lookup of a config's network: a bui
 Each built-in reads its sizes from params (`params_of`), which the run fills from its ModelConfig.
 """
 
-import json
-
 import tensorflow.compat.v1 as tf
 
 from models import bilstm as bilstm_lib
@@ -15,6 +13,7 @@ from models import features as features_lib
 from models import inception_v3 as inception_v3_lib
 from models import network_contract
 from models import resnet as resnet_lib
+from models.specs import network_params
 
 
 def _images(features, params):
@@ -51,15 +50,6 @@ def bilstm(features, *, is_training, num_classes, params):
 
 
 BUILT_IN = {'resnet': resnet, 'inception_v3': inception_v3, 'cnn': cnn, 'bilstm': bilstm}
-# What each built-in reads from its ModelConfig: params key -> ModelConfig field.
-_BUILT_IN_PARAMS = {
-    'resnet': {'depth': 'resnet_depth'},
-    'inception_v3': {},
-    'cnn': {},
-    'bilstm': {'embedding_dim': 'embedding_dim', 'hidden_units': 'lstm_hidden_units',
-               'num_layers': 'lstm_layers', 'pooling': 'lstm_pooling',
-               'dropout_rate': 'dropout_rate'},
-}
 _loaded = {}
 
 
@@ -78,22 +68,5 @@ def network_of(model):
 
 
 def params_of(config, precision=None):
-  """The params dict a network is called with (`models.network_contract`: RUN_KEYS, plus a
-  built-in's sizes or the user's --network_params).
-
-  Args:
-    config: a `models.model_config.ModelConfig`.
-    precision: overrides config.precision (the CPU graphs of a TPU run are float32).
-  """
-  params = {'precision': precision or config.precision}
-  if config.modality == 'text':
-    params.update(vocab_size=config.vocab_size, max_seq_length=config.max_seq_length)
-  else:
-    params.update(image_size=config.image_size, mean_rgb=list(config.mean_rgb),
-                  stddev_rgb=list(config.stddev_rgb))
-  if config.model in BUILT_IN:
-    params.update({key: getattr(config, field)
-                   for key, field in _BUILT_IN_PARAMS[config.model].items()})
-  else:
-    params.update(json.loads(config.network_params or '{}'))
-  return params
+  """The params dict a network is called with (`models.specs.network_params.params_of`)."""
+  return network_params.params_of(config, precision)

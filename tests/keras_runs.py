@@ -13,6 +13,7 @@ import pytest
 
 from helpers import REPO
 from helpers import TINY_BY_MODEL
+from helpers import USER_NETWORK
 from helpers import main_args
 from helpers import ok
 
@@ -43,7 +44,11 @@ RUNS = {
     'bilstm': ('tf1', 'bilstm', 'text_small_dir', 20, ['--lstm_layers=2', '--lstm_pooling=max'],
                ['--export_dir']),
     'bilstm_final': ('tf2', 'bilstm', 'text_small_dir', 20, ['--lstm_pooling=final'], []),
+    # A network this pipeline never saw (examples/mobilenet.py), converted through its Keras twin.
+    'mobilenet': ('tf2', USER_NETWORK, 'small_dir', 40, [], ['--base_learning_rate=0.01']),
 }
+# The Keras twin of each run of a user's network (trainer.export_keras --keras_network).
+KERAS_TWINS = {'mobilenet': 'examples.mobilenet_keras:mobilenet'}
 # The image networks on an image folder (3-channel PNGs of grey images, as `trainer.prepare
 # image_folder` stores a folder tree: crop-and-resize preprocessing), trained by intel-tensorflow,
 # whose fused Conv2D + BiasAdd + Elu computed the CNN's ELU as ReLU (trainer/run/tf_build.py).

@@ -1,5 +1,5 @@
 """The way off Estimator (Keras runtime: TF 2.21 + Keras 3 + JAX): checkpoints of the four
-networks, trained on real data by the pipeline's TF 1.15 and TF 2.15 runtimes, convert to Keras
+networks and of a user's network (through its Keras twin), trained on real data by the pipeline's TF 1.15 and TF 2.15 runtimes, convert to Keras
 models whose logits equal the pipeline's `--mode=predict` logits within 1e-4 under the TensorFlow,
 the JAX and the PyTorch backend; a .keras file of the old layer names upgrades to one torch
 loads; the serving export answers like today's SavedModel (two runs export one);
@@ -21,6 +21,7 @@ import tensorflow as tf
 from helpers import read_records
 from helpers import refused
 from keras_runs import FOLDER_RUNS
+from keras_runs import KERAS_TWINS
 from keras_runs import RUNS
 from keras_runs import export_keras
 from keras_models import build
@@ -61,6 +62,7 @@ def test_converted_logits_equal_the_pipelines_predictions(pipeline_runs, name, b
       '--model_dir=' + run['model_dir'], '--output=' + output,
       '--check_predictions=' + run['predictions'], '--check_input=' + run['predict_input'],
       '--serving_dir=' + (str(tmp_path / 'serving') if compare_serving else ''),
+      *(['--keras_network=' + KERAS_TWINS[name]] if name in KERAS_TWINS else []),
       backend=backend)
   assert proc.returncode == 0, proc.stderr[-3000:]
   check = summary['check']

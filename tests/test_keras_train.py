@@ -21,10 +21,12 @@ keras = pytest.importorskip('keras', minversion='3', reason='the Keras 3 runtime
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from helpers import REPO
+from keras_runs import KERAS_TWINS
 from helpers import refused
 import keras_resume
 from trainer.keras_run import job
 
+USER_KERAS_NETWORK = KERAS_TWINS['mobilenet']
 # Data-parallel vs one device: the same global batch's mean loss and the same batch-norm
 # statistics (JAX computes both over the global batch), summed in another order: float32
 # rounding only.
@@ -65,12 +67,12 @@ def test_data_parallel_on_two_jax_devices_matches_one_device(tiny_arrays_dir, tm
 
 
 def _resume_in_fresh_process(data_dir, tmp_path, tolerance, backend, without_tensorflow=False,
-                             loss_tolerance=None, **overrides):
+                             loss_tolerance=None, env=None, **overrides):
   tests = os.path.dirname(os.path.abspath(__file__))
   script = ('import sys; sys.path.insert(0, %r); import keras_resume; '
             'keras_resume.resume_scenario(%r, %r, %r, %r, **%r)'
             % (tests, data_dir, str(tmp_path), tolerance, loss_tolerance, overrides))
-  env = dict(os.environ, KERAS_BACKEND=backend)
+  env = dict(os.environ, KERAS_BACKEND=backend, **(env or {}))
   if without_tensorflow:
     env.update(_without_tensorflow())
   proc = subprocess.run([sys.executable, '-c', script], cwd=REPO, stdout=subprocess.PIPE,
@@ -93,6 +95,19 @@ def test_a_run_resumes_after_sigterm_and_after_a_kill(tiny_dir, tmp_path, cpu_re
   and trains on a second (trainer/keras_run/inputs.py): until each iteration got a pipeline of
   its own, 4 of 12 resumes and 1 of 18 uninterrupted runs trained on other batches."""
   _resume_in_fresh_process(tiny_dir, tmp_path, 0.0, 'tensorflow', cpu_replicas=cpu_replicas)
+
+
+def test_your_network_trains_on_two_jax_devices_and_resumes_bit_for_bit(tiny_arrays_dir,
+                                                                         tmp_path):
+  """A network this pipeline never saw (--network: examples/mobilenet_keras.py, the Keras twin
+  of examples/mobilenet.py) trains with the run's recipe, data-parallel over two JAX devices,
+  and a run stopped by SIGTERM and killed resumes to the uninterrupted run's weights."""
+  two_devices = {'XLA_FLAGS': os.environ.get('XLA_FLAGS', '') +
+                 ' --xla_force_host_platform_device_count=2'}
+  _resume_in_fresh_process(tiny_arrays_dir, tmp_path, 0.0, 'jax', env=two_devices,
+                           model=USER_KERAS_NETWORK, network_params='{"width": 0.5}')
+  whole = keras_resume.results(os.path.join(str(tmp_path), 'whole'))
+  assert whole['devices']['replicas'] == 2, whole['devices']
 
 
 def test_arrays_train_without_tensorflow_and_resume_bit_for_bit(tiny_arrays_dir, tmp_path):

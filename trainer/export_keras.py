@@ -33,6 +33,7 @@ from keras_models import build
 from keras_models import checkpoint_map
 from keras_models import serving
 from keras_models import upgrade as upgrade_lib
+from keras_models import user_twin
 from models import features as features_lib
 from models import warm_start
 from models.model_config import TEXT_MODELS, ModelConfig
@@ -217,6 +218,26 @@ def upgrade(f):
           'backend': keras.backend.backend(), 'weights': len(model.weights)}
 
 
+def _model_of(f, config):
+  """The Keras model to load the checkpoint into: the built-in network's twin
+  (`keras_models.build`), or the user's --keras_network for a run of their --network.
+
+  Raises:
+    PipelineError: a user network without --keras_network, --keras_network for a built-in
+      network, or a twin that does not fit (`keras_models.user_twin`).
+  """
+  keras_network = getattr(f, 'keras_network', None)
+  if config.is_built_in:
+    if keras_network:
+      raise PipelineError('--keras_network is for a run of your own --network; this run trained '
+                          'the built-in %s, whose Keras twin is built in: drop it.' % config.model)
+    return build.build_model(config)
+  if not keras_network:
+    raise PipelineError('the run trained your network --network=%s: pass its Keras 3 twin as '
+                        '--keras_network=MODULE:CALLABLE (docs/your-model.md).' % config.model)
+  return user_twin.build_model(keras_network, config)
+
+
 def convert(f):
   """Converts per the flag values `f` (or upgrades, with --upgrade); returns the summary."""
   if not f.output.endswith('.keras'):
@@ -250,7 +271,7 @@ def convert(f):
                     'statistics, BiLSTM pooling, evaluation crop) come from the flags and '
                     '--data_dir unchecked. Pass --check_predictions to prove them.',
                     network_record.FILE)
-  model = build.build_model(config)
+  model = _model_of(f, config)
   try:
     report = checkpoint_map.load(model, prefix, use_moving_average, config.model)
   except ValueError as e:

@@ -17,7 +17,8 @@ import keras
 import numpy as np
 
 from keras_models import build
-from models.model_config import ModelConfig
+from keras_models import user_twin
+from models.model_config import MODELS, ModelConfig
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
 
@@ -75,6 +76,10 @@ def build_model(config, num_classes, info):
   if config.model == 'bilstm':
     settings.update(embedding_dim=config.embedding_dim,
                     lstm_hidden_units=config.lstm_hidden_units)
+  user = config.model not in MODELS
+  if user:  # a user's Keras network: its params, not the built-ins' sizes
+    settings.update(network_params=config.network_params)
+    del settings['resnet_depth']
   try:
     network = ModelConfig(**settings)
   except (TypeError, ValueError) as e:
@@ -82,6 +87,8 @@ def build_model(config, num_classes, info):
   previous = keras.config.dtype_policy()
   keras.config.set_dtype_policy(config.dtype_policy)
   try:
+    if user:
+      return user_twin.build_model(config.model, network, flag='--network')
     return build.build_model(network)
   finally:
     keras.config.set_dtype_policy(previous)

@@ -44,7 +44,9 @@ class KerasRunConfig:
 
   model_dir: checkpoints, TensorBoard logs and the outputs; data_dir: `trainer.prepare` output.
   init_model: a .keras file to start from (fine-tuning), or None: a new network of `model`
-    (resnet_depth, image_size (None: dataset.json's), embedding_dim, lstm_hidden_units).
+    (resnet_depth, image_size (None: dataset.json's), embedding_dim, lstm_hidden_units), a
+    built-in network or a user's Keras network as MODULE:CALLABLE (`keras_models.user_twin`)
+    with network_params.
   train_steps: total steps, or None: train_epochs of the training split.
   dtype_policy: 'float32' or 'mixed_bfloat16'.
   crop_padding: None: dataset.json's; cache_decoded: keep decoded training images in memory.
@@ -79,3 +81,4 @@ class KerasRunConfig:
   multi_host_timeout: int
   seed: int
   lease_expiry_secs: int
+  network_params: str = ''  # a user's network (`model` MODULE:CALLABLE): its params, JSON

@@ -1,0 +1,44 @@
+"""The params dict every network is called with (the network contract, models/network_contract.py),
+built from a run's ModelConfig without TensorFlow: the TF1 network (models/networks.py) and a
+Keras 3 twin (keras_models/user_twin.py) of the same run get the same dict.
+
+  'precision'                     'float32' or 'bfloat16'
+  images: 'image_size'            int, pixels
+          'mean_rgb', 'stddev_rgb'  3 floats each, the data set's statistics (0-255 scale)
+  text:   'vocab_size', 'max_seq_length'  ints
+  + a built-in network's sizes (BUILT_IN_PARAMS), or a user network's --network_params.
+"""
+
+import json
+
+RUN_KEYS = ('precision', 'image_size', 'mean_rgb', 'stddev_rgb', 'vocab_size', 'max_seq_length')
+# What each built-in reads from its ModelConfig: params key -> ModelConfig field.
+BUILT_IN_PARAMS = {
+    'resnet': {'depth': 'resnet_depth'},
+    'inception_v3': {},
+    'cnn': {},
+    'bilstm': {'embedding_dim': 'embedding_dim', 'hidden_units': 'lstm_hidden_units',
+               'num_layers': 'lstm_layers', 'pooling': 'lstm_pooling',
+               'dropout_rate': 'dropout_rate'},
+}
+
+
+def params_of(config, precision=None):
+  """The params dict of `config` (a `models.model_config.ModelConfig`).
+
+  Args:
+    config: the run's ModelConfig.
+    precision: overrides config.precision (the CPU graphs of a TPU run are float32).
+  """
+  params = {'precision': precision or config.precision}
+  if config.modality == 'text':
+    params.update(vocab_size=config.vocab_size, max_seq_length=config.max_seq_length)
+  else:
+    params.update(image_size=config.image_size, mean_rgb=list(config.mean_rgb),
+                  stddev_rgb=list(config.stddev_rgb))
+  if config.model in BUILT_IN_PARAMS:
+    params.update({key: getattr(config, field)
+                   for key, field in BUILT_IN_PARAMS[config.model].items()})
+  else:
+    params.update(json.loads(config.network_params or '{}'))
+  return params
