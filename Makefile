@@ -146,10 +146,9 @@ endif
 # TensorFlow by default: on this 2-core CPU it trains the recipe in 10 min, JAX in about 76.
 BACKEND ?= tensorflow
 KERAS_MODEL_DIR ?= runs/keras-$(MODEL)-$(notdir $(DATA_DIR))-$(BACKEND)
-TRAIN_KERAS_FLAGS_resnet := --model=resnet --resnet_depth=18 --image_size=32 \
-  --train_batch_size=256 --eval_batch_size=1000 --train_epochs=9 --base_learning_rate=0.2 \
-  --warmup_epochs=0.5 --lr_decay_epochs=4.5,7 --weight_decay=5e-5 --label_smoothing=0 \
-  --crop_padding=0 --cache_decoded --save_checkpoints_steps=500
+# make train's recipe itself (TRAIN_FLAGS_resnet), less the Estimator's evaluation interval.
+TRAIN_KERAS_FLAGS_resnet := $(filter-out --steps_per_eval=%,$(TRAIN_FLAGS_resnet)) \
+  --save_checkpoints_steps=500
 train-keras: PREP_VENV := $(TRAIN_VENV)
 train-keras: .venv-keras/.installed $(DATA_DIR)/dataset.json
 	KERAS_BACKEND=$(BACKEND) .venv-keras/bin/python -m trainer.train_keras \

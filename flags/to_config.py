@@ -100,10 +100,10 @@ def recipe_values(f):
   # A decay flag the chosen schedule does not read would be silently ignored.
   for name, schedule in (('lr_decay_epochs', 'step'), ('lr_decay_every_epochs', 'exponential')):
     if getattr(f, name) is not None and values['lr_schedule'] != schedule:
-      raise PipelineError('--%s is read by the %s schedule only, but the %s recipe trains with '
-                          'the %s schedule: add --lr_schedule=%s or drop --%s.'
-                          % (name, schedule, _recipe_of(f), values['lr_schedule'], schedule,
-                             name))
+      raise PipelineError('--%s is read by the %s schedule only, but this run trains with the %s '
+                          'schedule (the %s recipe, after the flags): add --lr_schedule=%s or '
+                          'drop --%s.' % (name, schedule, values['lr_schedule'], _recipe_of(f),
+                                          schedule, name))
   return values
 
 

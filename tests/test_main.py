@@ -303,7 +303,7 @@ def test_lr_schedule_flag_replaces_the_recipe_schedule(small_dir, tmp_path):
   # --lr_schedule=constant overrides resnet's step schedule, so --lr_decay_epochs no longer applies.
   refused(run_main('--lr_schedule=constant', '--lr_decay_epochs=1', '--train_steps=1',
                     '--data_dir=' + small_dir, '--model_dir=' + str(tmp_path), *TINY),
-           'but --model=resnet trains with the constant schedule')
+           'but this run trains with the constant schedule')
 
 
 def test_lr_schedule_keeps_the_rest_of_the_recipe():
@@ -395,7 +395,8 @@ def test_help_lists_the_pipelines_own_flags_in_groups_with_defaults():
   assert [text.index(title) for title in titles] == sorted(text.index(title) for title in titles)
   # Each flag once, inside its group, with its default where it has one.
   model_group = text[text.index('Model:'):text.index('Optimizer (')]
-  assert "--model: <resnet|inception_v3|cnn|bilstm>: Network to train.\n      (default: 'resnet')" \
+  assert ("--model: <resnet|inception_v3|cnn|bilstm>: Built-in network to train.\n"
+          "      (default: 'resnet')") \
       in model_group
   tpu_group = text[text.index('Cloud TPU:'):text.index('GPUs:')]
   assert ("--iterations_per_loop: Steps run on the TPU per host round trip.\n"
