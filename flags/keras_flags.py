@@ -5,6 +5,7 @@ fine-tune, from a converted model). `flags/to_keras_config.py` turns the latter'
 from absl import flags
 
 from models import model_config
+from models import recipes
 from models.specs import bilstm
 from models.specs import resnet
 
@@ -90,20 +91,29 @@ def define_train_keras_flags():
   flags.DEFINE_integer('train_batch_size', 256, 'Global batch size (summed over replicas).',
                        lower_bound=1)
   flags.DEFINE_integer('eval_batch_size', 1000, 'Evaluation batch size.', lower_bound=1)
-  flags.DEFINE_enum('optimizer', 'momentum', ('momentum', 'adam'), 'SGD with momentum, or Adam.')
-  flags.DEFINE_float('momentum', 0.9, 'Momentum of --optimizer=momentum.')
+  # The recipe flags: unset, each takes the value of --recipe (default: --model's own) in the
+  # table trainer.main reads too (models/recipes.py).
+  flags.DEFINE_enum('recipe', None, sorted(recipes.MODEL_DEFAULTS), 'The published recipe to '
+                    'start from (default: --model\'s own; with --network, %s); each flag below '
+                    'overrides one of its values.' % recipes.USER_NETWORK_RECIPE)
+  flags.DEFINE_enum('optimizer', None, ('momentum', 'rmsprop', 'adam'),
+                    'SGD with momentum, RMSProp or Adam.')
+  flags.DEFINE_float('momentum', 0.9, 'Momentum of --optimizer=momentum and rmsprop.')
   flags.DEFINE_boolean('nesterov', False, 'Nesterov momentum.')
-  flags.DEFINE_float('base_learning_rate', 0.1, 'Peak learning rate per 256 examples (scaled by '
+  flags.DEFINE_float('base_learning_rate', None, 'Peak learning rate per 256 examples (scaled by '
                      'the global batch / 256); --lr_schedule=constant: the rate itself.')
-  flags.DEFINE_enum('lr_schedule', 'step', ('step', 'cosine', 'constant'), 'After the warmup: '
-                    'x --lr_decay_factor at each of --lr_decay_epochs, a cosine to 0, or none.')
-  flags.DEFINE_float('warmup_epochs', 0.0, 'Linear warmup to the peak rate over these epochs.')
-  flags.DEFINE_list('lr_decay_epochs', ['30', '60', '80'], 'Epochs of the step decays.')
-  flags.DEFINE_float('lr_decay_factor', 0.1, 'Factor of each step decay.')
-  flags.DEFINE_float('weight_decay', 1e-4, 'Coupled L2: weight_decay x sum(w^2) / 2 of the '
+  flags.DEFINE_enum('lr_schedule', None, recipes.SCHEDULES, 'After the warmup: x '
+                    '--lr_decay_factor at each of --lr_decay_epochs, or every '
+                    '--lr_decay_every_epochs, a cosine to 0, or none.')
+  flags.DEFINE_float('warmup_epochs', None, 'Linear warmup to the peak rate over these epochs.')
+  flags.DEFINE_list('lr_decay_epochs', None, 'Epochs of the step decays.')
+  flags.DEFINE_float('lr_decay_every_epochs', None, 'Epochs between the exponential decays.')
+  flags.DEFINE_float('lr_decay_factor', None, 'Factor of each decay.')
+  flags.DEFINE_float('weight_decay', None, 'Coupled L2: weight_decay x sum(w^2) / 2 of the '
                      'weights but batch norms\', added to the loss.')
-  flags.DEFINE_float('label_smoothing', 0.0, 'Label smoothing of the cross-entropy.')
-  flags.DEFINE_float('gradient_clip_norm', 0.0, 'Clip the gradient to this global norm (0: none).')
+  flags.DEFINE_float('label_smoothing', None, 'Label smoothing of the cross-entropy.')
+  flags.DEFINE_float('gradient_clip_norm', None, 'Clip the gradient to this global norm (0: '
+                     'none).')
   flags.DEFINE_float('aux_loss_weight', 0.4, 'InceptionV3: weight of the auxiliary head\'s loss.')
   flags.DEFINE_enum('dtype_policy', 'float32', ('float32', 'mixed_bfloat16'), 'Keras dtype '
                     'policy: mixed_bfloat16 computes in bfloat16 with float32 weights.')

@@ -100,7 +100,8 @@ def define_optimizer_flags():
                      'Epochs of linear learning-rate warmup (%s).' % _recipe('warmup_epochs'))
   flags.DEFINE_enum('lr_schedule', None, LR_SCHEDULES,
                     'Learning-rate schedule (%s): step decays at --lr_decay_epochs, exponential '
-                    'every --lr_decay_every_epochs, constant keeps --base_learning_rate unscaled.'
+                    'every --lr_decay_every_epochs, cosine falls to 0 over the run\'s steps, '
+                    'constant keeps --base_learning_rate unscaled.'
                     % _recipe('lr_schedule'))
   flags.DEFINE_list('lr_decay_epochs', None,
                     'Step schedule (resnet): epochs at which the learning rate is multiplied by '

@@ -374,7 +374,7 @@ def config_from_flags(flag_values, given=None):
         use_tpu=f.use_tpu, skip_host_call=f.skip_host_call, model_dir=model_dir,
         iterations_per_loop=f.iterations_per_loop, init_checkpoint=f.init_checkpoint or '',
         init_from_moving_average=f.init_from_moving_average, freeze_backbone=f.freeze_backbone,
-        **recipe_values(f))
+        train_steps=train_steps, **recipe_values(f))
   except ValueError as e:
     raise PipelineError(str(e))
   return Config(

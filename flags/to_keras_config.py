@@ -5,7 +5,10 @@ flag types cannot say. A KerasRunConfig is checked when built here, not by itsel
 
 import json
 
+from absl import logging
+
 from flags import value_rules
+from models import recipes
 from models.specs import network_params
 from trainer.errors import PipelineError
 from trainer.keras_run.run_config import KerasRecipe
@@ -31,6 +34,31 @@ def _network_params(text):
   return json.dumps(value, sort_keys=True)
 
 
+# The recipe table's settings a Keras run reads (moving_average_decay: see recipe_values).
+_RECIPE_FLAGS = ('optimizer', 'base_learning_rate', 'lr_schedule', 'warmup_epochs',
+                 'lr_decay_epochs', 'lr_decay_every_epochs', 'lr_decay_factor', 'weight_decay',
+                 'label_smoothing', 'gradient_clip_norm')
+
+
+def recipe_values(f):
+  """The optimisation settings of a Keras run: each flag if given, else the recipe of
+  --recipe, else --model's own (a --network's: models.recipes.USER_NETWORK_RECIPE), from the table
+  trainer.main reads (models/recipes.py). The recipe's weight moving average is not kept by the
+  Keras trainer: logged as a warning."""
+  network = getattr(f, 'network', None) or f.model
+  name = recipes.recipe_name(network, getattr(f, 'recipe', None))
+  values = dict(recipes.SCHEDULE_DEFAULTS, **recipes.MODEL_DEFAULTS[name])
+  for flag in _RECIPE_FLAGS:
+    given = getattr(f, flag, None)
+    if given is not None:
+      values[flag] = (value_rules.decay_epochs(given) if flag == 'lr_decay_epochs' else given)
+  if values.get('moving_average_decay') and not getattr(f, 'init_model', None):
+    logging.warning('The %s recipe keeps a moving average of the weights (decay %g) for '
+                    'evaluation; the Keras trainer does not: it trains and evaluates the weights '
+                    'themselves.', name, values['moving_average_decay'])
+  return values
+
+
 def keras_run_config(f):
   """The KerasRunConfig of flag values `f` (flags.keras_flags.define_train_keras_flags; any
   object with those attributes).
@@ -45,13 +73,16 @@ def keras_run_config(f):
                         % (f.save_checkpoints_steps, f.log_every_steps))
   if f.init_model and not f.init_model.endswith('.keras'):
     raise PipelineError('--init_model=%s: give a .keras file.' % f.init_model)
+  plan = recipe_values(f)
   recipe = KerasRecipe(
-      optimizer=f.optimizer, momentum=float(f.momentum), nesterov=bool(f.nesterov),
-      base_learning_rate=float(f.base_learning_rate), lr_schedule=f.lr_schedule,
-      warmup_epochs=float(f.warmup_epochs),
-      lr_decay_epochs=value_rules.decay_epochs(f.lr_decay_epochs),
-      lr_decay_factor=float(f.lr_decay_factor), weight_decay=float(f.weight_decay),
-      label_smoothing=float(f.label_smoothing), gradient_clip_norm=float(f.gradient_clip_norm),
+      optimizer=plan['optimizer'], momentum=float(f.momentum), nesterov=bool(f.nesterov),
+      base_learning_rate=float(plan['base_learning_rate']), lr_schedule=plan['lr_schedule'],
+      warmup_epochs=float(plan['warmup_epochs']),
+      lr_decay_epochs=tuple(float(e) for e in plan['lr_decay_epochs']),
+      lr_decay_every_epochs=float(plan['lr_decay_every_epochs']),
+      lr_decay_factor=float(plan['lr_decay_factor']), weight_decay=float(plan['weight_decay']),
+      label_smoothing=float(plan['label_smoothing']),
+      gradient_clip_norm=float(plan['gradient_clip_norm']),
       aux_loss_weight=float(f.aux_loss_weight))
   return KerasRunConfig(
       model_dir=f.model_dir, data_dir=f.data_dir, init_model=f.init_model or None,

@@ -18,7 +18,7 @@ MODELS = ('resnet', 'inception_v3', 'cnn', 'bilstm')
 IMAGE_MODELS = ('resnet', 'inception_v3', 'cnn')
 TEXT_MODELS = ('bilstm',)
 OPTIMIZERS = ('momentum', 'rmsprop', 'adam')
-LR_SCHEDULES = ('step', 'exponential', 'constant')
+LR_SCHEDULES = ('step', 'exponential', 'cosine', 'constant')
 PRECISIONS = ('float32', 'bfloat16')
 
 # Per-channel pixel statistics of ImageNet on the 0-255 scale: the normalization of data sets
@@ -50,7 +50,7 @@ class ModelConfig:
     num_train_examples: examples in one training epoch (for the epoch-based schedule).
     resnet_depth: ResNet depth, one of `models.resnet.DEPTHS`.
     optimizer: 'momentum' (SGD), 'rmsprop' or 'adam'.
-    lr_schedule: 'step' or 'exponential' (both: base rate scaled by train_batch_size / 256,
+    lr_schedule: 'step', 'exponential' or 'cosine' (base rate scaled by train_batch_size / 256,
       Goyal et al. 2017, Sec. 2.1, after `warmup_epochs` of linear warmup, Sec. 2.2) or 'constant'
       (base_learning_rate as given, unscaled: the usual setting for Adam).
     base_learning_rate: learning rate for a global batch of 256 ('constant': the rate itself).
@@ -66,6 +66,7 @@ class ModelConfig:
     lr_decay_every_epochs: 'exponential': the rate is multiplied by `lr_decay_factor` every this
       many epochs (staircase).
     lr_decay_factor: decay multiplier of both decaying schedules.
+    train_steps: the run's training steps: the length of the 'cosine' schedule (0: unknown).
     moving_average_decay: decay of an exponential moving average of the network's variables,
       kept in the checkpoint and used by evaluation and export; 0 disables it.
     gradient_clip_norm: clip the gradient to this global norm before the update (summed over
@@ -121,6 +122,7 @@ class ModelConfig:
   lr_decay_epochs: Tuple[float, ...] = (30.0, 60.0, 80.0)
   lr_decay_every_epochs: float = 2.0
   lr_decay_factor: float = 0.1
+  train_steps: int = 0
   moving_average_decay: float = 0.0
   aux_loss_weight: float = 0.4
   precision: str = 'float32'

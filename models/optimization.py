@@ -3,6 +3,8 @@ weight EMA. `models.model_fn` builds the loss and calls `create_train_op`; the s
 TPU (gradients averaged over the cores) and on CPU/GPU (MirroredStrategy replicas or one device).
 """
 
+import math
+
 import tensorflow.compat.v1 as tf
 
 # The name of the learning-rate tensor; the host_call summary and the progress hook read it.
@@ -17,7 +19,10 @@ def learning_rate_schedule(config, global_step):
   (Sec. 2.2), then
     'step': multiply by `lr_decay_factor` at each of `lr_decay_epochs` (He et al. 2016, Sec. 3.4);
     'exponential': multiply by `lr_decay_factor` every `lr_decay_every_epochs` after the warmup,
-      staircase (Szegedy et al. 2016, Sec. 8: 0.94 every two epochs).
+      staircase (Szegedy et al. 2016, Sec. 8: 0.94 every two epochs);
+    'cosine': peak * (1 + cos(pi * t)) / 2, t the fraction of `train_steps` after the warmup
+      (Loshchilov & Hutter 2017, Eq. 5, one cycle to 0).
+  `models.recipes.learning_rate` is the same in plain Python (the tests compare them).
   'constant' returns base_learning_rate unscaled at every step (Adam, as in the Colab CNN demo).
 
   Args:
@@ -32,14 +37,22 @@ def learning_rate_schedule(config, global_step):
   steps_per_epoch = config.num_train_examples / float(config.train_batch_size)
   epoch = tf.cast(global_step, tf.float32) / steps_per_epoch
   peak = config.base_learning_rate * config.train_batch_size / 256.0
-  if config.lr_schedule == 'step':
-    # Decay k times once epoch >= the k-th boundary (no piecewise_constant: its Assert ops are
-    # dropped by XLA with a warning).
-    decays = tf.reduce_sum(tf.cast(
-        epoch >= tf.constant(config.lr_decay_epochs or (float('inf'),), tf.float32), tf.float32))
+  if config.lr_schedule == 'cosine':
+    warmup_steps = config.warmup_epochs * steps_per_epoch
+    span = max(config.train_steps - warmup_steps, 1.0)
+    t = tf.clip_by_value((tf.cast(global_step, tf.float32) - warmup_steps) / span, 0., 1.)
+    decayed = peak * 0.5 * (1. + tf.cos(math.pi * t))
   else:
-    decays = tf.floor(tf.maximum(epoch - config.warmup_epochs, 0.) / config.lr_decay_every_epochs)
-  decayed = peak * tf.pow(config.lr_decay_factor, decays)
+    if config.lr_schedule == 'step':
+      # Decay k times once epoch >= the k-th boundary (no piecewise_constant: its Assert ops are
+      # dropped by XLA with a warning).
+      decays = tf.reduce_sum(tf.cast(
+          epoch >= tf.constant(config.lr_decay_epochs or (float('inf'),), tf.float32),
+          tf.float32))
+    else:
+      decays = tf.floor(tf.maximum(epoch - config.warmup_epochs, 0.) /
+                        config.lr_decay_every_epochs)
+    decayed = peak * tf.pow(config.lr_decay_factor, decays)
   if config.warmup_epochs > 0:
     warmup = peak * epoch / config.warmup_epochs
     decayed = tf.where(epoch < config.warmup_epochs, warmup, decayed)

@@ -22,9 +22,10 @@ from trainer.keras_run import checkpoints
 # Both runs are 4 replicas of the same global batches; only the all-reduce differs (across
 # processes, or within one): float32 rounding.
 TOLERANCE = 1e-5
-_RUN = ['--model=cnn', '--image_size=28', '--train_batch_size=8', '--eval_batch_size=25',
-        '--log_every_steps=2', '--save_checkpoints_steps=2', '--base_learning_rate=0.05',
-        '--warmup_epochs=0', '--weight_decay=1e-4', '--seed=3']
+# SGD with momentum and a step schedule: the ResNet recipe's, on the small CNN.
+_RUN = ['--model=cnn', '--recipe=resnet', '--image_size=28', '--train_batch_size=8',
+        '--eval_batch_size=25', '--log_every_steps=2', '--save_checkpoints_steps=2',
+        '--base_learning_rate=0.05', '--warmup_epochs=0', '--weight_decay=1e-4', '--seed=3']
 
 
 def _start(data_dir, model_dir, devices, process=None, port=None, *args, processes=2,

@@ -31,9 +31,10 @@ USER_KERAS_NETWORK = KERAS_TWINS['mobilenet']
 # statistics (JAX computes both over the global batch), summed in another order: float32
 # rounding only.
 DATA_PARALLEL_TOLERANCE = 1e-4
-_RUN = ['--model=cnn', '--train_batch_size=8', '--eval_batch_size=25', '--log_every_steps=2',
-        '--save_checkpoints_steps=2', '--base_learning_rate=0.05', '--warmup_epochs=0',
-        '--weight_decay=1e-4', '--seed=3']
+# SGD with momentum and a step schedule: the ResNet recipe's, on the small CNN.
+_RUN = ['--model=cnn', '--recipe=resnet', '--train_batch_size=8', '--eval_batch_size=25',
+        '--log_every_steps=2', '--save_checkpoints_steps=2', '--base_learning_rate=0.05',
+        '--warmup_epochs=0', '--weight_decay=1e-4', '--seed=3']
 
 
 def _train(backend, model_dir, data_dir, *args, env=None):

@@ -153,9 +153,8 @@ def train(config, callbacks=()):
     total = config.train_steps or train_length.steps_of_epochs(
         config.train_epochs, data.num_train_examples, config.train_batch_size)
     plan = config.recipe
-    schedule = schedule_lib.PipelineSchedule(
-        plan.lr_schedule, plan.base_learning_rate, config.train_batch_size, steps_per_epoch,
-        total, plan.warmup_epochs, list(plan.lr_decay_epochs), plan.lr_decay_factor)
+    schedule = schedule_lib.PipelineSchedule.from_recipe(plan, config.train_batch_size,
+                                                         steps_per_epoch, total)
     with devices.scope():
       decayed = recipe.add_weight_decay(model, plan.weight_decay)
       recipe.compile_model(model, recipe.optimizer_of(plan, schedule), plan.label_smoothing,

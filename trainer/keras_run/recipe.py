@@ -6,7 +6,8 @@
   weight decay  coupled L2, weight_decay x sum(w^2) / 2 over the trainable weights but the batch
                 norms' (as `models.optimization.weight_decay_loss`; Goyal et al. 2017, Sec. 5.1),
                 added to the loss through each variable's Keras regularizer, not saved with it;
-  optimizer     SGD with momentum (Nesterov optional) or Adam at `schedule.PipelineSchedule`;
+  optimizer     SGD with momentum (Nesterov optional), RMSProp or Adam at
+                `schedule.PipelineSchedule`;
                 with gradient_clip_norm > 0 the gradient is clipped to that global norm (Pascanu
                 et al. 2013, Sec. 3.2);
   precision     'mixed_bfloat16': the layers compute in bfloat16 and keep float32 weights
@@ -117,6 +118,12 @@ def optimizer_of(recipe, schedule):
   if recipe.optimizer == 'momentum':
     return keras.optimizers.SGD(schedule, momentum=recipe.momentum, nesterov=recipe.nesterov,
                                 **clip)
+  if recipe.optimizer == 'rmsprop':
+    # The Estimator's RMSProp (models.optimization): decay and epsilon of ModelConfig, epsilon
+    # inside the square root in both; TF1 starts the mean square at 1, Keras at 0.
+    return keras.optimizers.RMSprop(schedule, rho=ModelConfig.rmsprop_decay,
+                                    momentum=recipe.momentum,
+                                    epsilon=ModelConfig.rmsprop_epsilon, **clip)
   return keras.optimizers.Adam(schedule, **clip)
 
 

@@ -11,10 +11,12 @@ from typing import Optional, Tuple
 class KerasRecipe:
   """The optimisation recipe (trainer/keras_run/recipe.py and schedule.py).
 
-  optimizer: 'momentum' (SGD with `momentum`, Nesterov if `nesterov`) or 'adam'.
+  optimizer: 'momentum' (SGD with `momentum`, Nesterov if `nesterov`), 'rmsprop' (with
+    `momentum`) or 'adam'.
   base_learning_rate: peak rate per 256 examples (x global batch / 256); 'constant': the rate.
-  lr_schedule: 'step' (x lr_decay_factor at each of lr_decay_epochs), 'cosine' (to 0) or
-    'constant', after a linear warmup over warmup_epochs (epochs of the training split).
+  lr_schedule: 'step' (x lr_decay_factor at each of lr_decay_epochs), 'exponential' (x
+    lr_decay_factor every lr_decay_every_epochs), 'cosine' (to 0) or 'constant', after a linear
+    warmup over warmup_epochs (epochs of the training split).
   weight_decay: coupled L2, weight_decay x sum(w^2) / 2 (all but batch norms' weights).
   label_smoothing: of the cross-entropy, in [0, 1).
   gradient_clip_norm: clip to this global norm (0: none).
@@ -32,6 +34,7 @@ class KerasRecipe:
   label_smoothing: float
   gradient_clip_norm: float
   aux_loss_weight: float
+  lr_decay_every_epochs: float = 2.0
 
   def as_dict(self):
     """For results.json: JSON types (the decay epochs a list)."""

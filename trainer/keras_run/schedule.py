@@ -1,12 +1,15 @@
 """The pipeline's learning-rate schedules (`models.optimization.learning_rate_schedule`) as a
-Keras 3 schedule, so that every backend trains with the same rates as the Estimator.
+Keras 3 schedule, so that every backend trains with the same rates as the Estimator; both are
+tested against `models.recipes.learning_rate`, the reference in plain Python.
 
-'step' and 'cosine' scale the rate with the global batch, peak = base_learning_rate *
-batch_size / 256 (Goyal et al. 2017, "Accurate, Large Minibatch SGD", Sec. 2.1) and reach it
-linearly over the warmup (Sec. 2.2); then
-  'step':   multiply by `decay_factor` at each of `decay_epochs` (He et al. 2016, Sec. 3.4);
-  'cosine': peak * (1 + cos(pi * t)) / 2, t the fraction of the steps after the warmup
-            (Loshchilov & Hutter 2017, "SGDR", Eq. 5, one cycle without restarts, eta_min 0).
+'step', 'exponential' and 'cosine' scale the rate with the global batch, peak =
+base_learning_rate * batch_size / 256 (Goyal et al. 2017, "Accurate, Large Minibatch SGD",
+Sec. 2.1) and reach it linearly over the warmup (Sec. 2.2); then
+  'step':        multiply by `decay_factor` at each of `decay_epochs` (He et al. 2016, Sec. 3.4);
+  'exponential': multiply by `decay_factor` every `decay_every_epochs` after the warmup,
+                 staircase (Szegedy et al. 2016, Sec. 8);
+  'cosine':      peak * (1 + cos(pi * t)) / 2, t the fraction of the steps after the warmup
+                 (Loshchilov & Hutter 2017, "SGDR", Eq. 5, one cycle without restarts, eta_min 0).
 'constant' is base_learning_rate unscaled at every step (Adam, as the pipeline's CNN recipe).
 """
 
@@ -15,7 +18,7 @@ import math
 import keras
 from keras import ops
 
-SCHEDULES = ('step', 'cosine', 'constant')
+SCHEDULES = ('step', 'exponential', 'cosine', 'constant')
 
 
 @keras.saving.register_keras_serializable(package='tpu_pipeline')
@@ -23,14 +26,15 @@ class PipelineSchedule(keras.optimizers.schedules.LearningRateSchedule):
   """The learning rate at an optimizer step (its `iterations`, int64 scalar): float32 scalar."""
 
   def __init__(self, schedule, base_learning_rate, batch_size, steps_per_epoch, total_steps,
-               warmup_epochs=0.0, decay_epochs=(), decay_factor=0.1):
+               warmup_epochs=0.0, decay_epochs=(), decay_factor=0.1, decay_every_epochs=2.0):
     """Args:
       schedule: one of SCHEDULES.
       base_learning_rate: the rate per 256 examples ('constant': the rate itself).
       batch_size: the global batch (all replicas).
       steps_per_epoch: float, training examples / batch_size.
       total_steps: int, the run's steps (the cosine's length).
-      warmup_epochs, decay_epochs, decay_factor: as the pipeline's flags of those names.
+      warmup_epochs, decay_epochs, decay_factor: as the pipeline's flags of those names;
+      decay_every_epochs: --lr_decay_every_epochs.
 
     Raises:
       ValueError: an unknown schedule, or steps_per_epoch or total_steps not positive.
@@ -48,6 +52,15 @@ class PipelineSchedule(keras.optimizers.schedules.LearningRateSchedule):
     self.warmup_epochs = float(warmup_epochs)
     self.decay_epochs = tuple(float(e) for e in decay_epochs)
     self.decay_factor = float(decay_factor)
+    self.decay_every_epochs = float(decay_every_epochs)
+
+  @classmethod
+  def from_recipe(cls, recipe, batch_size, steps_per_epoch, total_steps):
+    """The schedule of `recipe` (a run_config.KerasRecipe) for a run of `total_steps` steps of
+    `batch_size` (global) examples, `steps_per_epoch` of them an epoch."""
+    return cls(recipe.lr_schedule, recipe.base_learning_rate, batch_size, steps_per_epoch,
+               total_steps, recipe.warmup_epochs, list(recipe.lr_decay_epochs),
+               recipe.lr_decay_factor, recipe.lr_decay_every_epochs)
 
   @property
   def peak(self):
@@ -63,6 +76,9 @@ class PipelineSchedule(keras.optimizers.schedules.LearningRateSchedule):
       for boundary in self.decay_epochs:
         decays = decays + ops.cast(epoch >= boundary, 'float32')
       rate = self.peak * ops.power(self.decay_factor, decays)
+    elif self.schedule == 'exponential':
+      decays = ops.floor(ops.maximum(epoch - self.warmup_epochs, 0.0) / self.decay_every_epochs)
+      rate = self.peak * ops.power(self.decay_factor, decays)
     else:
       warmup_steps = self.warmup_epochs * self.steps_per_epoch
       span = max(self.total_steps - warmup_steps, 1.0)
@@ -76,4 +92,5 @@ class PipelineSchedule(keras.optimizers.schedules.LearningRateSchedule):
     return {'schedule': self.schedule, 'base_learning_rate': self.base_learning_rate,
             'batch_size': self.batch_size, 'steps_per_epoch': self.steps_per_epoch,
             'total_steps': self.total_steps, 'warmup_epochs': self.warmup_epochs,
-            'decay_epochs': list(self.decay_epochs), 'decay_factor': self.decay_factor}
+            'decay_epochs': list(self.decay_epochs), 'decay_factor': self.decay_factor,
+            'decay_every_epochs': self.decay_every_epochs}
