@@ -16,6 +16,7 @@ import types
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from models import recipes
 from models.model_config import MODELS, TEXT_MODELS
 from trainer.run import network_record
 from trainer.errors import PipelineError
@@ -34,8 +35,8 @@ NETWORK_FLAGS = {
     'lstm_pooling': tuple(TEXT_MODELS),
 }
 # What a warm start inherits: the backbone, not the classifier's width or the input size.
-BACKBONE_FLAGS = ('model', 'resnet_depth', 'embedding_dim', 'lstm_hidden_units', 'lstm_layers',
-                  'lstm_pooling')
+BACKBONE_FLAGS = ('model', 'network_params', 'resnet_depth', 'embedding_dim',
+                  'lstm_hidden_units', 'lstm_layers', 'lstm_pooling')
 _RESUMING_MODES = ('train', 'train_and_eval', 'eval', 'predict', 'dry_run')
 
 
@@ -60,9 +61,11 @@ def _apply(f, given, recorded, names, record_path, fix):
       continue
     then = getattr(recorded, name)
     if name in given and getattr(f, name) is not None and getattr(f, name) != then:
+      # A user network is given as --network (f.model holds its MODULE:CALLABLE).
+      flag = 'network' if name == 'model' and getattr(f, name) not in MODELS else name
       raise PipelineError(
           '--%s=%s disagrees with the network recorded in %s (%s=%s). %s'
-          % (name, getattr(f, name), record_path, name, then, fix % {'flag': '--' + name}))
+          % (flag, getattr(f, name), record_path, name, then, fix % {'flag': '--' + flag}))
     values[name] = then
   return types.SimpleNamespace(**dict(vars(f), **values))
 
@@ -111,7 +114,15 @@ def with_recorded_network(f, given, model_dir):
   if given is None or f.mode not in _RESUMING_MODES:
     return f
   record = _read_record(model_dir) if model_dir else None
+  if record and record[0].is_model_fn:
+    raise PipelineError(
+        '%s records a legacy job (--model_fn=%s --input_fn=%s): pass both again to run on it.'
+        % (network_record.path(model_dir), record[0].model, record[0].input_fn))
   if record:
+    # The recipe the run trained with (a --recipe or optimizer flags of its own), for the flags
+    # not given again: what evaluation restores (the moving average) and training resumes.
+    f = types.SimpleNamespace(**dict(vars(f), recorded_recipe={
+        name: getattr(record[0], name) for name in recipes.RECIPE_FIELDS}))
     f = _apply(f, given, record[0], NETWORK_FLAGS, network_record.path(model_dir),
                'Leave %(flag)s out to use the recorded network, or use a new --model_dir for '
                'another network (--init_checkpoint=' + model_dir + ' starts it from these '

@@ -21,7 +21,7 @@ from flags import value_rules
 from models.model_config import TEXT_MODELS, ModelConfig
 from models import network_contract
 from models import user_code
-from models.recipes import MODEL_DEFAULTS, recipe_name
+from models.recipes import MODEL_DEFAULTS, SCHEDULE_DEFAULTS, recipe_name
 from trainer.cloud import gcs_preflight
 from trainer.cloud import vertex_env
 from trainer.data import arrays
@@ -89,7 +89,11 @@ def _recipe_of(f):
 def recipe_values(f):
   """The optimisation settings: each flag if given, else the recipe in MODEL_DEFAULTS (--recipe,
   else the --model's own, else the user network's default)."""
-  values = dict(MODEL_DEFAULTS[_recipe_of(f)])
+  # A recorded run's own settings (a resumed training, its evaluation, prediction or export),
+  # else the recipe's; schedule settings a recipe leaves out as the reference has them.
+  values = dict(SCHEDULE_DEFAULTS, **MODEL_DEFAULTS[_recipe_of(f)])
+  if not getattr(f, 'recipe', None):
+    values.update(getattr(f, 'recorded_recipe', None) or {})
   for name in ('lr_schedule', 'base_learning_rate', 'weight_decay', 'label_smoothing',
                'warmup_epochs', 'lr_decay_every_epochs', 'lr_decay_factor',
                'moving_average_decay', 'gradient_clip_norm'):
@@ -306,7 +310,8 @@ def config_from_flags(flag_values, given=None):
     if f.data_dir:
       gcs_preflight.check_path_usable(f.data_dir, 'data_dir', f.use_tpu)
     return to_model_fn_config.config_of(f, model_dir, seed_of(f),
-                                        cpu_gpu_values.mirrored_devices_of(f))
+                                        cpu_gpu_values.mirrored_devices_of(f),
+                                        cpu_gpu_values.profile_steps_of(f))
   f = recorded_network.with_recorded_network(f, given, f.model_dir or f.job_dir)
   _check_combinations(f)
   seed = seed_of(f)

@@ -73,6 +73,9 @@ def keras_run_config(f):
                         % (f.save_checkpoints_steps, f.log_every_steps))
   if f.init_model and not f.init_model.endswith('.keras'):
     raise PipelineError('--init_model=%s: give a .keras file.' % f.init_model)
+  if getattr(f, 'network_params', None) and not getattr(f, 'network', None):
+    raise PipelineError('--network_params is read by a --network=MODULE:CALLABLE only, not by the '
+                        'built-in --model=%s: drop it.' % f.model)
   plan = recipe_values(f)
   recipe = KerasRecipe(
       optimizer=plan['optimizer'], momentum=float(f.momentum), nesterov=bool(f.nesterov),

@@ -55,16 +55,20 @@ def check(f, given):
     raise PipelineError('--%s: read by the pipeline\'s own networks and input pipeline, not by '
                         'a --model_fn job (its model_fn and input_fn own them): drop %s.'
                         % (refused[0], ', '.join('--' + n for n in refused)))
+  if given and 'predict_step_time' in given and f.predict_step_time:
+    raise PipelineError('--predict_step_time predicts the step of the pipeline\'s own network; '
+                        'for a --model_fn job ask `python -m trainer.advise --model_fn=... '
+                        '--input_fn=...`: drop it.')
   if f.mode in ('train', 'train_and_eval', 'dry_run') and f.train_steps is None:
     if f.train_epochs is None or not f.num_train_examples:
       raise PipelineError('a --model_fn job needs --train_steps (or --train_epochs with '
                           '--num_train_examples): its input_fn does not say how long an epoch is.')
-  if f.mode in ('eval', 'train_and_eval') and not f.num_eval_examples:
+  if f.mode in ('eval', 'train_and_eval', 'dry_run') and not f.num_eval_examples:
     raise PipelineError('a --model_fn job that evaluates needs --num_eval_examples: evaluation '
                         'runs ceil(num_eval_examples / eval_batch_size) batches of its input_fn.')
 
 
-def config_of(f, model_dir, seed, mirrored_devices):
+def config_of(f, model_dir, seed, mirrored_devices, profile_steps):
   """The run Config of a legacy job; `check` has passed.
 
   Args:
@@ -72,6 +76,7 @@ def config_of(f, model_dir, seed, mirrored_devices):
     model_dir: the run's model_dir.
     seed: the run's seed.
     mirrored_devices: tuple of MirroredStrategy devices (empty: none).
+    profile_steps: (start, end) of --profile_steps, or ().
   """
   if f.train_steps is not None:
     train_steps = f.train_steps
@@ -95,6 +100,7 @@ def config_of(f, model_dir, seed, mirrored_devices):
       log_every_n_secs=f.log_every_n_secs, use_tpu=f.use_tpu, tpu=f.tpu, tpu_zone=f.tpu_zone,
       gcp_project=f.gcp_project, num_cores=f.num_cores,
       tpu_connect_timeout=f.tpu_connect_timeout, tpu_topology=f.tpu_topology,
-      eval_on_tpu=f.eval_on_tpu, mirrored_devices=mirrored_devices, seed=seed,
+      eval_on_tpu=f.eval_on_tpu, mirrored_devices=mirrored_devices,
+      profile_steps=profile_steps, seed=seed,
       preemption_grace_secs=f.preemption_grace_secs, lease_expiry_secs=f.lease_expiry_secs,
       keep_best=False, overwrite=f.overwrite, predict_step_time=False)

@@ -34,6 +34,10 @@ MODEL_DEFAULTS = {
                    moving_average_decay=0.0, gradient_clip_norm=5.0),
 }
 
+# The ModelConfig fields a recipe sets (a run records them in model_config.json).
+RECIPE_FIELDS = ('optimizer', 'lr_schedule', 'base_learning_rate', 'weight_decay',
+                 'label_smoothing', 'warmup_epochs', 'lr_decay_epochs', 'lr_decay_every_epochs',
+                 'lr_decay_factor', 'moving_average_decay', 'gradient_clip_norm')
 # Values a recipe leaves out (the schedule it does not use).
 SCHEDULE_DEFAULTS = dict(warmup_epochs=0.0, lr_decay_epochs=(), lr_decay_every_epochs=2.0,
                          lr_decay_factor=0.1)

@@ -29,9 +29,9 @@ def _config(network, **flags):
 
 
 @pytest.mark.parametrize('network', MODELS)
-@pytest.mark.parametrize('schedule', recipes.SCHEDULES)
+@pytest.mark.parametrize('schedule', sorted(SCHEDULE_FLAGS))
 def test_the_keras_rate_is_the_reference_for_every_recipe_and_schedule(network, schedule):
-  overrides = dict(SCHEDULE_FLAGS[schedule], lr_schedule=schedule, warmup_epochs=0.5)
+  overrides = dict(dict(lr_schedule=schedule, warmup_epochs=0.5), **SCHEDULE_FLAGS[schedule])
   flags = {k: [str(e) for e in v] if k == 'lr_decay_epochs' else v for k, v in overrides.items()}
   config = _config(network, **flags)
   rate = schedule_lib.PipelineSchedule.from_recipe(config.recipe, BATCH, EXAMPLES / BATCH, STEPS)

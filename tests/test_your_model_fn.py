@@ -41,6 +41,11 @@ def test_the_iris_job_trains_is_killed_with_kill_9_and_resumes(tmp_path):
                                                      'examples.iris:input_fn')
   assert results['global_step'] == 300 and results['accuracy'] >= 0.9, results
   assert 'top_1_accuracy' not in results
+  # A later run into it must name the job again.
+  with pytest.raises(PipelineError, match='records a legacy job .--model_fn=examples.iris:'
+                     'model_fn --input_fn=examples.iris:input_fn.: pass both again'):
+    config_from_args('--model_dir=' + model_dir, '--mode=eval', '--fake_data',
+                     '--image_size=8', '--num_classes=3')
 
 
 def test_the_iris_job_dry_runs_on_a_v3_32_and_is_advised_to_stay_on_the_cpu(tmp_path):
@@ -81,10 +86,10 @@ def test_the_iris_job_dry_runs_on_a_v3_32_and_is_advised_to_stay_on_the_cpu(tmp_
     (['--model_fn=user_model_fns:no_train_op', '--input_fn=examples.iris:input_fn'],
      'no_train_op raised ValueError when built for training with params'),
     (['--model_fn=user_model_fns:estimator_spec', '--input_fn=examples.iris:input_fn',
-      '--mode=dry_run', '--tpu_topology=v3-8'],
+      '--mode=dry_run', '--tpu_topology=v3-8', '--num_eval_examples=30'],
      'returned a tf.estimator.EstimatorSpec, which TPUEstimator cannot run on a TPU'),
     (['--model_fn=examples.iris:model_fn', '--input_fn=user_model_fns:fixed_batch',
-      '--mode=dry_run', '--tpu_topology=v3-32'],
+      '--mode=dry_run', '--tpu_topology=v3-32', '--num_eval_examples=30'],
      "yields batches of 16, but params['batch_size'] is 2"),
 ])
 def test_a_legacy_job_that_breaks_the_contract_is_refused_in_one_line(args, says, tmp_path):
@@ -94,4 +99,3 @@ def test_a_legacy_job_that_breaks_the_contract_is_refused_in_one_line(args, says
     input_checks.check(config)
   assert says in str(refusal.value)
   assert '\n' not in str(refusal.value)
-  assert not os.path.exists(str(tmp_path / 'run'))

@@ -269,9 +269,14 @@ def _estimator(config, run_config):
   conversion (`TPUEstimatorSpec.as_estimator_spec`): eval metrics become eval_metric_ops and the
   host_call runs as a training hook."""
   model_fn = model_fn_of(config)
+  # TPUEstimator gives every model_fn params['batch_size'] and params['use_tpu']; a plain
+  # Estimator does not, and a legacy model_fn may read them.
+  train_batch = config.train_batch_size // config.num_replicas
+  eval_batch = config.eval_batch_size
 
-  def estimator_model_fn(features, labels, mode, params, config):
-    spec = model_fn(features, labels, mode, params, config)
+  def estimator_model_fn(features, labels, mode, params, config):  # Estimator passes by name
+    batch = train_batch if mode == tf.estimator.ModeKeys.TRAIN else eval_batch
+    spec = model_fn(features, labels, mode, dict(params, batch_size=batch, use_tpu=False), config)
     return spec.as_estimator_spec() if hasattr(spec, 'as_estimator_spec') else spec
 
   return tf.estimator.Estimator(estimator_model_fn, config=run_config, params={})

@@ -168,16 +168,22 @@ def explain_divergence(config, progress, owns_model_dir=True):
     kept = checkpoints.newest_intact_checkpoint(config.model_dir, move_aside=owns_model_dir,
                                                 finite=True)
     model = config.model
+    if model.is_model_fn:  # its optimizer is its own
+      advice = ('Lower the learning rate or clip the gradients in --model_fn=%s'
+                % model.model)
+    else:
+      advice = ('Try a lower --base_learning_rate (this run: %g), --gradient_clip_norm=1.0 (this '
+                'run: %s) or a longer --warmup_epochs (this run: %s)'
+                % (model.base_learning_rate, model.gradient_clip_norm or 'none',
+                   model.warmup_epochs))
     raise PipelineError(
         'training diverged: the loss became NaN or Inf at step %s (%s). The newest checkpoint '
-        'with finite weights is kept: %s. Try a lower --base_learning_rate (this run: %g), '
-        '--gradient_clip_norm=1.0 (this run: %s) or a longer --warmup_epochs (this run: %s), '
-        'and run again: it resumes from the kept checkpoint.' % (
+        'with finite weights is kept: %s. %s, and run again: it resumes from the kept '
+        'checkpoint.' % (
             progress.latest_step if progress and progress.latest_step is not None else '?',
             'the last finite loss was %.4g at step %d' % (finite[1], finite[0]) if finite else
             'no finite loss was read before it',
-            kept or 'none (no checkpoint before the divergence)', model.base_learning_rate,
-            model.gradient_clip_norm or 'none', model.warmup_epochs))
+            kept or 'none (no checkpoint before the divergence)', advice))
 
 
 def _no_space(error):
