@@ -88,6 +88,8 @@ def test_the_iris_job_dry_runs_on_a_v3_32_and_is_advised_to_stay_on_the_cpu(tmp_
     (['--model_fn=user_model_fns:estimator_spec', '--input_fn=examples.iris:input_fn',
       '--mode=dry_run', '--tpu_topology=v3-8', '--num_eval_examples=30'],
      'returned a tf.estimator.EstimatorSpec, which TPUEstimator cannot run on a TPU'),
+    (['--model_fn=examples.iris:model_fn', '--input_fn=user_model_fns:reads_context'],
+     "reads params['context'], which TPUEstimator gives on a TPU only"),
     (['--model_fn=examples.iris:model_fn', '--input_fn=user_model_fns:fixed_batch',
       '--mode=dry_run', '--tpu_topology=v3-32', '--num_eval_examples=30'],
      "yields batches of 16, but params['batch_size'] is 2"),

@@ -29,3 +29,10 @@ def a_list(params):
 
 def features_only(params, mode):
   return iris.input_fn(params, mode).map(lambda x, y: x)
+
+
+def reads_context(params, mode):
+  """Reads TPUEstimator's params['context'] (given on a TPU only) for its host's shard."""
+  context = params['context']
+  del context
+  return iris.input_fn(params, mode)

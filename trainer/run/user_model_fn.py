@@ -11,6 +11,7 @@ TPUEstimator, resume, lease, SIGTERM handling and results.json serve them (docs/
 
 import inspect
 
+from absl import logging
 import tensorflow.compat.v1 as tf
 
 from models import model_fn as model_fn_lib
@@ -128,7 +129,17 @@ def check_builds(config):
   params = {'batch_size': batch_size, 'use_tpu': config.use_tpu}
   with tf.Graph().as_default():
     tf.train.get_or_create_global_step()
-    dataset = _call(input_fn, model.input_fn, '--input_fn', dict(params))
+    try:
+      dataset = _call(input_fn, model.input_fn, '--input_fn', dict(params))
+    except _NeedsContext:
+      if not config.use_tpu:  # TPUEstimator gives it on a TPU only
+        raise PipelineError('--input_fn=%s reads params[\'context\'], which TPUEstimator gives '
+                            'on a TPU only: off the TPU read it with params.get(\'context\').'
+                            % model.input_fn)
+      logging.warning('--input_fn=%s reads params[\'context\'], which TPUEstimator alone gives: '
+                      'it and the model_fn are checked when TPUEstimator builds them (`--mode='
+                      'dry_run` does so for each host of a slice).', model.input_fn)
+      return
     if not isinstance(dataset, tf.data.Dataset):
       raise PipelineError('--input_fn=%s returned %s; the contract is %s.'
                           % (model.input_fn, type(dataset).__name__, INPUT_FN_CONTRACT))
@@ -141,11 +152,20 @@ def check_builds(config):
           model.model, '--model_fn', dict(params))
 
 
+class _NeedsContext(Exception):
+  """The input_fn read params['context'] (TPUEstimator's TPUContext), which the check lacks."""
+
+
 def _call(fn, name, flag, params):
   try:
     return fn(params)
   except PipelineError:
     raise
+  except KeyError as e:
+    if flag == '--input_fn' and e.args == ('context',):
+      raise _NeedsContext()
+    raise PipelineError('%s=%s raised KeyError when built for training with params %s: %s'
+                        % (flag, name, params, e))
   except Exception as e:  # pylint: disable=broad-except  # the user's code failed
     raise PipelineError('%s=%s raised %s when built for training with params %s: %s'
                         % (flag, name, type(e).__name__, params,
