@@ -9,6 +9,7 @@ from absl import logging
 
 from flags import value_rules
 from models import recipes
+from models.model_config import MODELS
 from models.specs import network_params
 from trainer.errors import PipelineError
 from trainer.keras_run.run_config import KerasRecipe
@@ -73,7 +74,7 @@ def keras_run_config(f):
                         % (f.save_checkpoints_steps, f.log_every_steps))
   if f.init_model and not f.init_model.endswith('.keras'):
     raise PipelineError('--init_model=%s: give a .keras file.' % f.init_model)
-  if getattr(f, 'network_params', None) and not getattr(f, 'network', None):
+  if getattr(f, 'network_params', None) and (getattr(f, 'network', None) or f.model) in MODELS:
     raise PipelineError('--network_params is read by a --network=MODULE:CALLABLE only, not by the '
                         'built-in --model=%s: drop it.' % f.model)
   plan = recipe_values(f)
