@@ -19,7 +19,7 @@ from flags import train_length
 from flags import value_checks
 from flags import value_rules
 from models.model_config import TEXT_MODELS, ModelConfig
-from models import network_contract
+from models.specs import network_params
 from models import user_code
 from models.recipes import MODEL_DEFAULTS, SCHEDULE_DEFAULTS, recipe_name
 from trainer.cloud import gcs_preflight
@@ -253,7 +253,7 @@ def with_network(f, given):
   params = getattr(f, 'network_params', None)
   values = {}
   if params is not None:  # without --network too: a recorded user network takes it
-    parsed = network_contract.user_params(params)
+    parsed = network_params.user_params(params)
     values['network_params'] = json.dumps(parsed, sort_keys=True) if parsed else ''
   if network:
     if given and 'model' in given:

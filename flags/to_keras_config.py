@@ -16,25 +16,6 @@ from trainer.keras_run.run_config import KerasRecipe
 from trainer.keras_run.run_config import KerasRunConfig
 
 
-def _network_params(text):
-  """--network_params as canonical JSON ('' for none).
-
-  Raises:
-    PipelineError: not a JSON object, or a key the run sets itself.
-  """
-  if not text:
-    return ''
-  try:
-    value = json.loads(text)
-  except ValueError as e:
-    raise PipelineError('--network_params is not JSON (%s): pass an object such as '
-                        '--network_params=\'{"width": 0.5}\'.' % e)
-  if not isinstance(value, dict) or set(value) & set(network_params.RUN_KEYS):
-    raise PipelineError('--network_params must be a JSON object without the run\'s own keys '
-                        '(%s), got %s.' % (', '.join(network_params.RUN_KEYS), text))
-  return json.dumps(value, sort_keys=True)
-
-
 # The recipe table's settings a Keras run reads (moving_average_decay: see recipe_values).
 _RECIPE_FLAGS = ('optimizer', 'base_learning_rate', 'lr_schedule', 'warmup_epochs',
                  'lr_decay_epochs', 'lr_decay_every_epochs', 'lr_decay_factor', 'weight_decay',
@@ -58,6 +39,13 @@ def recipe_values(f):
                     'evaluation; the Keras trainer does not: it trains and evaluates the weights '
                     'themselves.', name, values['moving_average_decay'])
   return values
+
+
+def _canonical(text):
+  """--network_params as canonical JSON ('' for none; `network_params.user_params` refuses a
+  bad one)."""
+  parsed = network_params.user_params(text)
+  return json.dumps(parsed, sort_keys=True) if parsed else ''
 
 
 def keras_run_config(f):
@@ -91,7 +79,7 @@ def keras_run_config(f):
   return KerasRunConfig(
       model_dir=f.model_dir, data_dir=f.data_dir, init_model=f.init_model or None,
       model=getattr(f, 'network', None) or f.model,
-      network_params=_network_params(getattr(f, 'network_params', None)), resnet_depth=int(f.resnet_depth), image_size=f.image_size,
+      network_params=_canonical(getattr(f, 'network_params', None)), resnet_depth=int(f.resnet_depth), image_size=f.image_size,
       embedding_dim=int(f.embedding_dim), lstm_hidden_units=int(f.lstm_hidden_units),
       overwrite=bool(f.overwrite), train_steps=f.train_steps,
       train_epochs=float(f.train_epochs), train_batch_size=int(f.train_batch_size),

@@ -7,8 +7,7 @@ What the pipeline cannot do for such a job is refused here in one line: --mode=p
 --early_stopping_evals (they need its metrics), and the step-time prediction (its network).
 """
 
-import math
-
+from flags import train_length
 from trainer.data.data_config import DataConfig
 from models.model_config import ModelConfig
 from trainer.errors import PipelineError
@@ -81,7 +80,8 @@ def config_of(f, model_dir, seed, mirrored_devices, profile_steps):
   if f.train_steps is not None:
     train_steps = f.train_steps
   elif f.train_epochs is not None and f.mode != 'eval':
-    train_steps = int(math.ceil(f.train_epochs * f.num_train_examples / f.train_batch_size))
+    train_steps = train_length.steps_of_epochs(f.train_epochs, f.num_train_examples,
+                                               f.train_batch_size)
   else:
     train_steps = 0
   model = ModelConfig(model=f.model_fn, input_fn=f.input_fn, num_classes=0, image_size=0,

@@ -12,6 +12,7 @@ import tensorflow.compat.v2 as tf2
 from models import features as features_lib
 from models import network_contract
 from models import networks
+from models.specs import network_params
 from models import optimization
 from models import warm_start
 
@@ -31,7 +32,7 @@ def _logits(config, features, is_training):
   if not isinstance(features, dict):  # a serving input receiver's bare image tensor
     features = {features_lib.IMAGE: features}
   network = networks.network_of(config.model)
-  params = networks.params_of(config)
+  params = network_params.params_of(config)
   key = features_lib.TOKEN_IDS if features_lib.TOKEN_IDS in features else features_lib.IMAGE
   batch_size = features[key].shape.as_list()[0]
 

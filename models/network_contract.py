@@ -14,7 +14,8 @@ lease, preemption handling and export serve every network (docs/your-model.md).
                is None in the exported serving graph.
   is_training  Python bool: batch statistics and dropout on when True.
   num_classes  Python int: the width of the logits.
-  params       dict: the --network_params JSON object, plus the run's keys RUN_KEYS:
+  params       dict: the --network_params JSON object, plus the run's keys (RUN_KEYS of
+               models/specs/network_params.py):
                  'precision': 'float32' or 'bfloat16' (on a TPU the network then runs inside
                    tf.tpu.bfloat16_scope: `compute_dtype(params)` is the dtype to compute in);
                  images: 'image_size' (int, pixels), 'mean_rgb' and 'stddev_rgb' (3 floats each,
@@ -29,13 +30,10 @@ float32 (checkpoints then load on any device) and there must be trainable ones. 
 TF 1.15 and in TF 2.15's compat.v1 graph mode.
 """
 
-import json
-
 import tensorflow.compat.v1 as tf
 
 from models import features as features_lib
 from models import user_code
-from models.specs.network_params import RUN_KEYS
 from trainer.errors import PipelineError
 
 CONTRACT = 'network(features, *, is_training, num_classes, params) -> logits'
@@ -55,28 +53,6 @@ def normalize_images(images, mean_rgb, stddev_rgb):
   """
   images = tf.cast(images, tf.float32)
   return (images - tf.constant(mean_rgb, tf.float32)) / tf.constant(stddev_rgb, tf.float32)
-
-
-def user_params(network_params, flag='--network_params'):
-  """The dict of a --network_params JSON object ('' -> {}).
-
-  Raises:
-    PipelineError: not a JSON object, or it sets one of RUN_KEYS (the run gives those).
-  """
-  if not network_params:
-    return {}
-  try:
-    value = json.loads(network_params)
-  except ValueError as e:
-    raise PipelineError('%s is not JSON (%s): pass an object such as %s=\'{"width": 0.5}\'.'
-                        % (flag, e, flag))
-  if not isinstance(value, dict):
-    raise PipelineError('%s must be a JSON object (name: value), got %s.' % (flag, network_params))
-  taken = sorted(set(value) & set(RUN_KEYS))
-  if taken:
-    raise PipelineError('%s sets %s, which the run passes to the network itself (from the data '
-                        'and --precision): drop %s.' % (flag, ', '.join(taken), ', '.join(taken)))
-  return value
 
 
 def load(spec):

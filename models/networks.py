@@ -2,7 +2,8 @@
 that a user's own network meets too, and the lookup of a config's network: a built-in name
 ('resnet', 'inception_v3', 'cnn', 'bilstm') or a user's MODULE:CALLABLE.
 
-Each built-in reads its sizes from params (`params_of`), which the run fills from its ModelConfig.
+Each built-in reads its sizes from params (`models.specs.network_params.params_of`), which the run
+fills from its ModelConfig.
 """
 
 import tensorflow.compat.v1 as tf
@@ -13,7 +14,6 @@ from models import features as features_lib
 from models import inception_v3 as inception_v3_lib
 from models import network_contract
 from models import resnet as resnet_lib
-from models.specs import network_params
 
 
 def _images(features, params):
@@ -65,8 +65,3 @@ def network_of(model):
   if model not in _loaded:
     _loaded[model] = network_contract.load(model)
   return _loaded[model]
-
-
-def params_of(config, precision=None):
-  """The params dict a network is called with (`models.specs.network_params.params_of`)."""
-  return network_params.params_of(config, precision)

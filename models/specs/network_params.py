@@ -11,6 +11,8 @@ Keras 3 twin (keras_models/user_twin.py) of the same run get the same dict.
 
 import json
 
+from trainer.errors import PipelineError
+
 RUN_KEYS = ('precision', 'image_size', 'mean_rgb', 'stddev_rgb', 'vocab_size', 'max_seq_length')
 # What each built-in reads from its ModelConfig: params key -> ModelConfig field.
 BUILT_IN_PARAMS = {
@@ -21,6 +23,28 @@ BUILT_IN_PARAMS = {
                'num_layers': 'lstm_layers', 'pooling': 'lstm_pooling',
                'dropout_rate': 'dropout_rate'},
 }
+
+
+def user_params(network_params, flag='--network_params'):
+  """The dict of a --network_params JSON object ('' -> {}).
+
+  Raises:
+    PipelineError: not a JSON object, or it sets one of RUN_KEYS (the run gives those).
+  """
+  if not network_params:
+    return {}
+  try:
+    value = json.loads(network_params)
+  except ValueError as e:
+    raise PipelineError('%s is not JSON (%s): pass an object such as %s=\'{"width": 0.5}\'.'
+                        % (flag, e, flag))
+  if not isinstance(value, dict):
+    raise PipelineError('%s must be a JSON object (name: value), got %s.' % (flag, network_params))
+  taken = sorted(set(value) & set(RUN_KEYS))
+  if taken:
+    raise PipelineError('%s sets %s, which the run passes to the network itself (from the data '
+                        'and --precision): drop %s.' % (flag, ', '.join(taken), ', '.join(taken)))
+  return value
 
 
 def params_of(config, precision=None):

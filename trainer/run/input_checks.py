@@ -16,6 +16,7 @@ import tensorflow.compat.v1 as tf
 from models import features as features_lib
 from models import network_contract
 from models import networks
+from models.specs import network_params
 from trainer.run import best_checkpoint
 from trainer.run import user_model_fn
 from trainer.run import network_record
@@ -78,7 +79,7 @@ def check_network(config):
   spec = features_lib.feature_spec(model.modality, 2, image_size=model.image_size,
                                    max_seq_length=model.max_seq_length, image_dtype=image_dtype)
   network_contract.check_builds(networks.network_of(model.model), model.model, spec,
-                                model.num_classes, networks.params_of(model, 'float32'))
+                                model.num_classes, network_params.params_of(model, 'float32'))
 
 
 def check_checkpoint_fits(config):
