@@ -29,8 +29,9 @@ setup(
     packages=find_packages(include=['trainer', 'trainer.*', 'models', 'models.*', 'flags',
                                     'keras_models']),
     # The sourced tables: Vertex AI's machines (trainer/cloud/machine_rules.py) and the GPU and
-    # TPU targets of trainer.advise.
-    package_data={'trainer.cloud': ['vertex_machines.json'], 'trainer.advise': ['targets.json']},
+    # TPU targets of trainer.advise; the Dockerfile of an image with the user's package.
+    package_data={'trainer.cloud': ['vertex_machines.json', 'user_package.Dockerfile'],
+                  'trainer.advise': ['targets.json']},
     python_requires='>=3.7',
     install_requires=['numpy', 'absl-py', 'google-cloud-storage', 'cloudml-hypertune'],
     extras_require={

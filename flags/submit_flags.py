@@ -42,6 +42,7 @@ VERTEX_ONLY = {
     'executor_image_uri': 'use --runtime_version',
     'build_image': 'drop it (AI Platform runs a package, not an image)',
     'docker': 'drop it (AI Platform runs a package, not an image)',
+    'user_package': 'drop it (AI Platform ran one package, not an image; submit to Vertex AI)',
     'tensorboard': 'drop it (TensorBoard reads --job_dir)',
     'service_account': 'use a trainingInput.serviceAccount in --config',
     'display_name': 'use --job_name',
@@ -112,6 +113,12 @@ def _define_vertex_flags():
                     'build --target cpu|gpu|tpu`, by --accelerator_type) and push it. With '
                     '--dry_run the commands are printed, not run.')
   flags.DEFINE_string('docker', 'docker', 'The docker executable of --build_image.')
+  flags.DEFINE_string('user_package', None,
+                      'With --build_image: your own Python package (its root directory, with '
+                      'setup.py or pyproject.toml, or a wheel or sdist file), installed into an '
+                      'image derived from the trainer\'s, so that the --network, --model_fn or '
+                      '--input_fn of yours after `--` import in the job; pip holds it to the '
+                      'image\'s versions (docs/your-model.md).')
   flags.DEFINE_string('executor_image_uri', None,
                       'A prebuilt Vertex AI training image to run the source distribution in '
                       '(pythonPackageSpec; the package is staged under --staging_bucket). The '

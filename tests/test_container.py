@@ -5,13 +5,16 @@ TF_CONFIG are a single chief's, the data is mounted read-only and the network is
 /var/hypertune, as Google's training service lays it out, while the trainer runs as uid 1000.
 Then a Spot preemption: `docker stop` (SIGTERM) ends the container with status 75 after saving a
 checkpoint, and the same container command, as Vertex AI restarts a replica, resumes from it to
-the accuracy of an uninterrupted run.
+the accuracy of an uninterrupted run. And a user's own package (`trainer.submit --build_image
+--user_package`): the derived image's build, its network trained by the image's trainer, and pip
+held to the image's versions.
 
 `make test` builds the image (scripts/build-image) with its own Docker daemon and passes
 TRAINER_IMAGE, DOCKER_HOST and DOCKER (the client) here. Runs once, on the TF 2.15 runtime: the
 image holds TF 2.15 whichever runtime runs pytest.
 """
 
+import ast
 import json
 import os
 import re
@@ -23,6 +26,9 @@ import uuid
 import pytest
 
 from helpers import BackgroundRun
+from helpers import REPO
+from trainer.cloud import image_build
+from trainer.cloud import user_package
 
 IMAGE = os.environ.get('TRAINER_IMAGE')
 DOCKER = os.environ.get('DOCKER', 'docker')
@@ -72,7 +78,7 @@ def _job_dir(tmp_path):
   return job
 
 
-def _vertex_run(job, data_dir, name, env=None, docker_args=()):
+def _vertex_run(job, data_dir, name, env=None, docker_args=(), image=IMAGE):
   """`docker run` as Vertex AI starts a single-replica CustomJob's container (vertex_env.py);
   `env`: more variables, `docker_args`: more options of `docker run`."""
   cluster_spec = {'cluster': {'workerpool0': ['workerpool0-0:2222']}, 'environment': 'cloud',
@@ -87,7 +93,7 @@ def _vertex_run(job, data_dir, name, env=None, docker_args=()):
   command += list(docker_args)
   for key, value in sorted(env.items()):
     command += ['-e', '%s=%s' % (key, value)]
-  return command + [IMAGE]
+  return command + [image]
 
 
 @pytest.fixture
@@ -228,3 +234,66 @@ def test_a_spot_preemption_resumes_to_the_accuracy_of_an_uninterrupted_run(spot_
   assert results['global_step'] == 400
   assert abs(results['top_1_accuracy'] - expected) <= ACCURACY_TOLERANCE, (
       results['top_1_accuracy'], expected)
+
+
+# The user's package: tests/fixtures/user_package, one network (acme_nets.small_cnn) and no
+# dependencies. The build options are scripts/build-image's: the project's daemon has no bridge
+# (the build uses the host's network, for pip's setuptools) and pip trusts the host's CA bundle.
+USER_PACKAGE = os.path.join(REPO, 'tests', 'fixtures', 'user_package')
+CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt'
+BUILD_OPTIONS = ['--network=host'] + (['--secret', 'id=ca,src=' + CA_BUNDLE]
+                                      if os.path.isfile(CA_BUNDLE) else [])
+
+
+def _build_user_image(package_dir, tag):
+  """trainer.submit --build_image --user_package's derived build (image_build.commands' second
+  command), on the image make test built."""
+  context, package = user_package.build_context(package_dir)
+  command = image_build.user_image_build(IMAGE, tag, context, package, DOCKER, BUILD_OPTIONS)
+  return subprocess.run(command, env=dict(os.environ, **image_build.BUILD_ENV),
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        universal_newlines=True, timeout=600)
+
+
+@pytest.fixture
+def user_image_tag():
+  tag = 'trainer-user-test:' + uuid.uuid4().hex[:12]
+  yield tag
+  _docker('rmi', '-f', tag)
+
+
+def test_a_users_package_trains_in_an_image_derived_from_the_trainers(
+    tiny_dir, tmp_path, container_name, user_image_tag):
+  build = _build_user_image(USER_PACKAGE, user_image_tag)
+  assert build.returncode == 0, build.stdout[-3000:]
+  job = _job_dir(tmp_path)
+  args = [a for a in TRAIN_ARGS if a != '--model=cnn'] + [
+      '--network=acme_nets.small_cnn:small_cnn', '--network_params={"width": 8}',
+      '--train_steps=10', '--steps_per_eval=10']
+  proc = subprocess.run(_vertex_run(job, tiny_dir, container_name, image=user_image_tag) + args,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        universal_newlines=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  results = _results(job)
+  assert results['model'] == 'acme_nets.small_cnn:small_cnn' and results['global_step'] == 10
+  assert (job / results['export_path'][len('/job/'):] / 'saved_model.pb').exists()
+  # The trainer's TensorFlow and the trainer itself are the base image's, untouched.
+  versions = ('import importlib.metadata as m; print(sorted((d.metadata["Name"], d.version) '
+              'for d in m.distributions()))')
+  base, derived = (_docker('run', '--rm', '--network=none', '--entrypoint', 'python', image, '-c',
+                           versions) for image in (IMAGE, user_image_tag))
+  assert base.returncode == 0 and derived.returncode == 0, (base.stderr, derived.stderr)
+  added = set(ast.literal_eval(derived.stdout)) - set(ast.literal_eval(base.stdout))
+  assert added == {('acme-nets', '0.1.0')}, added
+
+
+def test_a_users_package_that_needs_another_tensorflow_fails_the_build(tmp_path, user_image_tag):
+  package = tmp_path / 'needs_tf_2_16'
+  shutil.copytree(USER_PACKAGE, str(package))
+  pyproject = package / 'pyproject.toml'
+  pyproject.write_text(pyproject.read_text().replace(
+      'version = "0.1.0"', 'version = "0.1.0"\ndependencies = ["tensorflow>=2.16"]'))
+  build = _build_user_image(str(package), user_image_tag)
+  assert build.returncode != 0
+  assert 'ResolutionImpossible' in build.stdout, build.stdout[-3000:]
+  assert 'tensorflow>=2.16' in build.stdout

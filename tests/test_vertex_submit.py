@@ -1,7 +1,8 @@
 """Vertex AI submission (`trainer.submit --platform=vertex`): the request it builds and refuses,
 the real google-cloud-aiplatform JobServiceClient talking REST to a local stand-in of the API
 (tests/vertex_standin.py, which refuses what the service refuses; nothing leaves the machine),
-the trainer's own image in containerSpec, the package of a prebuilt image staged on the GCS
+the trainer's own image in containerSpec (with the user's own package installed into a derived
+image: --user_package; tests/test_container.py builds one), the package of a prebuilt image staged on the GCS
 emulator and installed as the TF 2.15 container would, the hyperparameter-tuning job of the
 shipped YAML, and the legacy AI Platform warning. tests/test_vertex_rules.py has the rules.
 
@@ -13,13 +14,17 @@ import datetime
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
+import tarfile
+import zipfile
 
 import pytest
 
 from helpers import REPO
 from trainer.cloud import scheduling
+from trainer.cloud import user_package
 from trainer.cloud import vertex_job
 from trainer.errors import PipelineError
 import vertex_standin
@@ -433,3 +438,79 @@ def test_every_submit_flag_belongs_to_one_platform_or_both():
   vertex, ai_platform = set(submit_flags.VERTEX_ONLY), set(submit_flags.AI_PLATFORM_ONLY)
   assert not (vertex & ai_platform) and not (shared & (vertex | ai_platform))
   assert set(defined) == shared | vertex | ai_platform
+
+
+USER_PACKAGE = os.path.join(REPO, 'tests', 'fixtures', 'user_package')
+USER_NETWORK = '--network=acme_nets.small_cnn:small_cnn'
+
+
+def test_a_user_package_is_built_into_an_image_derived_from_the_trainers(tmp_path):
+  proc = _submit(tmp_path, '--dry_run', '--build_image', '--user_package=' + USER_PACKAGE,
+                 *DISTRIBUTED, '--', *TRAINER_ARGS, USER_NETWORK)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  body, lines, _ = _dry_run_parts(proc.stdout)
+  assert body['jobSpec']['workerPoolSpecs'][0]['containerSpec'] == {
+      'imageUri': IMAGE, 'args': list(TRAINER_ARGS) + [USER_NETWORK]}
+  base = 'tpu-estimator-pipeline-trainer:gpu'
+  start = lines.index('DOCKER_BUILDKIT=1 docker build --platform=linux/amd64 --target gpu -t %s .'
+                      % base)
+  assert lines[start + 1:start + 3] == [
+      'DOCKER_BUILDKIT=1 docker build --platform=linux/amd64 -f %s --build-arg TRAINER_IMAGE=%s '
+      '--build-arg USER_PACKAGE=. -t %s %s' % (os.path.join(REPO, 'trainer', 'cloud',
+                                                            'user_package.Dockerfile'),
+                                               base, IMAGE, USER_PACKAGE),
+      'docker push ' + IMAGE]
+  assert 'shows no module' not in proc.stderr
+
+
+@pytest.mark.parametrize('args, message', [
+    (('--user_package=' + USER_PACKAGE,),
+     'error: --user_package is installed into the image that --build_image builds: add '
+     '--build_image'),
+    (('--build_image',), 'error: --network=acme_nets.small_cnn:small_cnn: the image --build_image '
+     "builds holds only this project's packages, not acme_nets: add --user_package=DIR"),
+])
+def test_submit_refuses_user_code_the_image_would_not_hold(args, message, tmp_path):
+  proc = _submit(tmp_path, '--dry_run', *args, *DISTRIBUTED, '--', *TRAINER_ARGS, USER_NETWORK)
+  errors = [l for l in proc.stderr.splitlines() if l.startswith('error: ')]
+  assert proc.returncode == 2 and len(errors) == 1 and errors[0].startswith(message), (
+      proc.stderr[-3000:])
+  assert proc.stdout == ''
+
+
+def test_a_user_package_is_a_source_directory_a_wheel_or_an_sdist(tmp_path):
+  assert user_package.build_context(USER_PACKAGE) == (USER_PACKAGE, '.')
+  args = ['--model_fn', 'acme_jobs.legacy:model_fn', '--input_fn=acme_jobs.data:input_fn',
+          '--network=models.networks:resnet', '--network=no_callable_spec']
+  assert user_package.named_modules(args) == [
+      ('model_fn', 'acme_jobs.legacy:model_fn', 'acme_jobs'),
+      ('input_fn', 'acme_jobs.data:input_fn', 'acme_jobs'),
+      ('network', 'models.networks:resnet', 'models')]
+  wheel = tmp_path / 'acme_nets-0.1.0-py3-none-any.whl'
+  with zipfile.ZipFile(str(wheel), 'w') as archive:
+    archive.writestr('acme_nets/small_cnn.py', '')
+    archive.writestr('acme_nets-0.1.0.dist-info/METADATA', '')
+  assert user_package.build_context(str(wheel)) == (str(tmp_path), wheel.name)
+  sdist = tmp_path / 'acme-nets-0.1.0.tar.gz'
+  with tarfile.open(str(sdist), 'w:gz') as archive:
+    archive.add(os.path.join(USER_PACKAGE, 'acme_nets'), 'acme-nets-0.1.0/src/acme_nets')
+  for package in (USER_PACKAGE, str(wheel), str(sdist)):
+    assert user_package.check(package, [USER_NETWORK]) == []
+    (warning,) = user_package.check(package, ['--model_fn=acme_jobs.legacy:model_fn'])
+    assert 'shows no module acme_jobs' in warning
+  # What the image holds already needs no package; a directory that is not a package is refused.
+  assert user_package.check(None, ['--network=models.networks:resnet']) == []
+  for bad, message in ((tmp_path, 'without setup.py or pyproject.toml'),
+                       (tmp_path / 'missing', 'does not exist'),
+                       (tmp_path / 'acme_nets-0.1.0-py3-none-any.whl.txt', 'is not a package')):
+    if bad.name.endswith('.txt'):
+      bad.write_text('')
+    with pytest.raises(PipelineError, match=message):
+      user_package.build_context(str(bad))
+
+
+def test_the_image_packages_are_setup_pys():
+  with open(os.path.join(REPO, 'setup.py')) as f:
+    include = re.search(r'find_packages\(include=\[([^\]]*)\]', f.read()).group(1)
+  names = re.findall(r"'([\w.*]+)'", include)
+  assert sorted(n for n in names if '.' not in n) == sorted(user_package.IMAGE_PACKAGES)

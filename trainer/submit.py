@@ -3,7 +3,8 @@
 --platform=vertex (the default): a Vertex AI CustomJob, or with --hptuning_config a
 HyperparameterTuningJob (trainer/cloud/vertex_job.py builds it, trainer/cloud/vertex_submit.py
 sends it; needs `pip install '.[cloud]'`, on Python 3.7 with `-c constraints/py37.txt`). The job runs the trainer's own image (--container_uri,
-built from the repository's Dockerfile; --build_image builds and pushes it first):
+built from the repository's Dockerfile; --build_image builds and pushes it first, with
+--user_package installing your own package into it):
 
   python -m trainer.submit --project=PROJECT --region=us-central1 --build_image \\
       --container_uri=us-central1-docker.pkg.dev/PROJECT/REPO/tpu-pipeline:gpu \\
@@ -35,6 +36,7 @@ from flags import submit_flags
 from trainer.cloud import aiplatform_job
 from trainer.cloud import image_build
 from trainer.cloud import scheduling
+from trainer.cloud import user_package
 from trainer.cloud import vertex_job
 from trainer.errors import PipelineError
 
@@ -133,6 +135,26 @@ def vertex_request(trainer_args):
   return job
 
 
+def user_package_context(trainer_args):
+  """(context, package) of --user_package for the image --build_image builds, or None; its
+  warnings logged.
+
+  Raises:
+    PipelineError: --user_package without --build_image, a bad package, or user code named after
+      `--` that the built image would not hold.
+  """
+  if not FLAGS.build_image:
+    if FLAGS.user_package is not None:
+      raise PipelineError('--user_package is installed into the image that --build_image builds: '
+                          'add --build_image (with --dry_run the commands are printed, not run).')
+    return None
+  for warning in user_package.check(FLAGS.user_package, trainer_args):
+    logging.warning('%s', warning)
+  if FLAGS.user_package is None:
+    return None
+  return user_package.build_context(FLAGS.user_package)
+
+
 def _hptuning_config(path):
   try:
     import yaml  # pylint: disable=g-import-not-at-top
@@ -145,7 +167,7 @@ def _hptuning_config(path):
     raise PipelineError('--hptuning_config=%s cannot be read: %s' % (path, e))
 
 
-def _print_dry_run(job, text, hptuning):
+def _print_dry_run(job, text, hptuning, package):
   """The request JSON, then the shell commands: build and push the image (--container_uri), and
   the same job with gcloud."""
   print(text)
@@ -153,7 +175,7 @@ def _print_dry_run(job, text, hptuning):
     print('# The image, built and pushed from the repository root%s:' % (
         '' if FLAGS.build_image else ' (what --build_image runs)'))
     target = vertex_job.docker_target(job.accelerator_type)
-    print('\n'.join(image_build.shell_lines(job.container_uri, target, FLAGS.docker)))
+    print('\n'.join(image_build.shell_lines(job.container_uri, target, FLAGS.docker, package)))
   print('# The same job with gcloud:')
   print('\n'.join(vertex_job.gcloud_commands(job, json.loads(text), hptuning)))
 
@@ -162,6 +184,7 @@ def submit_vertex(trainer_args):
   """The Vertex AI submission; returns the exit status."""
   from trainer.cloud import vertex_submit  # pylint: disable=g-import-not-at-top
   job = vertex_request(trainer_args)
+  package_context = user_package_context(trainer_args)
   hptuning = FLAGS.hptuning_config is not None
   config = _hptuning_config(FLAGS.hptuning_config) if hptuning else None
   if FLAGS.poll_interval <= 0:
@@ -179,11 +202,11 @@ def submit_vertex(trainer_args):
   _, text = vertex_submit.message_json(v1.HyperparameterTuningJob if hptuning else v1.CustomJob,
                                        body)
   if FLAGS.dry_run:
-    _print_dry_run(job, text, hptuning)
+    _print_dry_run(job, text, hptuning, package_context)
     return 0
   if FLAGS.build_image:
     image_build.build_and_push(job.container_uri, vertex_job.docker_target(job.accelerator_type),
-                               FLAGS.docker)
+                               FLAGS.docker, package_context)
   if package:
     vertex_submit.stage_package(package, package_uri, job.project)
   return vertex_submit.send(body, hptuning, job.project, job.region, FLAGS.api_endpoint,
