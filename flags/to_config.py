@@ -14,6 +14,7 @@ from absl import logging
 from flags import cpu_gpu_values
 from flags import mode_flags
 from flags import recorded_network
+from flags import run_fields
 from flags import to_model_fn_config
 from flags import train_length
 from flags import value_checks
@@ -383,17 +384,9 @@ def config_from_flags(flag_values, given=None):
   except ValueError as e:
     raise PipelineError(str(e))
   return Config(
-      model=model, data=data, mode=f.mode, model_dir=model_dir, train_steps=train_steps,
-      eval_batch_size=f.eval_batch_size, steps_per_eval=f.steps_per_eval,
-      iterations_per_loop=f.iterations_per_loop,
-      save_checkpoints_steps=f.save_checkpoints_steps or f.steps_per_eval,
-      keep_checkpoint_max=f.keep_checkpoint_max, export_dir=f.export_dir,
-      eval_timeout=f.eval_timeout, log_every_n_secs=f.log_every_n_secs, use_tpu=f.use_tpu,
-      tpu=f.tpu, tpu_zone=f.tpu_zone, gcp_project=f.gcp_project, num_cores=f.num_cores,
-      tpu_connect_timeout=f.tpu_connect_timeout, tpu_topology=f.tpu_topology,
-      eval_on_tpu=f.eval_on_tpu, mirrored_devices=mirrored_devices,
-      profile_steps=profile_steps, seed=seed, preemption_grace_secs=f.preemption_grace_secs,
-      lease_expiry_secs=f.lease_expiry_secs, predict_step_time=f.predict_step_time,
-      predict_input=f.predict_input, predict_output=f.predict_output,
-      predict_top_k=f.predict_top_k, predict_logits=f.predict_logits, keep_best=f.keep_best,
-      early_stopping_evals=f.early_stopping_evals, overwrite=f.overwrite)
+      model=model, data=data, train_steps=train_steps, export_dir=f.export_dir,
+      predict_step_time=f.predict_step_time, predict_input=f.predict_input,
+      predict_output=f.predict_output, predict_top_k=f.predict_top_k,
+      predict_logits=f.predict_logits, keep_best=f.keep_best,
+      early_stopping_evals=f.early_stopping_evals,
+      **run_fields.run_fields(f, model_dir, seed, mirrored_devices, profile_steps))

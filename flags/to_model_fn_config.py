@@ -7,6 +7,7 @@ What the pipeline cannot do for such a job is refused here in one line: --mode=p
 --early_stopping_evals (they need its metrics), and the step-time prediction (its network).
 """
 
+from flags import run_fields
 from flags import train_length
 from trainer.data.data_config import DataConfig
 from models.model_config import ModelConfig
@@ -91,16 +92,6 @@ def config_of(f, model_dir, seed, mirrored_devices, profile_steps):
   data = DataConfig(data_dir=f.data_dir or None, num_classes=0,
                     num_train_examples=f.num_train_examples or 0,
                     num_eval_examples=f.num_eval_examples or 0, image_size=0, seed=seed)
-  return Config(
-      model=model, data=data, mode=f.mode, model_dir=model_dir, train_steps=train_steps,
-      eval_batch_size=f.eval_batch_size, steps_per_eval=f.steps_per_eval,
-      iterations_per_loop=f.iterations_per_loop,
-      save_checkpoints_steps=f.save_checkpoints_steps or f.steps_per_eval,
-      keep_checkpoint_max=f.keep_checkpoint_max, eval_timeout=f.eval_timeout,
-      log_every_n_secs=f.log_every_n_secs, use_tpu=f.use_tpu, tpu=f.tpu, tpu_zone=f.tpu_zone,
-      gcp_project=f.gcp_project, num_cores=f.num_cores,
-      tpu_connect_timeout=f.tpu_connect_timeout, tpu_topology=f.tpu_topology,
-      eval_on_tpu=f.eval_on_tpu, mirrored_devices=mirrored_devices,
-      profile_steps=profile_steps, seed=seed,
-      preemption_grace_secs=f.preemption_grace_secs, lease_expiry_secs=f.lease_expiry_secs,
-      keep_best=False, overwrite=f.overwrite, predict_step_time=False)
+  return Config(model=model, data=data, train_steps=train_steps, keep_best=False,
+                predict_step_time=False,
+                **run_fields.run_fields(f, model_dir, seed, mirrored_devices, profile_steps))
