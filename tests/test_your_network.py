@@ -1,12 +1,17 @@
 """A user's own network through `--network=MODULE:CALLABLE` (models/network_contract.py): each way
 a network can break the contract is refused at start in one line, before anything is written.
 That such a network trains, evaluates, exports, predicts and dry-runs like a built-in one:
-test_main.py and test_tpu_dry_run.py (helpers.USER_NETWORK)."""
+test_main.py and test_tpu_dry_run.py (helpers.USER_NETWORK). trainer.advise times it here."""
 
+import json
+import subprocess
+import sys
 
+import numpy as np
 import pytest
+import tensorflow.compat.v1 as tf
 
-from helpers import USER_NETWORK, config_from_args, refused, run_main
+from helpers import REPO, USER_NETWORK, config_from_args, ok, refused, run_main
 from trainer.errors import PipelineError
 from trainer.run import input_checks
 
@@ -71,3 +76,25 @@ def test_a_recorded_network_is_used_and_other_params_are_refused(tmp_path):
     config_from_args('--model_dir=' + model_dir, '--network_params={"width": 2}', *_FAKE)
   with pytest.raises(PipelineError, match='--model=resnet disagrees'):
     config_from_args('--model_dir=' + model_dir, '--model=resnet', *_FAKE)
+
+
+def test_trainer_advise_costs_the_network_it_is_given(tmp_path):
+  """The advisor's job is the user network built with its --network_params: its weights are the
+  width-0.5 MobileNet's, and each target gets a step time and a verdict."""
+  output = tmp_path / 'advice.json'
+  ok(subprocess.run([sys.executable, '-m', 'trainer.advise', '--network=' + USER_NETWORK,
+                     '--network_params={"width": 0.5}', '--image_size=32', '--num_classes=10',
+                     '--train_batch_size=128', '--train_steps=2000', '--output=%s' % output],
+                    cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    universal_newlines=True, timeout=300))
+  report = json.loads(output.read_text())
+  from examples.mobilenet import mobilenet  # pylint: disable=g-import-not-at-top
+  with tf.Graph().as_default():
+    mobilenet({'image': tf.zeros([2, 32, 32, 3], tf.uint8)}, is_training=True, num_classes=10,
+              params={'width': 0.5, 'precision': 'float32', 'mean_rgb': [0.0] * 3,
+                      'stddev_rgb': [1.0] * 3})
+    weight_bytes = 4 * sum(int(np.prod(v.shape.as_list())) for v in tf.trainable_variables())
+  assert report['job']['name'].startswith(USER_NETWORK)
+  assert report['job']['weight_bytes'] == weight_bytes and report['job']['flops_per_step'] > 0
+  assert all(row['step_seconds'] > 0 for row in report['advice']['rows'])
+  assert report['advice']['verdict']
