@@ -23,7 +23,7 @@ from trainer.keras_run import checkpoints
 # processes, or within one): float32 rounding.
 TOLERANCE = 1e-5
 # SGD with momentum and a step schedule: the ResNet recipe's, on the small CNN.
-_RUN = ['--model=cnn', '--recipe=resnet', '--image_size=28', '--train_batch_size=8',
+_RUN = ['--recipe=resnet', '--image_size=28', '--train_batch_size=8',
         '--eval_batch_size=25', '--log_every_steps=2', '--save_checkpoints_steps=2',
         '--base_learning_rate=0.05', '--warmup_epochs=0', '--weight_decay=1e-4', '--seed=3']
 
@@ -46,6 +46,7 @@ def _start(data_dir, model_dir, devices, process=None, port=None, *args, process
   return subprocess.Popen(
       command + ['--data_dir=' + data_dir,
        '--model_dir=' + model_dir] + _RUN + list(args) +
+      ([] if any(a.startswith('--network=') for a in args) else ['--model=cnn']) +
       ([] if any(a.startswith('--train_steps=') for a in args) else ['--train_steps=4']),
       cwd=REPO, env=env,
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
@@ -56,9 +57,15 @@ def _finish(proc):
   assert proc.returncode == 0, stderr[-3000:]
 
 
-@pytest.mark.parametrize('source', ['tfrecord', 'arrays'])
+# A user's network (examples/mobilenet_keras.py, batch norm included) on the TFRecords, the
+# built-in CNN on the arrays.
+USER_NETWORK = ('--network=examples.mobilenet_keras:mobilenet', '--network_params={"width": 0.5}')
+
+
+@pytest.mark.parametrize('source, network', [('tfrecord', USER_NETWORK), ('arrays', ())],
+                         ids=['tfrecord-user_network', 'arrays-cnn'])
 def test_two_processes_of_two_devices_train_as_one_process_of_four(tiny_dir, tiny_arrays_dir,
-                                                                   tmp_path, source):
+                                                                   tmp_path, source, network):
   """Each process reads its half of every global batch (of tf.data, or of the arrays' stream);
   the weights after 4 steps (2 checkpoints) equal the one-process run's, and process 0 alone
   writes: process 1's model_dir (its own here, so that anything it wrote would show) stays
@@ -66,10 +73,11 @@ def test_two_processes_of_two_devices_train_as_one_process_of_four(tiny_dir, tin
   data_dir = tiny_dir if source == 'tfrecord' else tiny_arrays_dir
   port, = free_ports(1)
   chief, other, single = (str(tmp_path / n) for n in ('chief', 'other', 'single'))
-  procs = [_start(data_dir, chief, 2, 0, port), _start(data_dir, other, 2, 1, port)]
+  procs = [_start(data_dir, chief, 2, 0, port, *network),
+           _start(data_dir, other, 2, 1, port, *network)]
   for proc in procs:
     _finish(proc)
-  _finish(_start(data_dir, single, 4))
+  _finish(_start(data_dir, single, 4, None, None, *network))
   results = keras_resume.results(chief)
   assert results['input'] == source and results['devices']['replicas'] == 4
   assert len(results['devices']['devices']) == 4
