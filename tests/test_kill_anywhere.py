@@ -19,7 +19,7 @@ from helpers import ok, run_main, run_prepare
 from kill_harness import KILLED, run_until_done
 from refusals import fingerprint
 from trainer.run import checkpoints
-from trainer.storage import outputs
+from trainer.storage import staged
 
 pytestmark = pytest.mark.skipif(tf.__version__.startswith('1.'), reason='runtime-independent: '
                                 'on TF 2.15 only')
@@ -94,10 +94,18 @@ def test_prepare_killed_anywhere_writes_the_same_conversion(tmp_path):
 
 
 def test_files_a_killed_writer_left_aside_are_removed_by_the_next_holder(tmp_path):
-  """`outputs.remove_staged_leftovers`: NAME.partial-HEX[.EXT] goes, everything else stays."""
-  for name in ('results.json.partial-0123456789ab', 'model.partial-0123456789ab.keras',
-               'results.json', 'notes.partial-12'):
+  """`staged.remove_leftovers`: a file written aside (.partial-HEX.NAME, and earlier versions'
+  NAME.partial-HEX[.EXT] and .SHARD.tmp-HEX32) goes, everything else stays; the lease's own are
+  the lease's."""
+  with staged.staged_file(str(tmp_path / 'results.json')) as f:
+    aside = os.path.basename(f.name)
+    f.write('{}')
+    assert sorted(os.listdir(str(tmp_path))) == [aside] and aside.endswith('.results.json')
+  assert os.listdir(str(tmp_path)) == ['results.json']
+  left = ['.partial-0123456789ab.ckpt-4.weights.h5', 'results.json.partial-0123456789ab',
+          'model.partial-0123456789ab.keras', '.train-00000-of-00002.tmp-' + 'a' * 32]
+  for name in left + ['notes.partial-12', '.partial-0123456789ab.writer.lease', 'train-x.tmp']:
     (tmp_path / name).write_text('x')
-  assert sorted(outputs.remove_staged_leftovers(str(tmp_path))) == [
-      'model.partial-0123456789ab.keras', 'results.json.partial-0123456789ab']
-  assert sorted(os.listdir(str(tmp_path))) == ['notes.partial-12', 'results.json']
+  assert staged.remove_leftovers(str(tmp_path), but=('writer.lease',)) == sorted(left)
+  assert sorted(os.listdir(str(tmp_path))) == [
+      '.partial-0123456789ab.writer.lease', 'notes.partial-12', 'results.json', 'train-x.tmp']

@@ -20,6 +20,7 @@ import pytest
 
 from helpers import REPO, BackgroundRun, ok, refused, results_of, run_main, run_prepare
 from trainer.storage import lease as lease_lib
+from trainer.storage import staged
 
 IN_GCS_SANDBOX = os.environ.get('GCS_SANDBOX') == '1'
 needs_gcs = pytest.mark.skipif(not IN_GCS_SANDBOX, reason='needs the GCS emulator: run inside '
@@ -119,7 +120,7 @@ def test_trainer_prepare_and_eval_beside_a_live_writer(where, small_dir, tmp_pat
             '--output_dir=%s is being written by another run' % model_dir, pid)
     if where == 'local':
       assert [n for n in os.listdir(model_dir)
-              if not n.startswith(lease_lib.LEASE_FILE + '.partial-')] == [lease_lib.LEASE_FILE]
+              if staged.final_name(n) != lease_lib.LEASE_FILE] == [lease_lib.LEASE_FILE]
     # Read-only: no lease (it fails for want of a checkpoint, not for the lease).
     refused(run_main(*_cnn(small_dir, model_dir, '--mode=eval')), 'no checkpoint in')
     holder.kill()

@@ -45,6 +45,7 @@ from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
 from trainer.storage import patterns
 from trainer.storage import outputs
+from trainer.storage import staged
 
 FLAGS = flags.FLAGS
 _CHECK_BATCH_SIZE = 64
@@ -209,7 +210,7 @@ def upgrade(f):
   if os.path.dirname(f.output):
     tf.io.gfile.makedirs(os.path.dirname(f.output))
   try:
-    with outputs.staged_path(f.output) as path:
+    with staged.staged_path(f.output) as path:
       renamed = upgrade_lib.upgrade(f.upgrade, path)
   except (upgrade_lib.NotAKerasFile, OSError, tf.errors.OpError) as e:
     raise PipelineError('--upgrade=%s cannot be upgraded: %s' % (f.upgrade, e))
@@ -286,7 +287,7 @@ def convert(f):
                  check['examples'], check['max_abs_logit_difference'], check['classes_equal'])
   if os.path.dirname(f.output):
     tf.io.gfile.makedirs(os.path.dirname(f.output))
-  with outputs.staged_path(f.output) as path:
+  with staged.staged_path(f.output) as path:
     model.save(path)
   if serving_dir:  # with --overwrite what the start check found there is deleted first
     outputs.prepare_output_dir(serving_dir, '--serving_dir', f.overwrite)

@@ -3,9 +3,7 @@ and `validation-00000-of-00004`, the names of converted ImageNet; and what else 
 owns in its output directory, which every converter refuses to mix with and --overwrite
 replaces (`prepare_output_dir`)."""
 
-import os
 import re
-import uuid
 
 from absl import logging
 import numpy as np
@@ -16,6 +14,7 @@ from trainer.data import dataset_json
 from trainer.data import tokenizer
 from trainer.errors import PipelineError
 from trainer.storage import outputs
+from trainer.storage import staged
 
 TRAIN_SPLIT = 'train'
 EVAL_SPLIT = 'validation'
@@ -25,14 +24,13 @@ EVAL_PATTERN = EVAL_SPLIT + '-*'
 PLAN_DIR = '.prepare-plan'
 # What a conversion writes into output_dir, and all that --overwrite deletes there: the shards,
 # dataset.json, the text vocabulary, the Beam plan folder, the .npz files of `prepare arrays`,
-# and the temporaries they are written under (a shard's hidden `.train-...tmp-<hex>`, which no
-# train-* matches; the others' `outputs.STAGED_SUFFIX`; the `.tmp` of earlier versions).
-# Other files there are the user's and are left alone.
+# and the files they are written under (trainer/storage/staged.py; the `.tmp` of earlier
+# versions). Other files there are the user's and are left alone.
 _CONVERSION_NAME = re.compile(
-    r'^\.?((%s|%s)-\d{5}-of-\d{5}|%s)(\.tmp(-[0-9a-f]{32})?|%s)?$'
+    r'^\.?((%s|%s)-\d{5}-of-\d{5}|%s)(\.tmp)?$'
     % (TRAIN_SPLIT, EVAL_SPLIT, '|'.join(re.escape(name) for name in (
         dataset_json.FILENAME, tokenizer.VOCAB_FILENAME, PLAN_DIR, arrays.TRAIN_FILE,
-        arrays.EVAL_FILE)), outputs.STAGED_SUFFIX))
+        arrays.EVAL_FILE))))
 
 
 def shard_name(split, index, num_shards):
@@ -49,15 +47,9 @@ def shard_bounds(num_examples, num_shards):
 
 
 def is_conversion_output(name):
-  """True for a file name in an output_dir that a conversion wrote (see _CONVERSION_NAME)."""
-  return bool(_CONVERSION_NAME.match(name))
-
-
-def temporary_path(path):
-  """The hidden sibling a conversion writes `path` under before renaming it into place
-  (`dir/.train-00000-of-00004.tmp-<32 hex>`): owned by the conversion, read by no pattern."""
-  directory, name = os.path.split(path)
-  return os.path.join(directory, '.%s.tmp-%s' % (name, uuid.uuid4().hex))
+  """True for a file name in an output_dir that a conversion wrote, or is writing aside
+  (see _CONVERSION_NAME)."""
+  return bool(_CONVERSION_NAME.match(staged.final_name(name) or name))
 
 
 def existing_conversion(output_dir):
@@ -96,20 +88,15 @@ def prepare_output_dir(output_dir, overwrite):
 def write_shards(output_dir, split, examples, num_shards):
   """Writes serialized `examples` (a list of bytes) as <split>-0000i-of-0000N in `output_dir`
   (local or gs://), in order, in contiguous runs of (almost) equal size, each under a
-  `temporary_path` renamed when complete. Fewer shards than `num_shards` are written when there
+  hidden name renamed when complete (trainer/storage/staged.py). Fewer shards than `num_shards` are written when there
   are fewer examples."""
   runs = shard_bounds(len(examples), num_shards)
   for i, (start, end) in enumerate(runs):
     path = '%s/%s' % (output_dir.rstrip('/'), shard_name(split, i, len(runs)))
-    temporary = temporary_path(path)
-    try:
+    with staged.staged_path(path) as temporary:
       with tf.io.TFRecordWriter(temporary) as writer:
         for example in examples[start:end]:
           writer.write(example)
-      tf.io.gfile.rename(temporary, path, overwrite=True)
-    finally:
-      if tf.io.gfile.exists(temporary):
-        tf.io.gfile.remove(temporary)
   logging.info('wrote %d %s examples in %d shards to %s', len(examples), split, len(runs),
                output_dir)
 

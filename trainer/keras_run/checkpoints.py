@@ -14,7 +14,6 @@ trained on gives the batches an uninterrupted run trains on next: the resumed ru
 
 import json
 import os
-import uuid
 
 from absl import logging
 import keras
@@ -23,6 +22,7 @@ import numpy as np
 from trainer.keras_run import process_outputs
 from trainer.storage import gfile
 from trainer.storage import json_files
+from trainer.storage import staged
 
 STATE_FILE = 'checkpoint.json'
 _PATTERN = 'ckpt-%d.weights.h5'
@@ -67,30 +67,14 @@ class Checkpoints:
       self.before_save()
     gfile.makedirs(self.directory)
     name = _PATTERN % step
-    temporary = self._path('tmp-%s.weights.h5' % uuid.uuid4().hex[:12])
-    model.save_weights(temporary)
-    gfile.rename(temporary, self._path(name), overwrite=True)
-    state = self._path('tmp-%s.json' % uuid.uuid4().hex[:12])
-    with gfile.GFile(state, 'w') as f:
+    with staged.staged_path(self._path(name)) as temporary:
+      model.save_weights(temporary)
+    with staged.staged_file(self._path(STATE_FILE)) as f:
       f.write(json.dumps({'step': step, 'weights': name, 'seeds': [
           keras.ops.convert_to_numpy(v).tolist() for v in _seed_states(model)]}) + '\n')
-    gfile.rename(state, self._path(STATE_FILE), overwrite=True)
     for old in self._all()[:-self.keep]:
       gfile.remove(self._path(_PATTERN % old))
     logging.info('checkpoint at step %d: %s', step, self._path(name))
-
-  def remove_leftovers(self):
-    """Deletes the tmp-* files a save killed before its renames left (for the holder of
-    model_dir's writer lease: no other save is running); returns their names."""
-    if not self.chief or not gfile.isdir(self.directory):
-      return []
-    left = [n for n in gfile.listdir(self.directory) if n.startswith('tmp-')]
-    for name in left:
-      gfile.remove(self._path(name))
-    if left:
-      logging.info('Removed %d files a killed checkpoint save left in %s: %s', len(left),
-                   self.directory, ', '.join(left))
-    return left
 
   def _all(self):
     steps = []

@@ -34,6 +34,7 @@ from trainer.storage import gfile
 from trainer.storage import json_files
 from trainer.storage import lease as lease_lib
 from trainer.storage import outputs
+from trainer.storage import staged
 
 RESULTS_FILE = 'results.json'
 MODEL_FILE = 'model.keras'
@@ -145,8 +146,9 @@ def train(config, callbacks=()):
                       'trainer.train_keras', needed=chief) as lease:
     checkpoints.before_save = lease.check if lease else None
     if lease:
-      outputs.remove_staged_leftovers(config.model_dir)
-      checkpoints.remove_leftovers()
+      # What a killed run left aside; the lease's own files are the lease's to clear.
+      staged.remove_leftovers(config.model_dir, but=(lease_lib.LEASE_FILE,))
+      staged.remove_leftovers(checkpoints.directory)
     if chief:  # the other processes of a multi-process run share model_dir and read it only
       _prepare_model_dir(config, checkpoints)
     steps_per_epoch = data.num_train_examples / float(config.train_batch_size)
@@ -210,7 +212,7 @@ def train(config, callbacks=()):
       process_outputs.save_in_scratch(inference.save, '.keras')
     else:
       lease.check()
-      with outputs.staged_path(os.path.join(config.model_dir, MODEL_FILE)) as path:
+      with staged.staged_path(os.path.join(config.model_dir, MODEL_FILE)) as path:
         inference.save(path)
       if keras.backend.backend() == 'tensorflow' and data.config is not None:
         from keras_models import serving  # pylint: disable=g-import-not-at-top

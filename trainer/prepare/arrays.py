@@ -24,7 +24,7 @@ from trainer.data import preprocessing
 from trainer.data import records
 from trainer.data import shards
 from trainer.errors import PipelineError
-from trainer.storage import outputs
+from trainer.storage import staged
 
 _BATCH = 1000
 
@@ -159,7 +159,7 @@ def prepare(source_dir, output_dir, image_size=None, crop_padding=None, overwrit
       inputs = inputs[..., :1]  # grey images: one channel stored, a third of the bytes
     buffer = io.BytesIO()  # zipfile seeks back, which a gs:// file being written cannot
     np.savez_compressed(buffer, **{arrays.INPUTS: inputs, arrays.LABELS: labels})
-    with outputs.staged_file(arrays.path_of(output_dir, is_training), 'wb') as f:
+    with staged.staged_file(arrays.path_of(output_dir, is_training), 'wb') as f:
       f.write(buffer.getvalue())
   if not text:
     out['image_size'] = image_size

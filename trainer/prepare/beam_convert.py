@@ -34,6 +34,7 @@ from trainer.data import records
 from trainer.data import shards
 from trainer.errors import PipelineError
 from trainer.prepare import image_coder
+from trainer.storage import staged
 
 PLAN_DIR = shards.PLAN_DIR
 SHARDS_PER_PLAN_FILE = 64
@@ -177,7 +178,7 @@ class WriteShard(beam.DoFn):
                                                            shard['num_shards']))
     # Hidden: a worker killed mid-shard leaves a file no train-* pattern reads (removed when
     # dataset.json is written).
-    temporary = shards.temporary_path(final)
+    temporary = staged.aside_name(final)
     heights, widths = collections.Counter(), collections.Counter()
     items = [Item(*item) for item in shard['items']]
     try:
@@ -261,9 +262,7 @@ def write_dataset_json(summary, output_dir, info):
                     'dataset.json was not written.' % (' and '.join(empty),
                                                        len(summary['skipped'])))
     return None
-  for path in existing_output(output_dir):  # temporaries of workers killed mid-shard
-    if '.tmp-' in os.path.basename(path):
-      tf.io.gfile.remove(path)
+  staged.remove_leftovers(output_dir)  # files of workers killed mid-shard
   info = dict(info)
   info['num_train_examples'] = summary['count'].get(shards.TRAIN_SPLIT, 0)
   info['num_eval_examples'] = summary['count'].get(shards.EVAL_SPLIT, 0)

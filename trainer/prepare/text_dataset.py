@@ -8,13 +8,13 @@ import math
 
 from absl import logging
 import numpy as np
-import tensorflow.compat.v1 as tf
 
 from trainer.data import dataset_json
 from trainer.data import records
 from trainer.data import shards
 from trainer.data import tokenizer
 from trainer.errors import PipelineError
+from trainer.storage import staged
 
 DEFAULT_SEED = 20180921
 # dataset.json's max_seq_length when --max_seq_length is 0: the longest training text, rounded up
@@ -97,9 +97,8 @@ def write_text_dataset(train_rows, validation_rows, output_dir, name, vocab_size
     total = sum(len(i) for i in ids)
     unknown_rate[split] = sum(i.count(tokenizer.UNK_ID) for i in ids) / float(max(total, 1))
   vocab_path = '%s/%s' % (output_dir.rstrip('/'), tokenizer.VOCAB_FILENAME)
-  temporary = shards.temporary_path(vocab_path)
-  tokenizer.write_vocabulary(temporary, vocabulary)
-  tf.io.gfile.rename(temporary, vocab_path, overwrite=True)
+  with staged.staged_path(vocab_path) as temporary:
+    tokenizer.write_vocabulary(temporary, vocabulary)
   class_counts = {c: sum(1 for _, label in train_rows + validation_rows if label == c)
                   for c in class_names}
   info = {

@@ -30,7 +30,7 @@ from trainer.cloud import gcs_preflight
 from trainer.data import shards
 from trainer.errors import PipelineError
 from trainer.storage import lease as lease_lib
-from trainer.storage import outputs
+from trainer.storage import staged
 
 
 def checkpoint_step(checkpoint_path):
@@ -87,7 +87,7 @@ def run(config):
 
 def _run(config, watch, task, lease):
   if lease and tf.io.gfile.isdir(config.model_dir):
-    outputs.remove_staged_leftovers(config.model_dir)
+    staged.remove_leftovers(config.model_dir, but=(lease_lib.LEASE_FILE,))
   config = _resolve_init_checkpoint(config)
   if config.mode == 'predict':
     if task:

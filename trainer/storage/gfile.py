@@ -6,7 +6,7 @@ gs:// path is refused with what to install. The modules that must import without
 (trainer/storage/outputs.py, json_files.py, trainer/keras_run/) call these, not tf.io.gfile.
 
   exists, isdir, listdir, makedirs, remove, rmtree, rename(src, dst, overwrite=False),
-  GFile(path, mode): as tf.io.gfile's;
+  GFile(path, mode): as tf.io.gfile's; mtime(path): the last write, seconds since the epoch;
   OpError: the error the storage raises (tf.errors.OpError; OSError without TensorFlow).
 """
 
@@ -48,6 +48,7 @@ if HAS_TENSORFLOW:
   rename = _tf.io.gfile.rename
   GFile = _tf.io.gfile.GFile
   OpError = _tf.errors.OpError
+  mtime = lambda path: _tf.io.gfile.stat(path).mtime_nsec / 1e9
 else:
   exists = lambda path: os.path.exists(_local(path))
   isdir = lambda path: os.path.isdir(_local(path))
@@ -59,3 +60,4 @@ else:
   GFile = lambda path, mode='r': open(  # pylint: disable=consider-using-with
       _local(path), mode, **({} if 'b' in mode else {'encoding': 'utf-8'}))
   OpError = OSError
+  mtime = lambda path: os.stat(_local(path)).st_mtime

@@ -1,12 +1,12 @@
 """JSON files of the pipeline (dataset.json, model_config.json, best.json, results.json, ...),
 local or gs://: written indented with sorted keys, aside and renamed into place
-(`trainer.storage.outputs.staged_file`), and read back as Python values. Each caller checks the
+(`trainer.storage.staged.staged_file`), and read back as Python values. Each caller checks the
 value's shape and words its own error."""
 
 import json
 
 from trainer.storage import gfile
-from trainer.storage import outputs
+from trainer.storage import staged
 
 # What `read` returns for a file that does not exist (a file may well hold JSON's null).
 MISSING = object()
@@ -19,7 +19,7 @@ def write(path, value):
   Raises:
     gfile.OpError: the storage refused the write.
   """
-  with outputs.staged_file(path) as f:
+  with staged.staged_file(path) as f:
     f.write(json.dumps(value, indent=2, sort_keys=True) + '\n')
 
 

@@ -6,7 +6,8 @@ import json
 import os
 import socket
 import time
-import uuid
+
+from trainer.storage import staged
 
 _GCS_TIMEOUT_SECS = 20
 
@@ -69,7 +70,7 @@ class LocalStore(object):
     self.path = path
 
   def _aside(self, content):
-    temporary = '%s.partial-%s' % (self.path, uuid.uuid4().hex[:12])
+    temporary = staged.aside_name(self.path)
     try:
       with open(temporary, 'w') as f:
         f.write(json.dumps(content, sort_keys=True) + '\n')
@@ -127,7 +128,7 @@ class LocalStore(object):
   def take_over(self, content, version):
     """Replaces a dead holder's lease at `version`: moved aside by rename(2), which only one of
     two takers can do to it, then created anew by `create`."""
-    aside = '%s.stale-%s' % (self.path, uuid.uuid4().hex[:12])
+    aside = staged.aside_name(self.path)
     try:
       os.rename(self.path, aside)
     except FileNotFoundError:
@@ -155,14 +156,7 @@ class LocalStore(object):
     """Removes what a killed holder or taker left beside the lease (its files written aside, a
     lease moved aside), once older than any live writer keeps them."""
     folder, name = os.path.split(self.path)
-    for entry in os.listdir(folder):
-      full = os.path.join(folder, entry)
-      if entry.startswith((name + '.partial-', name + '.stale-')):
-        try:
-          if time.time() - os.stat(full).st_mtime > older_than_secs:
-            os.remove(full)
-        except OSError:
-          pass
+    staged.remove_leftovers(folder, of=name, older_than_secs=older_than_secs)
 
 
 class GcsStore(object):

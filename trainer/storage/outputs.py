@@ -4,28 +4,16 @@ Every writer of the pipeline checks its output before any work (`check_output_di
 `check_output_file`): a path that already holds something is refused, naming it and the flag
 that replaces it; with that flag the old output is removed first (`clear_output_dir`), so no
 stale shard is left beside new ones. Files are written aside and renamed into place
-(`staged_file`), so a crash never leaves half a file under the final name.
+(trainer/storage/staged.py), so a crash never leaves half a file under the final name.
 """
 
-import contextlib
 import os
-import re
 import uuid
-
-from absl import logging
 
 from trainer.errors import PipelineError
 from trainer.storage import gfile
 from trainer.storage import lease
-
-# The suffix of a file being written aside (`staged_file`, `staged_path`): a regular expression,
-# for owners of a directory that clean up after a crash (trainer.data.shards).
-STAGED_SUFFIX = r'\.partial-[0-9a-f]{12}'
-
-
-def _staged_name(path):
-  return '%s.partial-%s' % (path, uuid.uuid4().hex[:12])
-
+from trainer.storage import staged
 
 def _is_gcs(path):
   return path.startswith('gs://')
@@ -98,7 +86,7 @@ def existing_entries(path):
   if not gfile.isdir(path):
     return []
   return sorted(name.rstrip('/') for name in gfile.listdir(path)
-                if not name.startswith(lease.LEASE_FILE))
+                if not (staged.final_name(name) or name).startswith(lease.LEASE_FILE))
 
 
 def _shown(path, names):
@@ -170,55 +158,3 @@ def check_output_file(path, flag, overwrite, overwrite_flag='--overwrite'):
   if gfile.exists(path) and not overwrite:
     raise PipelineError('%s=%s already exists. Choose another path, or pass %s to replace it.'
                         % (flag, path, overwrite_flag))
-
-
-def remove_staged_leftovers(directory):
-  """Deletes the files a killed writer left aside in `directory` (`staged_file`, `staged_path`:
-  NAME.partial-HEX[.EXT]), which no reader takes for outputs; for the holder of the directory's
-  writer lease (`trainer.storage.lease`), so that no live writer's file is removed. Returns
-  their names."""
-  pattern = re.compile(r'.+%s(\.\w+)?$' % STAGED_SUFFIX)
-  left = [n for n in existing_entries(directory) if pattern.match(n)]
-  for name in left:
-    gfile.remove('%s/%s' % (directory.rstrip('/'), name))
-  if left:
-    logging.info('Removed %d files a killed run left aside in %s: %s', len(left), directory,
-                 ', '.join(left))
-  return left
-
-
-@contextlib.contextmanager
-def staged_file(path, mode='w'):
-  """Opens a uniquely named sibling of `path` for writing and renames it onto `path` when the
-  block ends without an error (removing it otherwise), so `path` is never half written.
-
-  Yields:
-    a gfile.GFile open in `mode` ('w' or 'wb').
-  """
-  temporary = _staged_name(path)
-  try:
-    with gfile.GFile(temporary, mode) as f:
-      yield f
-    gfile.rename(temporary, path, overwrite=True)
-  finally:
-    if gfile.exists(temporary):
-      gfile.remove(temporary)
-
-
-@contextlib.contextmanager
-def staged_path(path):
-  """`staged_file` for a writer that takes a path (Keras' model.save): yields a uniquely named
-  sibling of `path` with the same extension, renamed onto `path` when the block ends without an
-  error (removed otherwise).
-
-  Yields:
-    str, the temporary path to write.
-  """
-  root, extension = os.path.splitext(path)
-  temporary = _staged_name(root) + extension
-  try:
-    yield temporary
-    gfile.rename(temporary, path, overwrite=True)
-  finally:
-    if gfile.exists(temporary):
-      gfile.remove(temporary)
