@@ -169,6 +169,13 @@ def _tpu_estimator(config, tpu_master=None):
       predict_batch_size=config.eval_batch_size, export_to_tpu=False)
 
 
+def _checkpointing(config):
+  """The RunConfig settings every road shares: where and how often checkpoints are written, how
+  many are kept, and the graph's seed."""
+  return dict(model_dir=config.model_dir, save_checkpoints_steps=config.save_checkpoints_steps,
+              keep_checkpoint_max=config.keep_checkpoint_max, tf_random_seed=config.seed)
+
+
 def tpu_run_config(config, tpu_master=None):
   """The TPUEstimator's RunConfig. With use_tpu the TPU is resolved first (unless `tpu_master`
   is given) and its slice checked against the run (`check_tpu_slice`), and the input_fn runs once
@@ -189,16 +196,14 @@ def tpu_run_config(config, tpu_master=None):
         iterations_per_loop=config.iterations_per_loop, num_shards=config.num_cores,
         per_host_input_for_training=tf.estimator.tpu.InputPipelineConfig.PER_HOST_V2)
   return tf.estimator.tpu.RunConfig(
-      cluster=cluster, master=tpu_master, model_dir=config.model_dir,
+      cluster=cluster, master=tpu_master, tpu_config=tpu_config,
       # On a TPU, TPUEstimator builds the session config for its master itself.
       session_config=None if config.use_tpu else host_session_config(config.model.model),
-      save_checkpoints_steps=config.save_checkpoints_steps,
-      keep_checkpoint_max=config.keep_checkpoint_max, tpu_config=tpu_config,
-      tf_random_seed=config.seed,
       # trainer.run.hooks.ProgressHook logs step, rate and ETA. On a TPU the loss stays on the
       # device between loops: TPUEstimator's own hooks log it, and examples/sec, after every
       # loop.
-      log_step_count_steps=config.iterations_per_loop if config.use_tpu else None)
+      log_step_count_steps=config.iterations_per_loop if config.use_tpu else None,
+      **_checkpointing(config))
 
 
 def host_session_config(network=None):
@@ -224,9 +229,7 @@ def _distributed_estimator(config):
   parameter servers), between-graph replication with the variables on the parameter servers and
   asynchronous updates. Each worker step uses `config.train_batch_size` examples."""
   run_config = tf.estimator.RunConfig(  # reads TF_CONFIG
-      model_dir=config.model_dir, save_checkpoints_steps=config.save_checkpoints_steps,
-      keep_checkpoint_max=config.keep_checkpoint_max, log_step_count_steps=None,
-      tf_random_seed=config.seed)
+      log_step_count_steps=None, **_checkpointing(config))
   if run_config.session_config is not None:  # Estimator's own, with the task's device filters
     session_config = tf.ConfigProto()
     session_config.CopyFrom(run_config.session_config)
@@ -259,9 +262,8 @@ def _mirrored_estimator(config):
   else:
     strategy = tf.distribute.MirroredStrategy(devices)  # NCCL all-reduce where it can
   return _estimator(config, tf.estimator.RunConfig(
-      model_dir=config.model_dir, save_checkpoints_steps=config.save_checkpoints_steps,
-      keep_checkpoint_max=config.keep_checkpoint_max, log_step_count_steps=None,
-      tf_random_seed=config.seed, session_config=session_config, train_distribute=strategy))
+      log_step_count_steps=None, session_config=session_config, train_distribute=strategy,
+      **_checkpointing(config)))
 
 
 def _estimator(config, run_config):
