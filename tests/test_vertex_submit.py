@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -498,8 +499,16 @@ def test_a_user_package_is_a_source_directory_a_wheel_or_an_sdist(tmp_path):
     assert user_package.check(package, [USER_NETWORK]) == []
     (warning,) = user_package.check(package, ['--model_fn=acme_jobs.legacy:model_fn'])
     assert 'shows no module acme_jobs' in warning
-  # What the image holds already needs no package; a directory that is not a package is refused.
+  # What the image holds already needs no package; a package that would overwrite it (a user's
+  # `models`, the commonest name) and a directory that is not a package are refused.
   assert user_package.check(None, ['--network=models.networks:resnet']) == []
+  clashing = tmp_path / 'clashing'
+  shutil.copytree(USER_PACKAGE, str(clashing))
+  (clashing / 'models').mkdir()
+  (clashing / 'models' / '__init__.py').write_text('')
+  with pytest.raises(PipelineError, match="installs a top-level models, a name the trainer's "
+                     'image already installs'):
+    user_package.check(str(clashing), [USER_NETWORK])
   for bad, message in ((tmp_path, 'without setup.py or pyproject.toml'),
                        (tmp_path / 'missing', 'does not exist'),
                        (tmp_path / 'acme_nets-0.1.0-py3-none-any.whl.txt', 'is not a package')):

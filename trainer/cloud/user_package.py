@@ -78,8 +78,11 @@ def _names(path):
   """The top-level module names `path` holds: a directory's (at its top and under src/), a
   wheel's, or a source distribution's (under its one top folder, and its src/)."""
   if os.path.isdir(path):
+    # What setuptools would install from a source tree: packages (with __init__.py) and modules.
     entries = [name for root in (path, os.path.join(path, 'src')) if os.path.isdir(root)
-               for name in os.listdir(root)]
+               for name in os.listdir(root)
+               if os.path.isfile(os.path.join(root, name, '__init__.py')) or (
+                   name.endswith('.py') and name != 'setup.py')]
   elif path.endswith(('.whl', '.zip')):
     with zipfile.ZipFile(path) as archive:
       entries = archive.namelist()
@@ -109,9 +112,11 @@ def check(user_package, trainer_args):
     can map a package anywhere, so this is not refused).
 
   Raises:
-    PipelineError: a bad --user_package (build_context), or a flag that names a module of the
-      user's when no --user_package is given: the built image would hold only this project's
-      packages and the job would fail at start in the cloud.
+    PipelineError: a bad --user_package (build_context); a package with a top-level name the
+      image already installs (IMAGE_PACKAGES: pip would write the user's files over the
+      trainer's); or a flag that names a module of the user's when no --user_package is given:
+      the built image would hold only this project's packages and the job would fail at start in
+      the cloud.
   """
   named = [n for n in named_modules(trainer_args) if n[2] not in IMAGE_PACKAGES]
   if user_package is None:
@@ -124,6 +129,13 @@ def check(user_package, trainer_args):
     return []
   context, package = build_context(user_package)
   held = _names(os.path.join(context, package))
+  clash = sorted(held & set(IMAGE_PACKAGES))
+  if clash:
+    raise PipelineError('--user_package=%s installs a top-level %s, a name the trainer\'s image '
+                        'already installs (%s): pip would write your files over the trainer\'s. '
+                        'Rename your top-level package (e.g. acme_%s) and the --network, '
+                        '--model_fn or --input_fn that name it.'
+                        % (user_package, clash[0], ', '.join(IMAGE_PACKAGES), clash[0]))
   return ['--%s=%s: --user_package=%s shows no module %s (looked for %s/ and %s.py at its top '
           'and under src/); the job fails at start if the installed package lacks it.'
           % (flag, spec, user_package, module, module, module)
