@@ -16,11 +16,11 @@ from flags import mode_flags
 from flags import recorded_network
 from flags import run_fields
 from flags import to_model_fn_config
-from flags import train_length
 from flags import value_checks
 from flags import value_rules
 from models.model_config import TEXT_MODELS, ModelConfig
 from models.specs import network_params
+from models import recipes
 from models import user_code
 from models.recipes import MODEL_DEFAULTS, SCHEDULE_DEFAULTS, recipe_name
 from trainer.cloud import gcs_preflight
@@ -361,7 +361,7 @@ def config_from_flags(flag_values, given=None):
   if f.train_steps is not None:
     train_steps = f.train_steps
   elif f.train_epochs is not None:
-    train_steps = train_length.steps_of_epochs(f.train_epochs, data.num_train_examples,
+    train_steps = recipes.steps_of_epochs(f.train_epochs, data.num_train_examples,
                                                f.train_batch_size)
   else:  # mode=eval: stop waiting for checkpoints at any step
     train_steps = 0

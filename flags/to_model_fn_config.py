@@ -8,9 +8,9 @@ What the pipeline cannot do for such a job is refused here in one line: --mode=p
 """
 
 from flags import run_fields
-from flags import train_length
-from trainer.data.data_config import DataConfig
+from models import recipes
 from models.model_config import ModelConfig
+from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
 from trainer.run.run_config import Config
 
@@ -81,7 +81,7 @@ def config_of(f, model_dir, seed, mirrored_devices, profile_steps):
   if f.train_steps is not None:
     train_steps = f.train_steps
   elif f.train_epochs is not None and f.mode != 'eval':
-    train_steps = train_length.steps_of_epochs(f.train_epochs, f.num_train_examples,
+    train_steps = recipes.steps_of_epochs(f.train_epochs, f.num_train_examples,
                                                f.train_batch_size)
   else:
     train_steps = 0

@@ -5,7 +5,8 @@ Flags the user leaves unset take their value from here: `trainer.main` (`flags/t
 `--model=inception_v3` alone trains with RMSProp, label smoothing and a weight EMA, and
 `trainer.train_keras` (`flags/to_keras_config.py`). `--recipe=NAME` starts any network, a user's
 `--network` among them, from one of these. `learning_rate` is the schedules' reference in plain
-Python, which both trainers' schedules are tested against.
+Python, which both trainers' schedules are tested against; `steps_of_epochs` the one rule for
+how many steps `--train_epochs` means.
 """
 
 import math
@@ -102,3 +103,13 @@ def recipe_name(model, recipe=None):
   if recipe:
     return recipe
   return model if model in MODEL_DEFAULTS else USER_NETWORK_RECIPE
+
+
+def steps_of_epochs(epochs, num_train_examples, batch_size):
+  """The training steps of `epochs` (float) epochs of `num_train_examples` at the global
+  `batch_size`, for `trainer.main` (flags/to_config.py) and `trainer.train_keras`
+  (trainer/keras_run/job.py): rounded up, so every example is seen `epochs` times; at least 1.
+
+  Example: 2 epochs of 10,202 texts at batch 64 -> ceil(318.8) = 319 steps.
+  """
+  return max(1, int(math.ceil(epochs * num_train_examples / batch_size)))

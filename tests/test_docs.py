@@ -255,15 +255,15 @@ def _recipe_rows(doc_text):
 
 def step_count_problems(doc_text, makefile_text, num_train_examples):
   """Each recipe row of docs/training.md's table that states 'N epochs (M steps' where M is not
-   the steps `trainer.main` runs for make train's flags of that model (flags.train_length.steps_of_epochs), or where N is not the Makefile's --train_epochs: a list of messages."""
-  from flags import train_length  # pylint: disable=g-import-not-at-top
+   the steps `trainer.main` runs for make train's flags of that model (models.recipes.steps_of_epochs), or where N is not the Makefile's --train_epochs: a list of messages."""
+  from models import recipes  # pylint: disable=g-import-not-at-top
   recipes = _makefile_train_flags(makefile_text)
   problems = []
   for model, row in _recipe_rows(doc_text):
     model = model or 'resnet'
     flags = recipes[model]
     for epochs, steps in _EPOCHS.findall(row):
-      expected = train_length.steps_of_epochs(float(flags['train_epochs']),
+      expected = recipes.steps_of_epochs(float(flags['train_epochs']),
                                            num_train_examples[model],
                                            int(flags['train_batch_size']))
       if float(epochs) != float(flags['train_epochs']):

@@ -1,8 +1,10 @@
 """The package's rooms (BUILD.md, "Layout"), read from the source: each module at most 400 lines;
 `trainer/prepare` and `trainer/cli` import nothing of `flags/` or `trainer/run/`; model code never
-reads flags. Static (the source is parsed, nothing imported): once, on the TF 2.15 runtime."""
+reads flags; no two rooms import each other, however indirectly. Static (the source is parsed,
+nothing imported): once, on the TF 2.15 runtime."""
 
 import ast
+import collections
 import os
 
 import pytest
@@ -57,3 +59,47 @@ def test_a_room_imports_nothing_above_it(room, forbidden):
   found = {path: name for path in _modules(room) for name in _imports(path)
            if any(name == f or name.startswith(f + '.') for f in forbidden)}
   assert not found, found
+
+
+def _room(module):
+  """The room of a module: a package under trainer/ (trainer.run), models.specs, a top-level
+  package (flags, models, keras_models), or, for a module of trainer/ itself (trainer.main, the
+  entry points, trainer.errors) and a package's __main__ (an entry point), the module alone."""
+  parts = module.split('.')
+  if parts[-1] == '__main__' or (parts[0] == 'trainer' and len(parts) == 2):
+    return module
+  if parts[0] == 'trainer' or parts[:2] == ['models', 'specs']:
+    return '.'.join(parts[:2])
+  return parts[0]
+
+
+def _project_module(name):
+  """The project's module `name` imports ('a.b.c' from `from a.b import c`), or None."""
+  parts = name.split('.')
+  while parts and parts[0] in PACKAGES:
+    path = os.path.join(REPO, *parts)
+    if os.path.isfile(path + '.py') or os.path.isdir(path):
+      return '.'.join(parts)
+    parts = parts[:-1]
+  return None
+
+
+def test_no_two_rooms_import_each_other():
+  """The room graph has no loop (a run -> advise -> benchmark -> run loop made each of them
+  need the others): the loops found are listed with one import of each edge."""
+  edges = collections.defaultdict(dict)
+  for path in _modules(*PACKAGES):
+    module = path[:-3].replace(os.sep, '.')
+    module = module[:-len('.__init__')] if module.endswith('.__init__') else module
+    for name in _imports(path):
+      target = _project_module(name)
+      if target and _room(target) != _room(module):
+        edges[_room(module)].setdefault(_room(target), path)
+
+  def reaches(start, goal, seen):
+    return any(nxt == goal or (nxt not in seen and not seen.add(nxt) and reaches(nxt, goal, seen))
+               for nxt in edges.get(start, {}))
+
+  loops = sorted('%s -> %s (%s)' % (a, b, path) for a in edges for b, path in edges[a].items()
+                 if reaches(b, a, set()))
+  assert not loops, loops

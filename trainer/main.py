@@ -16,15 +16,16 @@ from absl import flags as absl_flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from trainer.cli import help_text
 from flags import run_flags
 from flags import to_config
-from trainer.run import driver
+from trainer.advise import own_device
+from trainer.cli import help_text
 from trainer.cli import log_noise
-from trainer.run import preemption
-from trainer.run import run_errors
 from trainer.cloud import aiplatform_env
 from trainer.errors import EXIT_RESUMABLE, PipelineError
+from trainer.run import driver
+from trainer.run import preemption
+from trainer.run import run_errors
 
 FLAGS = absl_flags.FLAGS
 
@@ -37,7 +38,7 @@ def main(argv):
     aiplatform_env.check_hypertune_trial()
     config = to_config.config_from_flags(FLAGS.flag_values_dict(),
                                          given={n for n in FLAGS if FLAGS[n].present})
-    results = driver.run(config)
+    results = driver.run(config, step_time=own_device)
     aiplatform_env.report_hypertune_metric(results)
   except PipelineError as e:
     print('error: %s' % e, file=sys.stderr)

@@ -18,8 +18,8 @@ import time
 from absl import logging
 import keras
 
-from flags import train_length
 from keras_models import build
+from models import recipes
 from trainer.data import dataset_json
 from trainer.errors import Preempted
 from trainer.errors import PipelineError
@@ -152,7 +152,7 @@ def train(config, callbacks=()):
     if chief:  # the other processes of a multi-process run share model_dir and read it only
       _prepare_model_dir(config, checkpoints)
     steps_per_epoch = data.num_train_examples / float(config.train_batch_size)
-    total = config.train_steps or train_length.steps_of_epochs(
+    total = config.train_steps or recipes.steps_of_epochs(
         config.train_epochs, data.num_train_examples, config.train_batch_size)
     plan = config.recipe
     schedule = schedule_lib.PipelineSchedule.from_recipe(plan, config.train_batch_size,

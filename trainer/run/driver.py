@@ -24,7 +24,6 @@ from trainer.run import predict as predict_lib
 from trainer.run import preemption
 from trainer.run import results as results_lib
 from trainer.run import run_errors
-from trainer.advise import own_device
 from trainer.cloud import aiplatform_env
 from trainer.cloud import gcs_preflight
 from trainer.data import shards
@@ -44,12 +43,19 @@ def latest_step(model_dir):
   return checkpoint_step(checkpoint) if checkpoint else 0
 
 
-def run(config):
+def run(config, step_time=None):
   """Runs config.mode, exports if asked, writes <model_dir>/results.json and returns its dict
   (a worker or parameter server of a cluster returns its own task record instead; a prediction
   writes <model_dir>/predict_results.json, a dry run <model_dir>/dry_run.json). A training run
   first records its network in <model_dir>/model_config.json (`trainer.run.network_record`; the
   chief of a cluster).
+
+  Args:
+    config: `trainer.run.run_config.Config`.
+    step_time: the step-time predictor for --predict_step_time (trainer.advise.own_device, given
+      by trainer.main: the run layer does not import the advisor, which is built on it), with
+      predict_run(config, session_config), scored(prediction, steps, seconds) and
+      predict_slice(config, topology); None: no prediction.
 
   Raises:
     PipelineError: for anything the user must fix (data, TPU, checkpoints, cluster), among them
@@ -73,7 +79,7 @@ def run(config):
   watch = preemption.SigtermWatch(config.model_dir, config.preemption_grace_secs,
                                   saves_checkpoints=chief)
   if task and task[0] == 'ps':  # holds nothing to save: SIGTERM may end it as it always did
-    return _run(config, watch, task, None)
+    return _run(config, watch, task, None, step_time)
   # One writer per model_dir: training holds its lease (in a cluster, the chief for the job);
   # evaluation, prediction and dry runs only read it.
   writes = chief and config.mode in results_lib.WRITING_MODES
@@ -82,10 +88,10 @@ def run(config):
   with lease_lib.held(config.model_dir, '--model_dir', config.lease_expiry_secs, 'trainer.main',
                       needed=writes) as lease, watch.installed(), \
       (run_errors.explain_full_disk(config) if writes else contextlib.nullcontext()):
-    return _run(config, watch, task, lease)
+    return _run(config, watch, task, lease, step_time)
 
 
-def _run(config, watch, task, lease):
+def _run(config, watch, task, lease, step_time):
   if lease and tf.io.gfile.isdir(config.model_dir):
     staged.remove_leftovers(config.model_dir, but=(lease_lib.LEASE_FILE,))
   config = _resolve_init_checkpoint(config)
@@ -102,7 +108,7 @@ def _run(config, watch, task, lease):
                           'dry_run': [True, False]}
     shards.check_shards_exist(config.data, is_training_splits[config.mode])
   if config.mode == 'dry_run':
-    report = dry_run_lib.dry_run(config, config.tpu_topology)
+    report = dry_run_lib.dry_run(config, config.tpu_topology, step_time)
     results_lib.write_json(config.model_dir, dry_run_lib.REPORT_FILE, report)
     return report
   if task:
@@ -119,8 +125,8 @@ def _run(config, watch, task, lease):
                                ('top_1_accuracy', 'eval'), ('eval_loss', 'eval')])
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   prediction = None
-  if config.mode != 'eval' and config.predict_step_time:  # before training, on an idle host
-    prediction = own_device.predict_run(config, estimator.config.session_config)
+  if config.mode != 'eval' and config.predict_step_time and step_time:  # on an idle host
+    prediction = step_time.predict_run(config, estimator.config.session_config)
   start = time.time()
   if config.mode == 'eval':
     results, checkpoint = _eval_only(estimator, config)
@@ -129,7 +135,7 @@ def _run(config, watch, task, lease):
     checkpoint = tf.train.latest_checkpoint(config.model_dir)
   results.update(results_lib.run_facts(config, throughput[0], throughput[1], start))
   if prediction:
-    results['step_time'] = own_device.scored(prediction, *throughput)
+    results['step_time'] = step_time.scored(prediction, *throughput)
   if lease:
     lease.check()
   return results_lib.finish(estimator, config, results, checkpoint, writer=lease is not None)

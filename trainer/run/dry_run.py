@@ -25,7 +25,6 @@ from typing import Optional
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from trainer.advise import own_device
 from trainer.run import estimator as estimator_lib
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import predict_input
@@ -220,7 +219,7 @@ def _resolve_slice(config, topology):
   return _Slice(cluster.master() or compatibility.LOCAL_TPU, num_hosts, num_cores)
 
 
-def dry_run(config, topology=None):
+def dry_run(config, topology=None, step_time=None):
   """Builds the training, evaluation and prediction graphs of `config` for a TPU slice and
   checks what each host's input reads. The Estimators work in a scratch directory: the job's
   model_dir gets only the report.
@@ -230,6 +229,8 @@ def dry_run(config, topology=None):
       num_cores).
     topology: the accelerator type to simulate (`trainer.tpu.topologies`); None takes the
       slice of the TPU that config.tpu names, which must be reachable (nothing runs on it).
+    step_time: the step-time predictor of a simulated slice with --predict_step_time
+      (`driver.run`'s), or None.
 
   Returns:
     the report dict (the driver writes it to <model_dir>/dry_run.json).
@@ -254,8 +255,8 @@ def dry_run(config, topology=None):
     report.update(_train_report(scratch_config, tpu_slice))
     report['evaluation'] = _evaluation_report(scratch_config, tpu_slice)
     report['prediction'] = _prediction_report(scratch_config, tpu_slice)
-    if topology and config.predict_step_time:
-      report['step_time'] = own_device.predict_slice(config, topology)
+    if topology and config.predict_step_time and step_time:
+      report['step_time'] = step_time.predict_slice(config, topology)
   finally:
     shutil.rmtree(scratch, ignore_errors=True)
   logging.info('dry run on %s: %d hosts, %d cores, infeed %s, %d unsupported ops',
