@@ -19,7 +19,8 @@ project's own virtualenvs each bring their own TensorFlow build, and pip must no
   pip install '.[cloud]'        # + the Vertex AI client, for `trainer.submit --platform=vertex`
 """
 
-from setuptools import find_packages, setup
+from setuptools import find_packages
+from setuptools import setup
 
 setup(
     name='tpu-estimator-pipeline',
@@ -62,7 +63,7 @@ setup(
         # Vertex AI job submission (trainer/cloud/vertex_submit.py) and its --hptuning_config YAML.
         # 1.34.0 is the last release for Python 3.7 (gRPC only; REST transports came later).
         'cloud': ['google-cloud-aiplatform>=1.34', 'PyYAML'],
-        'test': ['pytest', 'pytest-xdist'],
+        'test': ['pytest', 'pytest-xdist', 'ruff'],
     },
     entry_points={'console_scripts': [
         'tpu-pipeline-train=trainer.main:run',

@@ -17,9 +17,10 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from models import recipes
-from models.model_config import MODELS, TEXT_MODELS
-from trainer.run import network_record
+from models.model_config import MODELS
+from models.model_config import TEXT_MODELS
 from trainer.errors import PipelineError
+from trainer.run import network_record
 
 # flag -> the networks it shapes (None: every network).
 NETWORK_FLAGS = {

@@ -7,13 +7,16 @@ recipe (`models.recipes`); `flags.to_config.config_from_flags` combines and chec
 
 from absl import flags
 
-from trainer.cli import help_text
 from flags import tpu_flags
 from models import bilstm
 from models import inception_v3
 from models import resnet
-from models.model_config import LR_SCHEDULES, MODELS, PRECISIONS
-from models.recipes import MODEL_DEFAULTS, USER_NETWORK_RECIPE
+from models.model_config import LR_SCHEDULES
+from models.model_config import MODELS
+from models.model_config import PRECISIONS
+from models.recipes import MODEL_DEFAULTS
+from models.recipes import USER_NETWORK_RECIPE
+from trainer.cli import help_text
 from trainer.data.preprocessing import TRAIN_CROPS
 from trainer.run.run_config import MODES
 

@@ -18,11 +18,14 @@ from flags import run_fields
 from flags import to_model_fn_config
 from flags import value_checks
 from flags import value_rules
-from models.model_config import TEXT_MODELS, ModelConfig
-from models.specs import network_params
 from models import recipes
 from models import user_code
-from models.recipes import MODEL_DEFAULTS, SCHEDULE_DEFAULTS, recipe_name
+from models.model_config import ModelConfig
+from models.model_config import TEXT_MODELS
+from models.recipes import MODEL_DEFAULTS
+from models.recipes import recipe_name
+from models.recipes import SCHEDULE_DEFAULTS
+from models.specs import network_params
 from trainer.cloud import gcs_preflight
 from trainer.cloud import vertex_env
 from trainer.data import arrays

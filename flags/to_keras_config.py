@@ -15,7 +15,6 @@ from trainer.errors import PipelineError
 from trainer.keras_run.run_config import KerasRecipe
 from trainer.keras_run.run_config import KerasRunConfig
 
-
 # The recipe table's settings a Keras run reads (moving_average_decay: see recipe_values).
 _RECIPE_FLAGS = ('optimizer', 'base_learning_rate', 'lr_schedule', 'warmup_epochs',
                  'lr_decay_epochs', 'lr_decay_every_epochs', 'lr_decay_factor', 'weight_decay',

@@ -24,8 +24,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_models import layers as layers_lib
-from models.specs import bilstm as bilstm_spec
 from models import warm_start
+from models.specs import bilstm as bilstm_spec
 
 LAYOUT_PIPELINE = 'this pipeline'
 LAYOUT_REFERENCE = 'Cloud TPU reference ResNet'

@@ -14,7 +14,6 @@ the pooling ignores padded positions, and padded embeddings are never read.
 import tensorflow.compat.v1 as tf
 
 from models import seeded
-
 from models.specs.bilstm import CLASSIFIER_SCOPE  # pylint: disable=unused-import
 from models.specs.bilstm import LSTM_FORGET_BIAS
 from models.specs.bilstm import MASKED_VALUE

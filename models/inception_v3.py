@@ -14,7 +14,6 @@ static shapes only, on TPU.
 import tensorflow.compat.v1 as tf
 
 from models import seeded
-
 from models.specs.inception_v3 import AUX_SCOPE  # pylint: disable=unused-import
 from models.specs.inception_v3 import BATCH_NORM_DECAY
 from models.specs.inception_v3 import BATCH_NORM_EPSILON

@@ -12,9 +12,9 @@ import tensorflow.compat.v2 as tf2
 from models import features as features_lib
 from models import network_contract
 from models import networks
-from models.specs import network_params
 from models import optimization
 from models import warm_start
+from models.specs import network_params
 
 # The progress hook reads the training loss from this collection (CPU/GPU only).
 TRAIN_LOSS_COLLECTION = 'train_loss'

@@ -36,13 +36,16 @@ def tf_worker():
   """The project's model_fn train op in a bare session loop (trainer.benchmark model's graph)."""
   sys.path.insert(0, REPO)
   # The trainer's host settings (trainer/host/threads.py) must be in place before TensorFlow loads.
-  import trainer  # pylint: disable=g-import-not-at-top,unused-import
+  import trainer  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
+  # isort: split
   from absl import flags as absl_flags  # pylint: disable=g-import-not-at-top
-  from flags import run_flags, to_config  # pylint: disable=g-import-not-at-top
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+
+  from flags import run_flags  # pylint: disable=g-import-not-at-top
+  from flags import to_config  # pylint: disable=g-import-not-at-top
   from trainer.benchmark import model_bench  # pylint: disable=g-import-not-at-top
-  from trainer.run import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
   from trainer.cli import log_noise  # pylint: disable=g-import-not-at-top
+  from trainer.run import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
   from trainer.run import results  # pylint: disable=g-import-not-at-top
 
   log_noise.quiet_unless_verbose(0)

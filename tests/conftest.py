@@ -48,13 +48,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # The host's thread and oneDNN settings (trainer/host/threads.py) go into the environment before
 # TensorFlow loads, in the test process as in every command.
-import trainer  # pylint: disable=g-import-not-at-top,unused-import
-from helpers import ok  # pylint: disable=g-import-not-at-top
-from helpers import write_subset  # pylint: disable=g-import-not-at-top
-import keras_runs  # pylint: disable=g-import-not-at-top
+import trainer  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
+
+# isort: split
 from trainer.data import dataset_json  # pylint: disable=g-import-not-at-top
 from trainer.prepare import fashion_mnist  # pylint: disable=g-import-not-at-top
 from trainer.prepare import rotten_tomatoes  # pylint: disable=g-import-not-at-top
+
+from helpers import ok  # pylint: disable=g-import-not-at-top
+from helpers import write_subset  # pylint: disable=g-import-not-at-top
+import keras_runs  # pylint: disable=g-import-not-at-top
 
 
 @pytest.fixture(scope='session')

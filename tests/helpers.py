@@ -4,8 +4,8 @@ checks, small real data sets cut from the full ones, and the SavedModel predicti
 import json
 import os
 import re
-import socket
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -304,6 +304,7 @@ def predict_in_fresh_process(export_path, data_dir, tmp_path):
 def config_from_args(*args):
   """The run Config that `python -m trainer.main ARGS` would build, built in this process."""
   from absl import flags as absl_flags  # pylint: disable=g-import-not-at-top
+
   from flags import run_flags  # pylint: disable=g-import-not-at-top
   from flags import to_config  # pylint: disable=g-import-not-at-top
   if 'model' not in absl_flags.FLAGS:

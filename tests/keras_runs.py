@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
+from helpers import main_args
+from helpers import ok
 from helpers import REPO
 from helpers import TINY_BY_MODEL
 from helpers import USER_NETWORK
-from helpers import main_args
-from helpers import ok
 
 # The Keras runtime's interpreter, for the tests that run on another one (the docs' checks), and
 # the commands that need it.

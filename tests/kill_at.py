@@ -73,7 +73,7 @@ def install(point, n, signal_name):
 
 
 def main():
-  import trainer  # pylint: disable=g-import-not-at-top,unused-import  # host threads before TF
+  import trainer  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import  # host threads before TF
   spec, module = sys.argv[1], sys.argv[2]
   if spec != 'none':
     point, n, signal_name = spec.split(':')

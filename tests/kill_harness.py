@@ -7,9 +7,10 @@ import random
 import subprocess
 import sys
 
-from helpers import REPO
-from helpers import main_args
 from trainer.errors import EXIT_RESUMABLE
+
+from helpers import main_args
+from helpers import REPO
 
 MAX_KILLS = 4
 # How a killed run may end: kill -9; SIGTERM's clean stop (trainer.main, trainer.train_keras);

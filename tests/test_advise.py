@@ -10,8 +10,6 @@ import sys
 
 import pytest
 
-from helpers import REPO
-from helpers import config_from_args
 from trainer.advise import advisor
 from trainer.advise import host_probe
 from trainer.advise import job_cost
@@ -19,6 +17,9 @@ from trainer.advise import own_device
 from trainer.advise import step_model
 from trainer.advise import targets as targets_lib
 from trainer.errors import PipelineError
+
+from helpers import config_from_args
+from helpers import REPO
 
 
 def _target(**overrides):

@@ -10,12 +10,17 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import REPO, ok, refused, run_main, run_prepare
 from trainer.benchmark import stats
 from trainer.benchmark import timing
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
 from trainer.host import threads
+
+from helpers import ok
+from helpers import refused
+from helpers import REPO
+from helpers import run_main
+from helpers import run_prepare
 
 TINY_WINDOWS = ['--warmup_steps=1', '--steps_per_window=1', '--windows=2']
 

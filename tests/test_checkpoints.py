@@ -7,9 +7,13 @@ import os
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import ok, refused, results_of, run_main
-from trainer.run import checkpoints
 from trainer.errors import PipelineError
+from trainer.run import checkpoints
+
+from helpers import ok
+from helpers import refused
+from helpers import results_of
+from helpers import run_main
 
 
 def _write_checkpoints(model_dir, steps=(100, 200, 300)):

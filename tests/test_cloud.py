@@ -13,7 +13,10 @@ import tarfile
 
 import pytest
 
-from helpers import REPO, TINY, results_of, run_main
+from helpers import REPO
+from helpers import results_of
+from helpers import run_main
+from helpers import TINY
 
 _FAKE_GCLOUD = '''#!%s
 import json, os, sys

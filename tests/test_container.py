@@ -25,10 +25,11 @@ import uuid
 
 import pytest
 
-from helpers import BackgroundRun
-from helpers import REPO
 from trainer.cloud import image_build
 from trainer.cloud import user_package
+
+from helpers import BackgroundRun
+from helpers import REPO
 
 IMAGE = os.environ.get('TRAINER_IMAGE')
 DOCKER = os.environ.get('DOCKER', 'docker')

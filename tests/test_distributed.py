@@ -7,8 +7,13 @@ import os
 
 import pytest
 
-from helpers import TINY, free_ports, results_of, run_cluster, run_main
 from trainer.run import network_record
+
+from helpers import free_ports
+from helpers import results_of
+from helpers import run_cluster
+from helpers import run_main
+from helpers import TINY
 
 
 def _tf_config(cluster):

@@ -18,8 +18,8 @@ import pytest
 
 import doc_commands
 import doc_specs
-import keras_runs
 from helpers import REPO
+import keras_runs
 
 pytestmark = pytest.mark.skipif(
     sys.version_info < (3, 8),
@@ -255,17 +255,19 @@ def _recipe_rows(doc_text):
 
 def step_count_problems(doc_text, makefile_text, num_train_examples):
   """Each recipe row of docs/training.md's table that states 'N epochs (M steps' where M is not
-   the steps `trainer.main` runs for make train's flags of that model (models.recipes.steps_of_epochs), or where N is not the Makefile's --train_epochs: a list of messages."""
+   the steps `trainer.main` runs for make train's flags of that model
+   (models.recipes.steps_of_epochs), or where N is not the Makefile's --train_epochs: a list of
+   messages."""
   from models import recipes  # pylint: disable=g-import-not-at-top
-  recipes = _makefile_train_flags(makefile_text)
+  train_flags = _makefile_train_flags(makefile_text)
   problems = []
   for model, row in _recipe_rows(doc_text):
     model = model or 'resnet'
-    flags = recipes[model]
+    flags = train_flags[model]
     for epochs, steps in _EPOCHS.findall(row):
       expected = recipes.steps_of_epochs(float(flags['train_epochs']),
-                                           num_train_examples[model],
-                                           int(flags['train_batch_size']))
+                                         num_train_examples[model],
+                                         int(flags['train_batch_size']))
       if float(epochs) != float(flags['train_epochs']):
         problems.append('%s: %s epochs documented, the Makefile trains %s'
                         % (model, epochs, flags['train_epochs']))

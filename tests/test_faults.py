@@ -16,13 +16,20 @@ import time
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import (REPO, BackgroundRun, as_in_a_terminal, main_args, ok, results_of, run_main,
-                     write_subset)
+from trainer import errors
+from trainer.errors import EXIT_RESUMABLE
 from trainer.run import checkpoints
 from trainer.run import preemption
 from trainer.run import run_errors
-from trainer import errors
-from trainer.errors import EXIT_RESUMABLE
+
+from helpers import as_in_a_terminal
+from helpers import BackgroundRun
+from helpers import main_args
+from helpers import ok
+from helpers import REPO
+from helpers import results_of
+from helpers import run_main
+from helpers import write_subset
 
 
 def _args(small_dir, model_dir, *extra):

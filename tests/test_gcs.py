@@ -15,8 +15,16 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import (TINY_BY_MODEL, BackgroundRun, ok, predict_in_fresh_process,
-                     read_records, refused, results_of, run_main, run_prepare, write_subset)
+from helpers import BackgroundRun
+from helpers import ok
+from helpers import predict_in_fresh_process
+from helpers import read_records
+from helpers import refused
+from helpers import results_of
+from helpers import run_main
+from helpers import run_prepare
+from helpers import TINY_BY_MODEL
+from helpers import write_subset
 
 pytestmark = pytest.mark.skipif(
     os.environ.get('GCS_SANDBOX') != '1',
@@ -250,8 +258,8 @@ def test_gs_paths_with_special_characters_are_data_not_patterns(gcs_dir):
   """On gs:// as on disk: the shards of `d b[1]*?é` are found through the escaped pattern and a
   sibling it would match as a pattern is not; the checkpoint listing of a prefix matches only
   its own objects."""
-  from trainer.run import checkpoints  # pylint: disable=g-import-not-at-top
   from trainer.data.data_config import DataConfig  # pylint: disable=g-import-not-at-top
+  from trainer.run import checkpoints  # pylint: disable=g-import-not-at-top
   from trainer.storage import patterns  # pylint: disable=g-import-not-at-top
   for name in ('d b[1]*?é', 'd b1xé'):
     for file_name in ('train-00000-of-00001', 'model.ckpt-1.index'):

@@ -8,10 +8,11 @@ import sys
 
 import pytest
 
-from helpers import REPO
 from trainer.host import cpu as cpu_lib
 from trainer.host import runtime_probe
 from trainer.host import threads
+
+from helpers import REPO
 
 # /proc/cpuinfo's first lines on the two host kinds this project met (flags shortened).
 ZEN3_CPUINFO = """processor\t: 0

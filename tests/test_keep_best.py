@@ -4,13 +4,16 @@ import json
 import os
 
 import pytest
-
 import tensorflow.compat.v1 as tf
 
-from helpers import config_from_args, ok, results_of, run_main
+from trainer.errors import PipelineError
 from trainer.run import best_checkpoint
 from trainer.run import checkpoints
-from trainer.errors import PipelineError
+
+from helpers import config_from_args
+from helpers import ok
+from helpers import results_of
+from helpers import run_main
 
 _CNN = ['--model=cnn', '--image_size=28', '--train_batch_size=32', '--eval_batch_size=64',
         '--skip_host_call', '--keep_checkpoint_max=1', '--seed=3']

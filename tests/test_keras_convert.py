@@ -18,17 +18,18 @@ keras = pytest.importorskip('keras', minversion='3', reason='the Keras 3 runtime
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf
 
-from helpers import read_records
-from helpers import refused
-from keras_runs import FOLDER_RUNS
-from keras_runs import KERAS_TWINS
-from keras_runs import RUNS
-from keras_runs import export_keras
 from keras_models import build
 from keras_models import layers as layers_lib
 from models.model_config import ModelConfig
 from trainer import export_keras as export_keras_lib
 from trainer.errors import PipelineError
+
+from helpers import read_records
+from helpers import refused
+from keras_runs import export_keras
+from keras_runs import FOLDER_RUNS
+from keras_runs import KERAS_TWINS
+from keras_runs import RUNS
 
 TOLERANCE = 1e-4
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')

@@ -17,12 +17,13 @@ keras = pytest.importorskip('keras', minversion='3', reason='the Keras 3 runtime
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from flags import keras_flags
-from helpers import REPO
-import keras_resume
 from keras_models import datasets
-from keras_runs import export_keras
 from trainer import export_keras as export_keras_lib
 from trainer.keras_run import job
+
+from helpers import REPO
+import keras_resume
+from keras_runs import export_keras
 
 # Fine-tuning as docs/migration.md shows it: a constant rate, no weight decay.
 FINE_TUNING = ['--lr_schedule=constant', '--weight_decay=0', '--warmup_epochs=0']

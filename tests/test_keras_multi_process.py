@@ -14,10 +14,11 @@ import pytest
 keras = pytest.importorskip('keras', minversion='3', reason='the Keras 3 runtime (.venv-keras)')
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from helpers import REPO
-from helpers import free_ports
-import keras_resume
 from trainer.keras_run import checkpoints
+
+from helpers import free_ports
+from helpers import REPO
+import keras_resume
 
 # Both runs are 4 replicas of the same global batches; only the all-reduce differs (across
 # processes, or within one): float32 rounding.

@@ -10,12 +10,17 @@ keras = pytest.importorskip('keras', minversion='3', reason='the Keras 3 runtime
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np
+from test_recipes import BATCH
+from test_recipes import CHECKED_STEPS
+from test_recipes import EXAMPLES
+from test_recipes import SCHEDULE_FLAGS
+from test_recipes import STEPS
 
-import keras_resume
 from models import recipes
 from models.model_config import MODELS
-from test_recipes import BATCH, CHECKED_STEPS, EXAMPLES, SCHEDULE_FLAGS, STEPS
 from trainer.keras_run import schedule as schedule_lib
+
+import keras_resume
 
 _RECIPE_FLAGS = ('optimizer', 'base_learning_rate', 'lr_schedule', 'warmup_epochs',
                  'lr_decay_epochs', 'lr_decay_factor', 'weight_decay', 'label_smoothing',

@@ -11,13 +11,13 @@ import json
 import os
 
 import numpy as np
-
 import pytest
 
 keras = pytest.importorskip('keras', minversion='3', reason='the Keras 3 runtime (.venv-keras)')
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from refusals import Row, run_rows
+from refusals import Row
+from refusals import run_rows
 
 
 def _files(*relative):

@@ -20,11 +20,12 @@ import pytest
 keras = pytest.importorskip('keras', minversion='3', reason='the Keras 3 runtime (.venv-keras)')
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from helpers import REPO
-from keras_runs import KERAS_TWINS
-from helpers import refused
-import keras_resume
 from trainer.keras_run import job
+
+from helpers import refused
+from helpers import REPO
+import keras_resume
+from keras_runs import KERAS_TWINS
 
 USER_KERAS_NETWORK = KERAS_TWINS['mobilenet']
 # Data-parallel vs one device: the same global batch's mean loss and the same batch-norm
@@ -172,7 +173,8 @@ def test_killed_anywhere_the_run_ends_with_the_uninterrupted_weights_bit_for_bit
   kill -9 or SIGTERM after a logged period or before a staged rename (of a checkpoint's weights
   or state, model.keras, results.json), up to 4 times, each followed by the same command; the
   run ends with model.keras equal to an uninterrupted run's, bit for bit."""
-  from kill_harness import KILLED, run_until_done  # pylint: disable=g-import-not-at-top
+  from kill_harness import KILLED  # pylint: disable=g-import-not-at-top
+  from kill_harness import run_until_done  # pylint: disable=g-import-not-at-top
   whole, killed = str(tmp_path / 'whole'), str(tmp_path / 'killed')
   proc = _train('jax', whole, tiny_arrays_dir, '--train_steps=12')
   assert proc.returncode == 0, proc.stderr[-3000:]

@@ -15,11 +15,15 @@ import os
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import ok, run_main, run_prepare
-from kill_harness import KILLED, run_until_done
-from refusals import fingerprint
 from trainer.run import checkpoints
 from trainer.storage import staged
+
+from helpers import ok
+from helpers import run_main
+from helpers import run_prepare
+from kill_harness import KILLED
+from kill_harness import run_until_done
+from refusals import fingerprint
 
 pytestmark = pytest.mark.skipif(tf.__version__.startswith('1.'), reason='runtime-independent: '
                                 'on TF 2.15 only')

@@ -9,7 +9,6 @@ differ between the runtimes, so those run on both."""
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
@@ -18,9 +17,16 @@ import uuid
 
 import pytest
 
-from helpers import REPO, BackgroundRun, ok, refused, results_of, run_main, run_prepare
 from trainer.storage import lease as lease_lib
 from trainer.storage import staged
+
+from helpers import BackgroundRun
+from helpers import ok
+from helpers import refused
+from helpers import REPO
+from helpers import results_of
+from helpers import run_main
+from helpers import run_prepare
 
 IN_GCS_SANDBOX = os.environ.get('GCS_SANDBOX') == '1'
 needs_gcs = pytest.mark.skipif(not IN_GCS_SANDBOX, reason='needs the GCS emulator: run inside '

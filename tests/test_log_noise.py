@@ -7,8 +7,10 @@ import sys
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import ok, run_main
 from trainer.host import threads
+
+from helpers import ok
+from helpers import run_main
 
 FAKE = ['--fake_data', '--model=cnn', '--image_size=28', '--num_classes=10',
         '--num_train_examples=64', '--num_eval_examples=16', '--train_steps=2',

@@ -11,13 +11,22 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from trainer.cli import help_text
 from flags import recorded_network
-from trainer.run import network_record
+from trainer.cli import help_text
 from trainer.data import dataset_json
-from helpers import (TINY, TINY_BY_MODEL, config_from_args, ok, predict_in_fresh_process,
-                     read_records, refused, requires_isolation, results_of, run_main,
-                     write_subset)
+from trainer.run import network_record
+
+from helpers import config_from_args
+from helpers import ok
+from helpers import predict_in_fresh_process
+from helpers import read_records
+from helpers import refused
+from helpers import requires_isolation
+from helpers import results_of
+from helpers import run_main
+from helpers import TINY
+from helpers import TINY_BY_MODEL
+from helpers import write_subset
 
 
 def _events_tags(model_dir):
@@ -308,6 +317,7 @@ def test_lr_schedule_flag_replaces_the_recipe_schedule(small_dir, tmp_path):
 
 def test_lr_schedule_keeps_the_rest_of_the_recipe():
   import types
+
   from flags.to_config import recipe_values
   unset = dict.fromkeys(['base_learning_rate', 'weight_decay', 'label_smoothing', 'warmup_epochs',
                          'lr_decay_every_epochs', 'moving_average_decay', 'gradient_clip_norm'])
@@ -326,6 +336,7 @@ def test_lr_decay_epochs_are_numbers_in_order_or_refused(given, says):
   """trainer.main's --lr_decay_epochs obeys train_keras's rule (flags/value_rules.py): an error
   line, not a traceback from float()."""
   import types
+
   from flags.to_config import recipe_values
   from trainer.errors import PipelineError
   unset = dict.fromkeys(['base_learning_rate', 'weight_decay', 'label_smoothing', 'warmup_epochs',

@@ -12,11 +12,16 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import TINY, ok, refused, results_of, run_main
 from models.model_config import ModelConfig
-from trainer.run import estimator as estimator_lib
 from trainer.data.data_config import DataConfig
+from trainer.run import estimator as estimator_lib
 from trainer.run.run_config import Config
+
+from helpers import ok
+from helpers import refused
+from helpers import results_of
+from helpers import run_main
+from helpers import TINY
 
 CPUS = ('/cpu:0', '/cpu:1')
 

@@ -8,6 +8,7 @@ from flags import mode_flags
 from flags import run_flags
 from trainer.errors import PipelineError
 from trainer.run.run_config import MODES
+
 from helpers import config_from_args
 
 

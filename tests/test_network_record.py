@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from helpers import config_from_args
-from trainer.run import network_record
 from trainer.errors import PipelineError
+from trainer.run import network_record
+
+from helpers import config_from_args
 
 
 @pytest.fixture

@@ -8,10 +8,15 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import config_from_args, ok, read_records, refused, run_main
-from trainer.run import network_record
 from trainer.data import predict_input
 from trainer.errors import PipelineError
+from trainer.run import network_record
+
+from helpers import config_from_args
+from helpers import ok
+from helpers import read_records
+from helpers import refused
+from helpers import run_main
 
 
 def test_each_kind_of_input_is_recognised_and_named(small_dir, text_small_dir, tmp_path):

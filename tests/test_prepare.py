@@ -6,10 +6,14 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import ok, read_records, refused, run_prepare
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
 from trainer.prepare import fashion_mnist
+
+from helpers import ok
+from helpers import read_records
+from helpers import refused
+from helpers import run_prepare
 
 
 def test_the_training_image_size_is_dataset_jsons_else_the_larger_stored_side():

@@ -14,14 +14,21 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import (REPO, ok, read_records, refused, results_of, run_main,
-                     run_prepare)
-from ilsvrc_tree import CMYK_FIXTURE, write_ilsvrc_tree
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
 from trainer.prepare import beam_convert
 from trainer.prepare import image_coder
 from trainer.prepare import imagenet
+
+from helpers import ok
+from helpers import read_records
+from helpers import refused
+from helpers import REPO
+from helpers import results_of
+from helpers import run_main
+from helpers import run_prepare
+from ilsvrc_tree import CMYK_FIXTURE
+from ilsvrc_tree import write_ilsvrc_tree
 
 NUM_IMAGES = 60  # 10 classes: 4 training and 2 validation images each
 

@@ -7,10 +7,11 @@ test_keras_recipes.py."""
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import config_from_args
 from models import optimization
 from models import recipes
 from models.model_config import MODELS
+
+from helpers import config_from_args
 
 # A run of 10 epochs of 50 steps (1,600 examples at batch 32): the warmup, each decay boundary
 # and the cosine's middle and end fall inside it.

@@ -7,9 +7,13 @@ import os
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import ok, read_records, run_prepare
-from refusals import Row, run_rows
 from trainer.data import dataset_json
+
+from helpers import ok
+from helpers import read_records
+from helpers import run_prepare
+from refusals import Row
+from refusals import run_rows
 
 
 def _pngs(tiny_dir, count=8):

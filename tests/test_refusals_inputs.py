@@ -12,9 +12,11 @@ import shutil
 
 import pytest
 
-from helpers import config_from_args
-from refusals import Row, run_rows
 from trainer.run import network_record
+
+from helpers import config_from_args
+from refusals import Row
+from refusals import run_rows
 
 # A tiny trainer run on synthetic data; every row is refused before it starts.
 FAKE = ['--fake_data', '--model=cnn', '--image_size=28', '--num_classes=10',
@@ -281,9 +283,10 @@ def test_every_input_is_checked_before_any_work(tmp_path, model_dirs):
 def test_photos_too_large_to_train_at_their_own_size_need_an_image_size(tmp_path):
   """dataset.json of phone photos (median 4032x3024, no training size): an unset --image_size
   is refused with the reason before any work; --image_size=128 trains at 128."""
-  from helpers import config_from_args  # pylint: disable=g-import-not-at-top
   from trainer.data import dataset_json  # pylint: disable=g-import-not-at-top
   from trainer.errors import PipelineError  # pylint: disable=g-import-not-at-top
+
+  from helpers import config_from_args  # pylint: disable=g-import-not-at-top
   info = {'name': 'photos', 'num_classes': 3, 'num_train_examples': 30, 'num_eval_examples': 9,
           'label_offset': 0, 'image_height': 3024, 'image_width': 4032}
   dataset_json.write(str(tmp_path), info)

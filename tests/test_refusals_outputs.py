@@ -12,9 +12,15 @@ import struct
 
 import numpy as np
 
-from helpers import ok, refused, results_of, run_main, run_prepare
-from refusals import Row, run_rows
 from trainer.prepare import fashion_mnist
+
+from helpers import ok
+from helpers import refused
+from helpers import results_of
+from helpers import run_main
+from helpers import run_prepare
+from refusals import Row
+from refusals import run_rows
 
 # A tiny trainer run on synthetic data: seconds on either runtime.
 FAKE = ['--fake_data', '--model=cnn', '--image_size=28', '--num_classes=10',

@@ -13,11 +13,15 @@ import shutil
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import ok, results_of, run_main
-from refusals import Row, run_rows
-from trainer.run import checkpoints
 from trainer.prepare import image_folder
+from trainer.run import checkpoints
 from trainer.storage import patterns
+
+from helpers import ok
+from helpers import results_of
+from helpers import run_main
+from refusals import Row
+from refusals import run_rows
 
 SPECIAL = 'a b[1]*?é'    # every character the matrix covers
 SIBLING = 'a b1xé'       # what SPECIAL matches when read as a pattern

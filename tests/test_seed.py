@@ -6,12 +6,16 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import config_from_args, ok, results_of, run_main
+from trainer.data import dataset_json
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import preprocessing
 from trainer.data.data_config import DataConfig
-from trainer.data import dataset_json
 from trainer.errors import PipelineError
+
+from helpers import config_from_args
+from helpers import ok
+from helpers import results_of
+from helpers import run_main
 
 
 def _boxes(sample, count):

@@ -8,23 +8,29 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import (TINY_BY_MODEL, ok, predict_in_fresh_process, read_records, results_of,
-                     run_main, run_prepare, write_subset)
 from models import bilstm
 from models import features as features_lib
 from models import model_fn as model_fn_lib
 from models.model_config import ModelConfig
 from models.recipes import MODEL_DEFAULTS
-from trainer.run import estimator as estimator_lib
 from trainer.data import dataset_json
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import shards
 from trainer.data import tokenizer
-from trainer.prepare import text_csv
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
+from trainer.prepare import text_csv
+from trainer.run import estimator as estimator_lib
 from trainer.run.run_config import Config
 
+from helpers import ok
+from helpers import predict_in_fresh_process
+from helpers import read_records
+from helpers import results_of
+from helpers import run_main
+from helpers import run_prepare
+from helpers import TINY_BY_MODEL
+from helpers import write_subset
 
 # --- tokenizer and vocabulary --------------------------------------------------------------------
 

@@ -7,9 +7,10 @@ import pytest
 import tensorflow.compat.v1 as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
-from helpers import config_from_args
 from trainer.run import estimator as estimator_lib
 from trainer.run import tf_build
+
+from helpers import config_from_args
 
 OFF = rewriter_config_pb2.RewriterConfig.OFF
 

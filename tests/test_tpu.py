@@ -4,9 +4,11 @@ import time
 
 import pytest
 
-from helpers import requires_isolation, run_main
-from metadata_standin import MetadataServer
 from trainer.tpu import resolver as tpu_resolver
+
+from helpers import requires_isolation
+from helpers import run_main
+from metadata_standin import MetadataServer
 
 
 @pytest.mark.parametrize('flag,environ,expected', [
@@ -57,6 +59,7 @@ def test_local_tpu_of_a_tpu_vm_is_taken_without_probing_an_address(monkeypatch):
   (in-process): accepted at once, with no grpc address to probe. TF 1.15 has no TPU VMs and
   says so."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+
   from trainer.errors import PipelineError  # pylint: disable=g-import-not-at-top
   with MetadataServer({'accelerator-type': 'v3-8', 'agent-worker-number': '0'}) as server:
     monkeypatch.setenv('GCE_METADATA_HOST', server.host)

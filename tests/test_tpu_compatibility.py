@@ -8,12 +8,13 @@ import socket
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import config_from_args
-from metadata_standin import MetadataServer
-from trainer.run import dry_run as dry_run_lib
 from trainer.errors import PipelineError
+from trainer.run import dry_run as dry_run_lib
 from trainer.tpu import compatibility
 from trainer.tpu import simulated_slice
+
+from helpers import config_from_args
+from metadata_standin import MetadataServer
 
 _PJRT = {'NEXT_PLUGGABLE_DEVICE_USE_C_API': 'true',
          'TF_PLUGGABLE_DEVICE_LIBRARY_PATH': '/lib/libtpu.so'}

@@ -5,19 +5,25 @@ import json
 import os
 
 import pytest
+import tensorflow.compat.v1 as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.framework import node_def_pb2
-import tensorflow.compat.v1 as tf
 
-from helpers import (USER_NETWORK, config_from_args, ok, predict_in_fresh_process, refused,
-                     run_main, write_subset)
+from trainer.data import input_fn as input_fn_lib
+from trainer.data import records
+from trainer.errors import PipelineError
 from trainer.run import dry_run as dry_run_lib
 from trainer.tpu import simulated_slice
 from trainer.tpu import topologies
 from trainer.tpu import tpu_graph
-from trainer.data import input_fn as input_fn_lib
-from trainer.data import records
-from trainer.errors import PipelineError
+
+from helpers import config_from_args
+from helpers import ok
+from helpers import predict_in_fresh_process
+from helpers import refused
+from helpers import run_main
+from helpers import USER_NETWORK
+from helpers import write_subset
 
 
 @pytest.fixture(scope='module')
@@ -279,6 +285,7 @@ def test_num_cores_comes_from_the_slice_unless_given(small_dir, tmp_path, num_co
   not divide over them, or a --num_cores that is not the slice's, is a clear error, not a
   TensorFlow traceback."""
   import dataclasses  # pylint: disable=g-import-not-at-top
+
   from trainer.run import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
   from trainer.run import run_errors  # pylint: disable=g-import-not-at-top
   config = config_from_args('--mode=dry_run', '--tpu_topology=v3-32', '--data_dir=' + small_dir,
@@ -311,6 +318,7 @@ def test_a_resolved_tpu_is_checked_against_its_own_slice_before_any_work():
   a simulated v3-32) and refuses batches that do not divide over them, a wrong --num_cores, or
   an evaluation TF 1.x cannot run on 4 hosts, before training starts."""
   import dataclasses  # pylint: disable=g-import-not-at-top
+
   from trainer.run import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
   from trainer.tpu import resolver as tpu_resolver  # pylint: disable=g-import-not-at-top
 

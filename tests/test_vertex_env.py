@@ -11,10 +11,14 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from flags import to_config
-from helpers import TINY_BY_MODEL, free_ports, results_of, run_cluster
 from trainer.cloud import aiplatform_env
 from trainer.cloud import vertex_env
 from trainer.errors import PipelineError
+
+from helpers import free_ports
+from helpers import results_of
+from helpers import run_cluster
+from helpers import TINY_BY_MODEL
 
 IN_GCS_SANDBOX = os.environ.get('GCS_SANDBOX') == '1'
 needs_gcs = pytest.mark.skipif(not IN_GCS_SANDBOX, reason='needs the GCS emulator: run inside '

@@ -23,11 +23,12 @@ import zipfile
 
 import pytest
 
-from helpers import REPO
 from trainer.cloud import scheduling
 from trainer.cloud import user_package
 from trainer.cloud import vertex_job
 from trainer.errors import PipelineError
+
+from helpers import REPO
 import vertex_standin
 
 aiplatform_v1 = pytest.importorskip(
@@ -358,6 +359,7 @@ def test_staged_package_installs_and_imports_as_in_the_prebuilt_tf215_container(
   fresh venv that sees TF 2.15 (as the tf-cpu.2-15 image had it) with pip --no-index: nothing is
   downloaded or replaced."""
   from google.cloud import storage  # pylint: disable=g-import-not-at-top
+
   from trainer.cloud import aiplatform_job  # pylint: disable=g-import-not-at-top
   package = aiplatform_job.build_sdist(str(tmp_path / 'dist'))
   job = _job(container_uri=None, executor_image_uri=PREBUILT)

@@ -8,9 +8,13 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import ok, refused, results_of, run_main
 from models import resnet
 from models import warm_start
+
+from helpers import ok
+from helpers import refused
+from helpers import results_of
+from helpers import run_main
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')
 
@@ -130,7 +134,9 @@ def test_moving_averages_and_refusals(tmp_path):
 def four_classes_dir(fashion_mnist_dir, tmp_path_factory):
   """Real Fashion-MNIST images of classes 6-9 only, relabelled 0-3: another data set, with
   another class count, than the 10-class one a checkpoint is pre-trained on."""
-  from trainer.data import dataset_json, shards
+  from trainer.data import dataset_json
+  from trainer.data import shards
+
   from helpers import read_records
   out = str(tmp_path_factory.mktemp('four_classes'))
   for split, count in ((shards.TRAIN_SPLIT, 400), (shards.EVAL_SPLIT, 1000)):
@@ -212,9 +218,10 @@ def test_warm_start_on_a_tpu_slice_goes_through_scaffold_fn(small_dir, tmp_path,
   """The TPU training graph of a warm-started ResNet (v3-8 simulated, TPUEstimator with
   use_tpu=True): init_from_checkpoint runs in the scaffold_fn TPUEstimator calls on the host,
   with every network variable mapped, and the graph still has no op the TPU cannot run."""
-  from helpers import config_from_args
   from trainer.run import driver
   from trainer.run import dry_run as dry_run_lib
+
+  from helpers import config_from_args
   pretrained = str(tmp_path / 'pretrained')
   common = ['--data_dir=' + small_dir, '--model=resnet', '--resnet_depth=18', '--image_size=16',
             '--train_batch_size=32', '--eval_batch_size=32', '--train_steps=1']

@@ -11,10 +11,16 @@ import sys
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import REPO, config_from_args, main_args, ok, results_of, run_main
 from trainer.errors import PipelineError
 from trainer.run import dry_run as dry_run_lib
 from trainer.run import input_checks
+
+from helpers import config_from_args
+from helpers import main_args
+from helpers import ok
+from helpers import REPO
+from helpers import results_of
+from helpers import run_main
 
 IRIS = ['--model_fn=examples.iris:model_fn', '--input_fn=examples.iris:input_fn']
 # 120 training flowers: 300 steps of 16 are 40 epochs; the 30 held out in 3 batches of 10.

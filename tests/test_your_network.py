@@ -11,9 +11,15 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import REPO, USER_NETWORK, config_from_args, ok, refused, run_main
 from trainer.errors import PipelineError
 from trainer.run import input_checks
+
+from helpers import config_from_args
+from helpers import ok
+from helpers import refused
+from helpers import REPO
+from helpers import run_main
+from helpers import USER_NETWORK
 
 _FAKE = ['--fake_data', '--image_size=16', '--num_classes=10', '--train_steps=1']
 

@@ -13,9 +13,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-import keras_resume
 from trainer import train_keras
 from trainer.keras_run import job
+
+import keras_resume
 
 
 def _with_signal(train, signum, step):

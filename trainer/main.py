@@ -22,7 +22,8 @@ from trainer.advise import own_device
 from trainer.cli import help_text
 from trainer.cli import log_noise
 from trainer.cloud import aiplatform_env
-from trainer.errors import EXIT_RESUMABLE, PipelineError
+from trainer.errors import EXIT_RESUMABLE
+from trainer.errors import PipelineError
 from trainer.run import driver
 from trainer.run import preemption
 from trainer.run import run_errors

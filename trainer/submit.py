@@ -31,8 +31,8 @@ from absl import app
 from absl import flags as absl_flags
 from absl import logging
 
-from trainer.cli import help_text
 from flags import submit_flags
+from trainer.cli import help_text
 from trainer.cloud import aiplatform_job
 from trainer.cloud import image_build
 from trainer.cloud import scheduling

@@ -21,7 +21,6 @@ from absl import flags as absl_flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from trainer.cli import help_text
 from flags import run_flags
 from flags import to_config
 from trainer.advise import advisor
@@ -29,11 +28,12 @@ from trainer.advise import host_probe
 from trainer.advise import job_cost
 from trainer.advise import report
 from trainer.advise import targets as targets_lib
+from trainer.cli import help_text
+from trainer.cli import log_noise
 from trainer.errors import PipelineError
+from trainer.host import cpu
 from trainer.storage import json_files
 from trainer.storage import outputs
-from trainer.host import cpu
-from trainer.cli import log_noise
 
 FLAGS = absl_flags.FLAGS
 # The model_dir a Config needs; nothing is written there (the graph is only built).

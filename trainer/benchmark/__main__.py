@@ -26,7 +26,6 @@ from absl import flags as absl_flags
 from absl import logging
 
 from flags import benchmark_flags
-from trainer.cli import help_text
 from flags import run_flags
 from flags import to_config
 from trainer.benchmark import conv_bench
@@ -35,6 +34,7 @@ from trainer.benchmark import model_bench
 from trainer.benchmark import overhead_bench
 from trainer.benchmark import profile_bench
 from trainer.benchmark import timing
+from trainer.cli import help_text
 from trainer.errors import PipelineError
 from trainer.storage import outputs
 

@@ -10,14 +10,14 @@ import time
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from trainer.run import estimator as estimator_lib
-from trainer.run import hooks as hooks_lib
-from trainer.run import user_model_fn
 from trainer.benchmark import report
 from trainer.benchmark import stats
 from trainer.benchmark import timing
 from trainer.data import input_fn as input_fn_lib
 from trainer.errors import PipelineError
+from trainer.run import estimator as estimator_lib
+from trainer.run import hooks as hooks_lib
+from trainer.run import user_model_fn
 
 PATHS = {'both': 'alternating windows in one Estimator session (timing.BareWindows)',
          'estimator': 'the Estimator path alone',

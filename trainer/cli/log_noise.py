@@ -37,8 +37,8 @@ def hold_import_notices():
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     try:
-      import google.auth  # pylint: disable=g-import-not-at-top,unused-import
-      import google.oauth2  # pylint: disable=g-import-not-at-top,unused-import
+      import google.auth  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
+      import google.oauth2  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
     except ImportError:
       pass
   for held in caught:

@@ -28,6 +28,7 @@ class TFRecordInput:
   def __init__(self, config, input_shape, under_strategy=False):
     # Imported here: tf.data is needed for TFRecords alone, so arrays run without TensorFlow.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
     from keras_models import datasets  # pylint: disable=g-import-not-at-top
     from trainer.data import input_fn  # pylint: disable=g-import-not-at-top
     self._tf = tf

@@ -21,8 +21,8 @@ import keras
 from keras_models import build
 from models import recipes
 from trainer.data import dataset_json
-from trainer.errors import Preempted
 from trainer.errors import PipelineError
+from trainer.errors import Preempted
 from trainer.keras_run import checkpoints as checkpoints_lib
 from trainer.keras_run import devices as devices_lib
 from trainer.keras_run import inputs as inputs_lib

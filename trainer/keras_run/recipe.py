@@ -19,7 +19,8 @@ import numpy as np
 
 from keras_models import build
 from keras_models import user_twin
-from models.model_config import MODELS, ModelConfig
+from models.model_config import ModelConfig
+from models.model_config import MODELS
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
 

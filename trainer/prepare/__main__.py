@@ -23,7 +23,7 @@ from absl import flags as absl_flags
 from absl import logging
 
 from trainer.cli import help_text
-from trainer.prepare import prepare_flags
+from trainer.cli import log_noise
 from trainer.cloud import gcs_preflight
 from trainer.data import dataset_json
 from trainer.data import shards
@@ -31,9 +31,9 @@ from trainer.errors import PipelineError
 from trainer.prepare import arrays
 from trainer.prepare import fashion_mnist
 from trainer.prepare import ilsvrc_layout
+from trainer.prepare import prepare_flags
 from trainer.prepare import rotten_tomatoes
 from trainer.prepare import text_csv
-from trainer.cli import log_noise
 from trainer.storage import lease as lease_lib
 from trainer.storage import outputs
 

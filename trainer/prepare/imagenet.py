@@ -20,10 +20,14 @@ from models import model_config
 from trainer.data import shards
 from trainer.errors import PipelineError
 from trainer.prepare import beam_convert
-from trainer.prepare.ilsvrc_layout import (DEFAULT_TRAIN_SHARDS, DEFAULT_VALIDATION_LABELS,
-                                           DEFAULT_VALIDATION_SHARDS, IMAGE_EXTENSIONS,
-                                           LABEL_OFFSET, TRAIN_DIR, TRAIN_IMAGE_SIZE,
-                                           VALIDATION_DIRS)
+from trainer.prepare.ilsvrc_layout import DEFAULT_TRAIN_SHARDS
+from trainer.prepare.ilsvrc_layout import DEFAULT_VALIDATION_LABELS
+from trainer.prepare.ilsvrc_layout import DEFAULT_VALIDATION_SHARDS
+from trainer.prepare.ilsvrc_layout import IMAGE_EXTENSIONS
+from trainer.prepare.ilsvrc_layout import LABEL_OFFSET
+from trainer.prepare.ilsvrc_layout import TRAIN_DIR
+from trainer.prepare.ilsvrc_layout import TRAIN_IMAGE_SIZE
+from trainer.prepare.ilsvrc_layout import VALIDATION_DIRS
 
 
 def _images_in(directory):

@@ -4,7 +4,6 @@
 from absl import flags
 
 from trainer.cli import help_text
-
 from trainer.prepare import fashion_mnist
 from trainer.prepare import ilsvrc_layout
 from trainer.prepare import text_dataset

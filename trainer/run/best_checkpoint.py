@@ -13,8 +13,8 @@ import os
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from trainer.run import checkpoints
 from trainer.errors import PipelineError
+from trainer.run import checkpoints
 from trainer.storage import json_files
 
 BEST_DIR = 'best'

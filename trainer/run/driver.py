@@ -12,6 +12,10 @@ import tensorflow.compat.v1 as tf
 
 from models import model_fn as model_fn_lib
 from models import warm_start
+from trainer.cloud import aiplatform_env
+from trainer.cloud import gcs_preflight
+from trainer.data import shards
+from trainer.errors import PipelineError
 from trainer.run import best_checkpoint
 from trainer.run import checkpoints
 from trainer.run import dry_run as dry_run_lib
@@ -24,10 +28,6 @@ from trainer.run import predict as predict_lib
 from trainer.run import preemption
 from trainer.run import results as results_lib
 from trainer.run import run_errors
-from trainer.cloud import aiplatform_env
-from trainer.cloud import gcs_preflight
-from trainer.data import shards
-from trainer.errors import PipelineError
 from trainer.storage import lease as lease_lib
 from trainer.storage import staged
 

@@ -25,11 +25,11 @@ from typing import Optional
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from trainer.run import estimator as estimator_lib
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import predict_input
 from trainer.data import records
 from trainer.errors import PipelineError
+from trainer.run import estimator as estimator_lib
 from trainer.tpu import compatibility
 from trainer.tpu import resolver
 from trainer.tpu import simulated_slice

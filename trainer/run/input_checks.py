@@ -17,11 +17,11 @@ from models import features as features_lib
 from models import network_contract
 from models import networks
 from models.specs import network_params
-from trainer.run import best_checkpoint
-from trainer.run import user_model_fn
-from trainer.run import network_record
 from trainer.data import tokenizer
 from trainer.errors import PipelineError
+from trainer.run import best_checkpoint
+from trainer.run import network_record
+from trainer.run import user_model_fn
 
 # ModelConfig fields that decide the names or shapes of the network's variables, with what sets
 # each (resnet_depth counts for --model=resnet only).

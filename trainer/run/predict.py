@@ -18,13 +18,13 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from trainer.run import checkpoints
-from trainer.run import estimator as estimator_lib
-from trainer.run import run_errors
 from trainer.cloud import gcs_preflight
 from trainer.data import dataset_json
 from trainer.data import predict_input
 from trainer.errors import PipelineError
+from trainer.run import checkpoints
+from trainer.run import estimator as estimator_lib
+from trainer.run import run_errors
 from trainer.storage import outputs
 
 RESULTS_FILE = 'predict_results.json'

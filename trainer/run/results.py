@@ -11,14 +11,14 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from trainer.run import best_checkpoint
-from trainer.run import run_errors
 from trainer.cloud import gcs_preflight
 from trainer.cloud import vertex_env
-from trainer.run import tf_build
-from trainer.host import threads as host_threads
 from trainer.data import serving
 from trainer.errors import PipelineError
+from trainer.host import threads as host_threads
+from trainer.run import best_checkpoint
+from trainer.run import run_errors
+from trainer.run import tf_build
 from trainer.storage import json_files
 from trainer.storage import outputs
 

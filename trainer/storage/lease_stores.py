@@ -163,8 +163,8 @@ class GcsStore(object):
   """The lease as a GCS object, through google-cloud-storage; version: its generation."""
 
   def __init__(self, path):
-    from google.cloud import storage  # pylint: disable=g-import-not-at-top
     from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
+    from google.cloud import storage  # pylint: disable=g-import-not-at-top
     self._precondition_failed = exceptions.PreconditionFailed
     self._not_found = exceptions.NotFound
     bucket, _, name = path[len('gs://'):].partition('/')

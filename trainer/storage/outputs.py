@@ -15,6 +15,7 @@ from trainer.storage import gfile
 from trainer.storage import lease
 from trainer.storage import staged
 
+
 def _is_gcs(path):
   return path.startswith('gs://')
 

@@ -20,7 +20,7 @@ import dataclasses
 from http import client as http_client
 import os
 import time
-from typing import Mapping, Optional
+from typing import Optional
 
 from absl import logging
 
