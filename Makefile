@@ -101,7 +101,7 @@ ifeq ($(strip $(TRAIN_FLAGS)),)
   $(error MODEL must be resnet, inception_v3, cnn or bilstm, got '$(MODEL)')
 endif
 
-.PHONY: help train train-keras test test-disk check-pypi bench venvs prepare fashion-mnist-source container clean-runs clean
+.PHONY: help train train-keras test test-fast test-durations test-disk check-pypi bench venvs prepare fashion-mnist-source container clean-runs clean
 help:
 	@echo "make train   train ResNet-18 on real Fashion-MNIST, print test accuracy"
 	@echo "             MODEL=cnn | MODEL=inception_v3 train another network on Fashion-MNIST"
@@ -113,6 +113,9 @@ help:
 	@echo "             DATA_DIR=data/fashion_mnist_arrays  from NumPy arrays (trainer.prepare arrays)"
 	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11, and the"
 	@echo "             Keras 3 migration tests on TF 2.21/Keras 3.15/JAX"
+	@echo "make test-fast  the edit-test loop (minutes): the TF 2.15 runtime's tests that took at"
+	@echo "             most FAST_SECONDS (default 3) in the run tests/durations.json records"
+	@echo "make test-durations  refresh tests/durations.json from a whole TF 2.15 run"
 	@echo "make test-disk  empty runs/test-tmp (TEST_TMPDIR=DIR: DIR/test-tmp) and check that its"
 	@echo "             disk has TEST_DISK_GIB free (make test's first step)"
 	@echo "make check-pypi  resolve every virtualenv and extra with PyPI alone (part of make test)"
@@ -193,6 +196,22 @@ test-disk:
 # one pipeline run share a worker (xdist_group), so that each run is trained once.
 KERAS_PYTEST_ARGS = -q -rs --durations=10 -n $(TEST_WORKERS) --dist loadgroup \
   tests/test_keras_*.py
+# make test-fast: the edit-test loop. The TF 2.15 runtime's tests that took at most FAST_SECONDS
+# (setup to teardown) in the whole run tests/durations.json records (tests/fast_selection.py), in
+# make test's sandbox; a test the file does not know yet runs. make test-durations refreshes the
+# file from a whole TF 2.15 run (about 16 min).
+FAST_SECONDS ?= 3
+FAST_DEPS := test-disk .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server \
+  $(FASHION_MNIST_DIR)/dataset.json
+define run_tf2_tests
+	FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) TMPDIR="$(TEST_TMP)" $(TEST_SANDBOX) \
+	  .venv-tf2/bin/python -m pytest -q -rs -n $(TEST_WORKERS) $(1) tests
+	rm -rf "$(TEST_TMP)"
+endef
+test-fast: $(FAST_DEPS)
+	$(call run_tf2_tests,--fast=$(FAST_SECONDS))
+test-durations: $(FAST_DEPS)
+	$(call run_tf2_tests,--record-durations=$(abspath tests/durations.json))
 # intel-tensorflow (the main job's runtime on x86-64 Linux) trains the Keras tests' image-folder runs.
 test: test-disk check-pypi .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv/.bench \
       .venv-tf2/.bench .venv-keras/.scattertext $(FASHION_MNIST_DIR)/dataset.json container \

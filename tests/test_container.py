@@ -288,13 +288,23 @@ def test_a_users_package_trains_in_an_image_derived_from_the_trainers(
   assert added == {('acme-nets', '0.1.0')}, added
 
 
-def test_a_users_package_that_needs_another_tensorflow_fails_the_build(tmp_path, user_image_tag):
-  package = tmp_path / 'needs_tf_2_16'
+@pytest.mark.parametrize('project, says', [
+    # Needs another TensorFlow than the image's: pip's resolver refuses it.
+    (('version = "0.1.0"', 'version = "0.1.0"\ndependencies = ["tensorflow-cpu>=2.16"]'),
+     ('ResolutionImpossible', 'tensorflow-cpu>=2.16')),
+    # A distribution named tensorflow (as a requirement of `tensorflow` would bring) lands on the
+    # cpu image's tensorflow-cpu: refused after pip. Named so here to need no download.
+    (('name = "acme-nets"', 'name = "tensorflow"'),
+     ('error: your package requires tensorflow, which pip installed over the image\'s '
+      'tensorflow-cpu',)),
+], ids=['another_version', 'tensorflow_over_tensorflow_cpu'])
+def test_a_users_package_that_would_replace_the_images_tensorflow_fails_the_build(
+    tmp_path, user_image_tag, project, says):
+  package = tmp_path / 'package'
   shutil.copytree(USER_PACKAGE, str(package))
   pyproject = package / 'pyproject.toml'
-  pyproject.write_text(pyproject.read_text().replace(
-      'version = "0.1.0"', 'version = "0.1.0"\ndependencies = ["tensorflow>=2.16"]'))
+  pyproject.write_text(pyproject.read_text().replace(*project))
   build = _build_user_image(str(package), user_image_tag)
   assert build.returncode != 0
-  assert 'ResolutionImpossible' in build.stdout, build.stdout[-3000:]
-  assert 'tensorflow>=2.16' in build.stdout
+  for text in says:
+    assert text in build.stdout, build.stdout[-3000:]

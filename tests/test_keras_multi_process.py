@@ -85,7 +85,8 @@ def test_two_processes_of_two_devices_train_as_one_process_of_four(tiny_dir, tin
   losses = [[e['loss'] for e in keras_resume.results(d)['train_log']] for d in (chief, single)]
   print('2 processes x 2 devices vs 1 x 4: losses %s vs %s' % tuple(losses))
   np.testing.assert_allclose(losses[0], losses[1], atol=TOLERANCE)
-  assert results['accuracy'] == keras_resume.results(single)['accuracy']
+  # Equal weights within float32 rounding: a borderline example may flip (1 of 50 = 0.02).
+  assert results['accuracy'] == pytest.approx(keras_resume.results(single)['accuracy'], abs=0.021)
   for got, want in zip(keras_resume.weights(chief), keras_resume.weights(single)):
     np.testing.assert_allclose(got, want, atol=TOLERANCE)
   assert sorted(os.listdir(os.path.join(chief, 'checkpoints'))) == [

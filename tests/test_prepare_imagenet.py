@@ -19,6 +19,7 @@ from trainer.errors import PipelineError
 from trainer.prepare import beam_convert
 from trainer.prepare import image_coder
 from trainer.prepare import imagenet
+from trainer.storage import staged
 
 from helpers import ok
 from helpers import read_records
@@ -174,7 +175,7 @@ def test_unreadable_image_fails_naming_it_or_is_skipped_and_listed(tmp_path):
   refused(_prepare_cli(*args), os.path.basename(victim) + ' is not a readable image: '
                   'JPEG data does not decode', '--skip_unreadable')
   assert not os.path.exists(os.path.join(output, 'dataset.json'))
-  assert not [n for n in os.listdir(output) if '.tmp-' in n]  # no half-written shard
+  assert not [n for n in os.listdir(output) if staged.final_name(n)]  # no half-written shard
   # What the failed run left (its plan, any finished shards) is not taken for a conversion.
   refused(_prepare_cli(*args), 'incomplete conversion', '--overwrite')  # before any pipeline
   info = _prepared(source, output, '--skip_unreadable', '--overwrite', *shards)
@@ -293,7 +294,9 @@ def test_only_the_converters_files_are_replaced_or_counted(tmp_path):
     (output / name).write_text('mine')
   (output / 'train-logs').mkdir()
   assert beam_convert.existing_output(str(output)) == []
-  leftovers = ['train-00000-of-00002', '.train-00001-of-00002.tmp-' + 'a' * 32, 'dataset.json']
+  # A shard, one written aside now and one by an earlier version, and dataset.json.
+  leftovers = ['train-00000-of-00002', '.partial-0123456789ab.train-00001-of-00002',
+               '.train-00001-of-00002.tmp-' + 'a' * 32, 'dataset.json']
   for name in leftovers:
     (output / name).write_text('')
   (output / beam_convert.PLAN_DIR).mkdir()
@@ -305,15 +308,22 @@ def test_only_the_converters_files_are_replaced_or_counted(tmp_path):
 
 
 def test_a_killed_workers_temporary_is_removed_and_empty_splits_refused(tmp_path):
+  """A worker killed mid-shard leaves its file aside; dataset.json's writer removes it, but not
+  the lease's own file (its heartbeat is renaming it) nor a file of the user's."""
   output = str(tmp_path)
-  leftover = os.path.join(output, '.train-00000-of-00001.tmp-' + 'b' * 32)
+  leftover = os.path.join(output, '.partial-0123456789ab.train-00000-of-00001')
   with open(leftover, 'w') as f:
     f.write('half a shard')
+  kept = [os.path.join(output, name) for name in ('.partial-0123456789ab.writer.lease', 'notes')]
+  for path in kept:
+    with open(path, 'w') as f:
+      f.write('x')
   summary = beam_convert.empty_summary()
   summary['count'] = {'train': 3, 'validation': 1}
   summary['heights'], summary['widths'] = {10: 4}, {12: 4}
   info = beam_convert.write_dataset_json(summary, output, {'name': 'x'})
   assert not os.path.exists(leftover) and info['image_height'] == 10
+  assert all(os.path.exists(path) for path in kept)
   summary['count'] = {'train': 3}
   summary['skipped'] = [['a.JPEG', 'truncated']]
   os.remove(os.path.join(output, 'dataset.json'))

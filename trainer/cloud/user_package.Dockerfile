@@ -11,15 +11,18 @@
 # importable.
 #
 # pip installs the package and its dependencies held to the versions the image has (a constraints
-# file of every installed distribution, plus tensorflow at the version of tensorflow-cpu where the
-# cpu image has that): a package that needs another TensorFlow, NumPy or protobuf fails the build
-# with pip's own message instead of replacing what the trainer was built and tested with.
+# file of every installed distribution): a package that needs another TensorFlow, NumPy or
+# protobuf fails the build with pip's own message instead of replacing what the trainer was built
+# and tested with. The cpu image's TensorFlow is the tensorflow-cpu distribution, which a
+# requirement of `tensorflow` does not see: a package that brings `tensorflow` there (its files
+# over tensorflow-cpu's) fails the build after pip, with what to do.
 ARG TRAINER_IMAGE
 FROM ${TRAINER_IMAGE}
 ARG USER_PACKAGE=.
 RUN --mount=type=bind,target=/tmp/src --mount=type=secret,id=ca \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi \
-    && python -c "import importlib.metadata as m; v = {d.metadata['Name'].lower(): d.version for d in m.distributions()}; v.setdefault('tensorflow', v.get('tensorflow-cpu')); print('\n'.join('%s==%s' % kv for kv in sorted(v.items()) if kv[1]))" > /tmp/image-versions.txt \
+    && python -c "import importlib.metadata as m; print('\n'.join(sorted('%s==%s' % (d.metadata['Name'].lower(), d.version) for d in m.distributions())))" > /tmp/image-versions.txt \
     && cp -r /tmp/src /tmp/src-rw \
     && pip install -c /tmp/image-versions.txt "/tmp/src-rw/${USER_PACKAGE}" \
+    && python -c "import importlib.metadata as m, sys; names = {d.metadata['Name'].lower() for d in m.distributions()}; sys.exit('error: your package requires tensorflow, which pip installed over the image\'s tensorflow-cpu: drop tensorflow from its dependencies (the image brings TensorFlow).' if {'tensorflow', 'tensorflow-cpu'} <= names else 0)" \
     && rm -rf /tmp/src-rw /tmp/image-versions.txt

@@ -15,7 +15,7 @@ from trainer.errors import PipelineError
 
 # The trainer flags that name the user's code as MODULE:CALLABLE (models/user_code.py loads them).
 USER_CODE_FLAGS = ('network', 'model_fn', 'input_fn')
-# The top-level packages the trainer's image holds: setup.py's `packages` (tests/test_cloud.py
+# The top-level packages the trainer's image holds: setup.py's `packages` (tests/test_vertex_submit.py
 # keeps the two equal).
 IMAGE_PACKAGES = ('trainer', 'models', 'flags', 'keras_models')
 SOURCE_MARKERS = ('setup.py', 'pyproject.toml')

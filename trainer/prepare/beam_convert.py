@@ -34,6 +34,7 @@ from trainer.data import records
 from trainer.data import shards
 from trainer.errors import PipelineError
 from trainer.prepare import image_coder
+from trainer.storage import lease
 from trainer.storage import staged
 
 PLAN_DIR = shards.PLAN_DIR
@@ -262,7 +263,8 @@ def write_dataset_json(summary, output_dir, info):
                     'dataset.json was not written.' % (' and '.join(empty),
                                                        len(summary['skipped'])))
     return None
-  staged.remove_leftovers(output_dir)  # files of workers killed mid-shard
+  # Files of workers killed mid-shard; the lease's own are its heartbeat's.
+  staged.remove_leftovers(output_dir, but=(lease.LEASE_FILE,))
   info = dict(info)
   info['num_train_examples'] = summary['count'].get(shards.TRAIN_SPLIT, 0)
   info['num_eval_examples'] = summary['count'].get(shards.EVAL_SPLIT, 0)

@@ -125,8 +125,11 @@ def _run(config, watch, task, lease, step_time):
                                ('top_1_accuracy', 'eval'), ('eval_loss', 'eval')])
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   prediction = None
-  if config.mode != 'eval' and config.predict_step_time and step_time:  # on an idle host
-    prediction = step_time.predict_run(config, estimator.config.session_config)
+  if config.mode != 'eval' and config.predict_step_time:  # before training, on an idle host
+    if step_time:
+      prediction = step_time.predict_run(config, estimator.config.session_config)
+    else:
+      logging.info('No step-time predictor given to driver.run: no step_time in results.json.')
   start = time.time()
   if config.mode == 'eval':
     results, checkpoint = _eval_only(estimator, config)

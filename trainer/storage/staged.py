@@ -5,8 +5,10 @@ final name, and one cleaner of what such a writer left.
 
 The file NAME in DIR is written as DIR/.partial-HEX.NAME (`aside_name`): hidden, so no reader's
 pattern (train-*, ckpt-*, events.*) takes it, and ending in NAME, so writers that read the
-extension take it (Keras: `.keras`, `.weights.h5`). Earlier versions wrote NAME.partial-HEX[.EXT]
-and, for shards, .NAME.tmp-HEX32: `final_name` reads those too, so `remove_leftovers` removes them.
+extension take it (Keras: `.keras`, `.weights.h5`). Earlier versions wrote NAME.partial-HEX[.EXT],
+for shards .NAME.tmp-HEX32, for a lease taken over NAME.stale-HEX: `final_name` reads those too,
+so `remove_leftovers` removes them (not the Keras trainer's checkpoints/tmp-HEX.* of versions
+before 2026-11-29: delete those by hand).
 """
 
 import contextlib
@@ -20,9 +22,11 @@ from absl import logging
 from trainer.storage import gfile
 
 _ASIDE = re.compile(r'^\.partial-[0-9a-f]{12}\.(.+)$')
-# Earlier versions' names: NAME.partial-HEX[.EXT] (groups: NAME, .EXT), shards' .NAME.tmp-<32 hex>.
+# Earlier versions' names: NAME.partial-HEX[.EXT] (groups: NAME, .EXT), shards' .NAME.tmp-<32 hex>,
+# a lease moved aside by a taker, NAME.stale-HEX.
 _EARLIER = (re.compile(r'^(.+)\.partial-[0-9a-f]{12}(\.\w+)?$'),
-            re.compile(r'^\.(.+)\.tmp-[0-9a-f]{32}()$'))
+            re.compile(r'^\.(.+)\.tmp-[0-9a-f]{32}()$'),
+            re.compile(r'^(.+)\.stale-[0-9a-f]{12}()$'))
 
 
 def aside_name(path):
