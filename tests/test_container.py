@@ -238,19 +238,26 @@ def test_a_spot_preemption_resumes_to_the_accuracy_of_an_uninterrupted_run(spot_
 
 
 # The user's package: tests/fixtures/user_package, one network (acme_nets.small_cnn) and no
-# dependencies. The build options are scripts/build-image's: the project's daemon has no bridge
-# (the build uses the host's network, for pip's setuptools) and pip trusts the host's CA bundle.
+# dependencies, given as the wheel `pip wheel` makes of it, so that the derived build runs with
+# no network (`--network=none`: nothing leaves the machine; a source directory would need pip's
+# setuptools from PyPI).
 USER_PACKAGE = os.path.join(REPO, 'tests', 'fixtures', 'user_package')
-CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt'
-BUILD_OPTIONS = ['--network=host'] + (['--secret', 'id=ca,src=' + CA_BUNDLE]
-                                      if os.path.isfile(CA_BUNDLE) else [])
 
 
-def _build_user_image(package_dir, tag):
+def _wheel(source, tmp_path):
+  """The wheel of the package at `source`, built here with this venv's setuptools."""
+  out = tmp_path / 'wheel'
+  subprocess.run([sys.executable, '-m', 'pip', 'wheel', '-q', '--no-deps', '--no-build-isolation',
+                  '-w', str(out), str(source)], check=True, timeout=300)
+  (wheel,) = out.glob('*.whl')
+  return str(wheel)
+
+
+def _build_user_image(package, tag):
   """trainer.submit --build_image --user_package's derived build (image_build.commands' second
-  command), on the image make test built."""
-  context, package = user_package.build_context(package_dir)
-  command = image_build.user_image_build(IMAGE, tag, context, package, DOCKER, BUILD_OPTIONS)
+  command), on the image make test built, offline."""
+  context, name = user_package.build_context(package)
+  command = image_build.user_image_build(IMAGE, tag, context, name, DOCKER, ['--network=none'])
   return subprocess.run(command, env=dict(os.environ, **image_build.BUILD_ENV),
                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                         universal_newlines=True, timeout=600)
@@ -265,7 +272,7 @@ def user_image_tag():
 
 def test_a_users_package_trains_in_an_image_derived_from_the_trainers(
     tiny_dir, tmp_path, container_name, user_image_tag):
-  build = _build_user_image(USER_PACKAGE, user_image_tag)
+  build = _build_user_image(_wheel(USER_PACKAGE, tmp_path), user_image_tag)
   assert build.returncode == 0, build.stdout[-3000:]
   job = _job_dir(tmp_path)
   args = [a for a in TRAIN_ARGS if a != '--model=cnn'] + [
@@ -289,9 +296,10 @@ def test_a_users_package_trains_in_an_image_derived_from_the_trainers(
 
 
 @pytest.mark.parametrize('project, says', [
-    # Needs another TensorFlow than the image's: pip's resolver refuses it.
-    (('version = "0.1.0"', 'version = "0.1.0"\ndependencies = ["tensorflow-cpu>=2.16"]'),
-     ('ResolutionImpossible', 'tensorflow-cpu>=2.16')),
+    # Needs another NumPy than the image's: held to the image's versions, pip's resolver refuses
+    # it before looking for one.
+    (('version = "0.1.0"', 'version = "0.1.0"\ndependencies = ["numpy<1.20"]'),
+     ('ResolutionImpossible', 'depends on numpy<1.20', 'The user requested (constraint) numpy==')),
     # A distribution named tensorflow (as a requirement of `tensorflow` would bring) lands on the
     # cpu image's tensorflow-cpu: refused after pip. Named so here to need no download.
     (('name = "acme-nets"', 'name = "tensorflow"'),
@@ -304,7 +312,7 @@ def test_a_users_package_that_would_replace_the_images_tensorflow_fails_the_buil
   shutil.copytree(USER_PACKAGE, str(package))
   pyproject = package / 'pyproject.toml'
   pyproject.write_text(pyproject.read_text().replace(*project))
-  build = _build_user_image(str(package), user_image_tag)
+  build = _build_user_image(_wheel(package, tmp_path), user_image_tag)
   assert build.returncode != 0
   for text in says:
     assert text in build.stdout, build.stdout[-3000:]
