@@ -365,7 +365,7 @@ def config_from_flags(flag_values, given=None):
     train_steps = f.train_steps
   elif f.train_epochs is not None:
     train_steps = recipes.steps_of_epochs(f.train_epochs, data.num_train_examples,
-                                               f.train_batch_size)
+                                          f.train_batch_size)
   else:  # mode=eval: stop waiting for checkpoints at any step
     train_steps = 0
   try:

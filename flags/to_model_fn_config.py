@@ -82,7 +82,7 @@ def config_of(f, model_dir, seed, mirrored_devices, profile_steps):
     train_steps = f.train_steps
   elif f.train_epochs is not None and f.mode != 'eval':
     train_steps = recipes.steps_of_epochs(f.train_epochs, f.num_train_examples,
-                                               f.train_batch_size)
+                                          f.train_batch_size)
   else:
     train_steps = 0
   model = ModelConfig(model=f.model_fn, input_fn=f.input_fn, num_classes=0, image_size=0,
