@@ -245,10 +245,12 @@ USER_PACKAGE = os.path.join(REPO, 'tests', 'fixtures', 'user_package')
 
 
 def _wheel(source, tmp_path):
-  """The wheel of the package at `source`, built here with this venv's setuptools."""
-  out = tmp_path / 'wheel'
+  """The wheel of the package at `source`, built here with this venv's setuptools from a copy
+  (setuptools writes build/ and *.egg-info beside the sources: never into the repository)."""
+  copy, out = tmp_path / 'wheel_source', tmp_path / 'wheel'
+  shutil.copytree(str(source), str(copy))
   subprocess.run([sys.executable, '-m', 'pip', 'wheel', '-q', '--no-deps', '--no-build-isolation',
-                  '-w', str(out), str(source)], check=True, timeout=300)
+                  '-w', str(out), str(copy)], check=True, timeout=300)
   (wheel,) = out.glob('*.whl')
   return str(wheel)
 
