@@ -14,6 +14,10 @@ from trainer.data import tokenizer
 from trainer.host import threads as host_threads
 
 AUTOTUNE = tf.data.experimental.AUTOTUNE
+# Every function mapped here is TensorFlow ops under Python conditions on Python values: tf.data's
+# AutoGraph pass would rewrite each for nothing, 1-2.5 s of every training or evaluation process
+# (BENCHMARKS.md, "The suite").
+_plain = tf.autograph.experimental.do_not_convert
 _SHUFFLE_BUFFER_DECODED = 10000   # decoded small images: ~2.4 KB each at 28x28x3
 _SHUFFLE_BUFFER_ENCODED = 1024    # encoded ImageNet photos: ~110 KB each
 
@@ -167,7 +171,7 @@ def input_fn_builder(data, is_training, global_batch_size=None, start_step=0):
     elif data.modality == 'text':
       dataset = records.record_dataset(data.file_pattern(is_training), is_training, host_id,
                                        num_hosts, seed)
-      dataset = dataset.map(lambda r: records.parse_text_record(data, r),
+      dataset = dataset.map(_plain(lambda r: records.parse_text_record(data, r)),
                             num_parallel_calls=AUTOTUNE)
       # Token ids are small: keep them in memory after the first pass.
       dataset = dataset.cache()
@@ -178,7 +182,7 @@ def input_fn_builder(data, is_training, global_batch_size=None, start_step=0):
                                        num_hosts, seed)
       if data.cache_decoded:
         # Decoded once, kept in host RAM: later epochs only crop and flip.
-        dataset = dataset.map(lambda r: records.parse_and_decode_image_record(data, r),
+        dataset = dataset.map(_plain(lambda r: records.parse_and_decode_image_record(data, r)),
                               num_parallel_calls=AUTOTUNE)
         dataset = dataset.cache()
 
@@ -192,14 +196,14 @@ def input_fn_builder(data, is_training, global_batch_size=None, start_step=0):
             _SHUFFLE_BUFFER_DECODED if data.cache_decoded else _SHUFFLE_BUFFER_ENCODED,
             seed=seed)
         dataset = dataset.repeat().enumerate().map(
-            lambda index, element: _preprocess(data, True, *parse(element),
-                                               seed=example_seed(seed, index)),
+            _plain(lambda index, element: _preprocess(data, True, *parse(element),
+                                                      seed=example_seed(seed, index))),
             num_parallel_calls=AUTOTUNE)
       else:
         # map() passes a cached (image, label) pair as two arguments, a record as one.
         dataset = dataset.map(
-            lambda *element: _preprocess(data, False, *parse(
-                element if data.cache_decoded else element[0])),
+            _plain(lambda *element: _preprocess(data, False, *parse(
+                element if data.cache_decoded else element[0]))),
             num_parallel_calls=AUTOTUNE)
     if not is_training:
       # Every host runs the same eval_steps = ceil(num_eval_examples / global_batch_size).
@@ -208,8 +212,8 @@ def input_fn_builder(data, is_training, global_batch_size=None, start_step=0):
       dataset = dataset.concatenate(_eval_padding(data, padded_total - num_examples))
     dataset = dataset.batch(batch_size, drop_remainder=True)
     if data.modality == 'image' and data.image_dtype != 'uint8':
-      dataset = dataset.map(lambda features, labels: (_cast_images(features, data.image_dtype),
-                                                      labels), num_parallel_calls=AUTOTUNE)
+      dataset = dataset.map(_plain(lambda features, labels: (
+          _cast_images(features, data.image_dtype), labels)), num_parallel_calls=AUTOTUNE)
     return with_host_options(dataset.prefetch(AUTOTUNE))
 
   return input_fn
@@ -245,15 +249,15 @@ def predict_input_fn_builder(data, source):
     if data.modality == 'image':
       encoded = records.parse_encoded_image if source.kind == 'records' else tf.identity
       dataset = dataset.map(
-          lambda element: {features_lib.IMAGE: preprocessing.preprocess_encoded(
+          _plain(lambda element: {features_lib.IMAGE: preprocessing.preprocess_encoded(
               encoded(element), False, data.image_size,
-              eval_crop_fraction=data.eval_crop_fraction)},
+              eval_crop_fraction=data.eval_crop_fraction)}),
           num_parallel_calls=AUTOTUNE)
       dataset = dataset.batch(params['batch_size'])
       if data.image_dtype != 'uint8':
-        dataset = dataset.map(lambda features: _cast_images(features, data.image_dtype))
+        dataset = dataset.map(_plain(lambda features: _cast_images(features, data.image_dtype)))
     elif source.kind == 'records':
-      dataset = dataset.map(lambda r: records.parse_text_ids(data, r),
+      dataset = dataset.map(_plain(lambda r: records.parse_text_ids(data, r)),
                             num_parallel_calls=AUTOTUNE)
       dataset = dataset.batch(params['batch_size'])
     else:
@@ -263,7 +267,7 @@ def predict_input_fn_builder(data, source):
         token_ids, length = tokenizer.texts_to_ids(texts, table, data.max_seq_length)
         return {features_lib.TOKEN_IDS: token_ids, features_lib.LENGTH: length}
 
-      dataset = dataset.batch(params['batch_size']).map(tokenize)
+      dataset = dataset.batch(params['batch_size']).map(_plain(tokenize))
     return with_host_options(dataset.prefetch(AUTOTUNE))
 
   return input_fn

@@ -104,7 +104,9 @@ def record_dataset(pattern, is_training, host_id=0, num_hosts=1, seed=None):
   (None: unseeded), else file order. The interleave is deterministic: the same files in the
   same order give the same records in the same order."""
   interleave = dict(cycle_length=16, num_parallel_calls=tf.data.experimental.AUTOTUNE)
-  read = lambda f: tf.data.TFRecordDataset(f, buffer_size=8 * 1024 * 1024)
+  # Plain ops: no AutoGraph rewrite (trainer.data.input_fn says why).
+  read = tf.autograph.experimental.do_not_convert(
+      lambda f: tf.data.TFRecordDataset(f, buffer_size=8 * 1024 * 1024))
   if num_hosts == 1:
     return tf.data.Dataset.list_files(pattern, shuffle=is_training, seed=seed).interleave(
         read, **interleave)
