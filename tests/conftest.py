@@ -40,6 +40,17 @@ if importlib.util.find_spec('jax') and 'JAX_COMPILATION_CACHE_DIR' not in os.env
                     JAX_COMPILATION_CACHE_MAX_SIZE=str(2 ** 30))
 
 
+# The TF 1.15 runtimes are the Python 3.7 virtualenvs (.venv, .venv-mkl); TF 2.15's is Python 3.11.
+TF1_RUNTIME = sys.version_info < (3, 8)
+
+
+def pytest_runtest_setup(item):
+  """A test marked one_runtime(why) runs once, on the TF 2.15 runtime (pytest.ini)."""
+  marker = item.get_closest_marker('one_runtime')
+  if marker and TF1_RUNTIME:
+    pytest.skip('runtime-independent, run on TF 2.15 only: %s' % marker.args[0])
+
+
 def pytest_unconfigure(config):
   del config  # unused
   if _JAX_CACHE_DIR:

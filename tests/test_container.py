@@ -36,9 +36,7 @@ DOCKER = os.environ.get('DOCKER', 'docker')
 EXIT_RESUMABLE = 75  # trainer.errors.EXIT_RESUMABLE, seen from outside the container
 
 pytestmark = [
-    pytest.mark.skipif(sys.version_info < (3, 8), reason='the trainer image is tested once, on '
-                       'the TF 2.15 runtime (.venv-tf2): it holds TF 2.15 whichever runtime runs '
-                       'pytest'),
+    pytest.mark.one_runtime('the trainer image holds TF 2.15 whichever runtime runs pytest'),
     pytest.mark.skipif(not IMAGE, reason='no TRAINER_IMAGE: `make test` builds the image and '
                        'sets it when it runs as root (Docker needs root here; BUILD.md)'),
 ]

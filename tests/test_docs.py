@@ -11,7 +11,6 @@ import glob
 import os
 import re
 import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -21,10 +20,8 @@ import doc_specs
 from helpers import REPO
 import keras_runs
 
-pytestmark = pytest.mark.skipif(
-    sys.version_info < (3, 8),
-    reason="the docs' commands are checked once, on the TF 2.15 runtime (.venv-tf2): the CLI's "
-           'flags and the Makefile are the same for both runtimes')
+pytestmark = pytest.mark.one_runtime("the docs' commands: the CLI's flags and the Makefile "
+                                     'are the same for both runtimes')
 
 DOCS = sorted(glob.glob(os.path.join(REPO, '*.md'))) + sorted(
     glob.glob(os.path.join(REPO, 'docs', '*.md')))

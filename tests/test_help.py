@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-import tensorflow.compat.v1 as tf
 
 from helpers import REPO
 
@@ -21,7 +20,7 @@ ENTRIES = {
 }
 
 
-@pytest.mark.skipif(tf.__version__.startswith('1.'), reason='runtime-independent; run on TF 2.15')
+@pytest.mark.one_runtime('the flags and their help are the same code on both')
 @pytest.mark.parametrize('module', sorted(ENTRIES))
 def test_help_lists_the_commands_own_flags_in_groups(module):
   proc = subprocess.run([sys.executable, '-m', module, '--help'], cwd=REPO,

@@ -25,8 +25,7 @@ from kill_harness import KILLED
 from kill_harness import run_until_done
 from refusals import fingerprint
 
-pytestmark = pytest.mark.skipif(tf.__version__.startswith('1.'), reason='runtime-independent: '
-                                'on TF 2.15 only')
+pytestmark = pytest.mark.one_runtime('the kill points are the same Python code on both')
 
 def _tiny(small_dir, model_dir, export_dir):
   return ['--data_dir=' + small_dir, '--model_dir=' + model_dir, '--export_dir=' + export_dir,

@@ -5,7 +5,6 @@ tf.estimator: run there only; google-auth's Python 3.7 notice exists only on TF 
 import sys
 
 import pytest
-import tensorflow.compat.v1 as tf
 
 from trainer.host import threads
 
@@ -17,8 +16,7 @@ FAKE = ['--fake_data', '--model=cnn', '--image_size=28', '--num_classes=10',
         '--train_batch_size=8', '--eval_batch_size=16', '--steps_per_eval=2', '--nokeep_best']
 
 
-@pytest.mark.skipif(tf.__version__.startswith('1.'), reason='TF 1.15 prints few notices; the '
-                    'filter is the same code on both runtimes')
+@pytest.mark.one_runtime('TF 1.15 prints few notices; the filter is the same code on both')
 def test_deprecation_notices_only_with_verbosity(tmp_path):
   quiet = ok(run_main('--model_dir=' + str(tmp_path / 'a'), *FAKE))
   assert 'is deprecated' not in quiet.stderr and 'Using config: {' not in quiet.stderr

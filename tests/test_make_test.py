@@ -7,16 +7,13 @@ Runs on one runtime: the Makefile is the same for both, so the TF 1.15 run skips
 """
 
 import subprocess
-import sys
 
 import pytest
 
 from helpers import REPO
 
-pytestmark = pytest.mark.skipif(
-    sys.version_info < (3, 8),
-    reason="make test's disk check is checked once, on the TF 2.15 runtime (.venv-tf2): the "
-           'Makefile is the same for both runtimes')
+pytestmark = pytest.mark.one_runtime("make test's disk check: the Makefile is the same for "
+                                     'both runtimes')
 
 
 def _test_disk(tmpdir, need_gib):

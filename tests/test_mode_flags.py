@@ -11,6 +11,8 @@ from trainer.run.run_config import MODES
 
 from helpers import config_from_args
 
+pytestmark = pytest.mark.one_runtime('flag rules, the same Python code on both')
+
 
 def _config(tmp_path, *args):
   return config_from_args('--fake_data', '--model=cnn', '--model_dir=' + str(tmp_path), *args)

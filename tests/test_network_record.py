@@ -12,6 +12,8 @@ from trainer.run import network_record
 
 from helpers import config_from_args
 
+pytestmark = pytest.mark.one_runtime('the run record is Python and JSON, the same on both')
+
 
 @pytest.fixture
 def written(tmp_path):

@@ -71,8 +71,7 @@ def test_image_folder_refuses_what_would_silently_change_the_labels(tiny_dir, tm
   assert not failures, '\n'.join(failures)
 
 
-@pytest.mark.skipif(tf.__version__.startswith('1.'), reason='the listing is the same on both '
-                    'runtimes; one Beam conversion, on TF 2.15')
+@pytest.mark.one_runtime('the listing is the same on both runtimes; one Beam conversion')
 def test_image_folder_skips_hidden_and_system_folders_and_prints_its_classes(tiny_dir, tmp_path):
   root = str(tmp_path)
   _tree(tiny_dir, lambda t: (_add('.ipynb_checkpoints/cat-checkpoint.png')(t),

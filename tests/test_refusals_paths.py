@@ -170,8 +170,7 @@ def test_a_damaged_checkpoint_check_never_touches_a_matching_sibling(tmp_path):
   assert sorted(os.listdir(str(sibling))) == before
 
 
-@pytest.mark.skipif(tf.__version__.startswith('1.'), reason='the same code path on both '
-                    'runtimes; run once, on TF 2.15')
+@pytest.mark.one_runtime('the same code path on both runtimes')
 def test_a_run_trains_from_a_data_dir_with_special_characters(tiny_dir, tmp_path):
   shutil.copytree(tiny_dir, str(tmp_path / SPECIAL))
   model_dir = str(tmp_path / ALLOWED)

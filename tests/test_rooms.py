@@ -8,15 +8,13 @@ import collections
 import os
 
 import pytest
-import tensorflow.compat.v1 as tf
 
 from helpers import REPO
 
 PACKAGES = ('trainer', 'flags', 'models', 'keras_models')
 MAX_LINES = 400
 
-pytestmark = pytest.mark.skipif(not tf.__version__.startswith('2.'),
-                                reason='runtime-independent; run on TF 2.15')
+pytestmark = pytest.mark.one_runtime('the code layout')
 
 
 def _modules(*folders):

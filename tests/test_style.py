@@ -8,8 +8,7 @@ import pytest
 
 from helpers import REPO
 
-pytestmark = pytest.mark.skipif(sys.version_info < (3, 8),
-                                reason='runtime-independent; run on the TF 2.15 runtime')
+pytestmark = pytest.mark.one_runtime('the source text')
 
 
 def test_the_code_passes_the_style_gate():

@@ -25,6 +25,8 @@ pytest.importorskip('google.cloud.aiplatform_v1.services.job_service.transports.
 from trainer.cloud import vertex_submit  # noqa: E402  (after the library check)
 from trainer.errors import PipelineError  # noqa: E402
 
+pytestmark = pytest.mark.one_runtime("the Vertex AI stand-in's rules: no TensorFlow")
+
 IMAGE = 'us-central1-docker.pkg.dev/test-project/trainer/tp:gpu'
 ARGS = ['--data_dir=gs://bkt/d']
 FLAGS = ('--project=test-project', '--region=us-central1', '--display_name=j',
