@@ -342,11 +342,10 @@ def config_from_flags(flag_values, given=None):
             'text' if f.model in TEXT_MODELS else 'image'))
   values = _from_metadata(f, info)
   preprocessing = info.get('preprocessing', {})
-  data = DataConfig(
-      data_dir=f.data_dir, fake_data=f.fake_data, num_classes=values['num_classes'],
-      label_offset=values['label_offset'], num_train_examples=values['num_train_examples'],
-      num_eval_examples=values['num_eval_examples'],
-      image_size=values.get('image_size') or 0,
+  data = run_fields.by_name(
+      DataConfig, f, num_classes=values['num_classes'], label_offset=values['label_offset'],
+      num_train_examples=values['num_train_examples'],
+      num_eval_examples=values['num_eval_examples'], image_size=values.get('image_size') or 0,
       train_pattern=info.get('train_pattern', DataConfig.train_pattern),
       eval_pattern=info.get('eval_pattern', DataConfig.eval_pattern),
       image_dtype=_image_dtype(f),
@@ -358,8 +357,8 @@ def config_from_flags(flag_values, given=None):
       color_distortion=_preprocessing_value(
           f, preprocessing, 'color_distortion',
           default=f.model == 'inception_v3' and not f.use_tpu),
-      cache_decoded=f.cache_decoded, modality=modality, seed=seed,
-      max_seq_length=values.get('max_seq_length') or 0, vocab_size=values.get('vocab_size') or 0,
+      modality=modality, seed=seed, max_seq_length=values.get('max_seq_length') or 0,
+      vocab_size=values.get('vocab_size') or 0,
       vocab_file=info.get('vocab_file', DataConfig.vocab_file))
   if f.train_steps is not None:
     train_steps = f.train_steps
@@ -369,27 +368,18 @@ def config_from_flags(flag_values, given=None):
   else:  # mode=eval: stop waiting for checkpoints at any step
     train_steps = 0
   try:
-    model = ModelConfig(
-        model=f.model, network_params=getattr(f, 'network_params', None) or '',
+    model = run_fields.by_name(
+        ModelConfig, f, network_params=getattr(f, 'network_params', None) or '',
         num_classes=data.num_classes, image_size=data.image_size,
         mean_rgb=tuple(info.get('mean_rgb', ModelConfig.mean_rgb)),
         stddev_rgb=tuple(info.get('stddev_rgb', ModelConfig.stddev_rgb)),
-        train_batch_size=f.train_batch_size, num_train_examples=data.num_train_examples,
-        resnet_depth=f.resnet_depth, momentum=f.momentum, nesterov=f.nesterov,
-        precision=f.precision,
-        vocab_size=data.vocab_size, max_seq_length=data.max_seq_length,
-        embedding_dim=f.embedding_dim, lstm_hidden_units=f.lstm_hidden_units,
-        lstm_layers=f.lstm_layers, lstm_pooling=f.lstm_pooling, dropout_rate=f.dropout_rate,
-        use_tpu=f.use_tpu, skip_host_call=f.skip_host_call, model_dir=model_dir,
-        iterations_per_loop=f.iterations_per_loop, init_checkpoint=f.init_checkpoint or '',
-        init_from_moving_average=f.init_from_moving_average, freeze_backbone=f.freeze_backbone,
-        train_steps=train_steps, **recipe_values(f))
+        num_train_examples=data.num_train_examples, vocab_size=data.vocab_size,
+        max_seq_length=data.max_seq_length, model_dir=model_dir,
+        init_checkpoint=f.init_checkpoint or '', train_steps=train_steps,
+        input_fn='',  # a legacy --model_fn job's (flags/to_model_fn_config.py)
+        **recipe_values(f))
   except ValueError as e:
     raise PipelineError(str(e))
-  return Config(
-      model=model, data=data, train_steps=train_steps, export_dir=f.export_dir,
-      predict_step_time=f.predict_step_time, predict_input=f.predict_input,
-      predict_output=f.predict_output, predict_top_k=f.predict_top_k,
-      predict_logits=f.predict_logits, keep_best=f.keep_best,
-      early_stopping_evals=f.early_stopping_evals,
+  return run_fields.by_name(
+      Config, f, model=model, data=data, train_steps=train_steps,
       **run_fields.run_fields(f, model_dir, seed, mirrored_devices, profile_steps))
