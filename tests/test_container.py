@@ -172,9 +172,11 @@ SPOT_ARGS = ['--data_dir=/data', '--model=cnn', '--image_size=28', '--train_batc
              '--eval_batch_size=100', '--skip_host_call', '--seed=1', '--train_steps=400',
              '--steps_per_eval=400', '--save_checkpoints_steps=100000']
 # A resumed Estimator run draws new shuffles from its start step (docs/reliability.md), so its
-# accuracy equals the uninterrupted run's up to that noise: resumed runs cut at steps 50, 200 and
-# 330 ended within 0.032 of the uninterrupted run's 0.794 (BENCHMARKS.md, "Spot preemption").
-ACCURACY_TOLERANCE = 0.05
+# accuracy is that of another seed's uninterrupted run. Uninterrupted runs of this command with
+# seeds 1-8 reached 0.764-0.794 (mean 0.781, standard deviation 0.011) on TF 2.15.1 on a Zen 4
+# host, the image's TensorFlow run outside it (BENCHMARKS.md, "Spot preemption"): the bound is 3.8
+# standard deviations under that mean, so the test needs no uninterrupted run of its own.
+MIN_ACCURACY = 0.74
 _LOSS = re.compile(r'\] step (\d+)/\d+ loss ([\d.]+)')
 
 
@@ -184,20 +186,11 @@ def spot_data(fashion_mnist_dir, tmp_path):
   return write_subset(fashion_mnist_dir, str(tmp_path / 'spot_data'), 1280, 1000)
 
 
-def test_a_spot_preemption_resumes_to_the_accuracy_of_an_uninterrupted_run(spot_data, tmp_path,
-                                                                            container_name):
+def test_a_spot_preemption_resumes_to_the_accuracy_of_uninterrupted_runs(spot_data, tmp_path,
+                                                                         container_name):
   """As Vertex AI preempts a Spot replica: SIGTERM, a grace period, then the replica restarted
   with the same command and AIP_* environment (the trainer's exit 75 is a non-zero exit, which
   the service restarts; scheduling.py cites the page)."""
-  (tmp_path / 'whole').mkdir()
-  whole = _job_dir(tmp_path / 'whole')
-  uninterrupted = subprocess.run(
-      _vertex_run(whole, spot_data, container_name + '-whole', docker_args=('--rm',)) +
-      SPOT_ARGS, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-      timeout=600)
-  assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
-  expected = _results(whole)['top_1_accuracy']
-
   job = _job_dir(tmp_path)
   command = _vertex_run(job, spot_data, container_name)
   with BackgroundRun('--log_every_n_secs=0.2', *SPOT_ARGS, command=command) as run:
@@ -228,11 +221,10 @@ def test_a_spot_preemption_resumes_to_the_accuracy_of_an_uninterrupted_run(spot_
   assert int(first_step) <= 2 and int(resumed_step) > step
   assert float(resumed_loss) < 0.5 * float(first_loss), (resumed_loss, first_loss)
   results = _results(job)
-  print('preempted at step %d: top_1_accuracy %.4f resumed, %.4f uninterrupted'
-        % (step, results['top_1_accuracy'], expected))  # shown by pytest -s
+  print('preempted at step %d: top_1_accuracy %.4f resumed'
+        % (step, results['top_1_accuracy']))  # shown by pytest -s
   assert results['global_step'] == 400
-  assert abs(results['top_1_accuracy'] - expected) <= ACCURACY_TOLERANCE, (
-      results['top_1_accuracy'], expected)
+  assert results['top_1_accuracy'] > MIN_ACCURACY, results['top_1_accuracy']
 
 
 # The user's package: tests/fixtures/user_package, one network (acme_nets.small_cnn) and no

@@ -44,8 +44,12 @@ def _tiny(model, request):
 
 
 # Not InceptionV3 (two minutes per runtime; resuming is the same code for every network, and
-# InceptionV3 trains, evaluates and exports in the tests below).
-@pytest.mark.parametrize('model', ['bilstm', 'cnn', 'resnet'])
+# InceptionV3 trains, evaluates and exports in the export test below). The resumed run exports:
+# the export test's checks run on it, so these networks train once for both.
+RESUMED_AND_EXPORTED = ['bilstm', 'cnn', 'resnet']
+
+
+@pytest.mark.parametrize('model', RESUMED_AND_EXPORTED)
 def test_train_and_eval_resumes_and_a_finished_run_trains_nothing(model, request, tmp_path):
   args, data_dir = _tiny(model, request)
   model_dir = str(tmp_path / 'model')
@@ -71,9 +75,12 @@ def test_train_and_eval_resumes_and_a_finished_run_trains_nothing(model, request
   assert (data.data_dir, data.num_classes, data.image_size) == (
       data_dir, trained.data.num_classes, trained.data.image_size)
 
-  second = ok(run_main('--train_steps=15', *common))
+  export_dir = str(tmp_path / 'export')
+  second = ok(run_main('--train_steps=15', '--export_dir=' + export_dir, *common))
   assert 'Resuming from the checkpoint at step 10 of 15' in second.stderr
   assert results_of(model_dir)['global_step'] == 15
+  # The resumed run's export and --mode=predict (the export test's checks, on this run).
+  _check_export_and_predict(model, args, data_dir, model_dir, tmp_path)
 
   checkpoints = sorted(os.listdir(model_dir))
   third = ok(run_main('--train_steps=15', *common))
@@ -84,7 +91,7 @@ def test_train_and_eval_resumes_and_a_finished_run_trains_nothing(model, request
 
 
 # One image and one text network: the modes are the same code for every network (the slow
-# InceptionV3 and ResNet train and evaluate in the export test).
+# InceptionV3 and ResNet train and evaluate in the resume and export tests).
 @pytest.mark.parametrize('model', ['bilstm', 'cnn'])
 def test_train_then_eval_mode(model, request, tmp_path):
   args, data_dir = _tiny(model, request)
@@ -132,14 +139,22 @@ def _check_lines_match(lines, classes, probabilities):
       assert entry['probability'] == pytest.approx(row[entry['class']], abs=1e-5)
 
 
-@pytest.mark.parametrize('model', sorted(TINY_BY_MODEL))
+@pytest.mark.parametrize('model', sorted(set(TINY_BY_MODEL) - set(RESUMED_AND_EXPORTED)))
 def test_export_and_predict_mode_classify_real_examples_alike(model, request, tmp_path):
-  """The SavedModel (fresh process) and --mode=predict (records, image files, .txt and .csv
-  texts) give the classes and probabilities of evaluation's weights and preprocessing."""
+  """The SavedModel (fresh process) and --mode=predict give the classes and probabilities of
+  evaluation's weights and preprocessing (`_check_export_and_predict`); the networks of the
+  resume test are checked on its resumed run."""
   args, data_dir = _tiny(model, request)
   model_dir, export_dir = str(tmp_path / 'model'), str(tmp_path / 'export')
   ok(run_main('--train_steps=20', '--data_dir=' + data_dir, '--model_dir=' + model_dir,
                '--export_dir=' + export_dir, '--skip_host_call', *args))
+  _check_export_and_predict(model, args, data_dir, model_dir, tmp_path)
+
+
+def _check_export_and_predict(model, args, data_dir, model_dir, tmp_path):
+  """The run in model_dir has just evaluated and exported: its SavedModel (fresh process) and
+  --mode=predict (records, image files, .txt and .csv texts) give the classes and probabilities
+  of evaluation's weights and preprocessing."""
   results = results_of(model_dir)
   labels, classes, probabilities, logits = predict_in_fresh_process(results['export_path'],
                                                                      data_dir, tmp_path)
