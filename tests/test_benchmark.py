@@ -122,9 +122,16 @@ def test_bare_windows_alternate_with_the_estimators_steps_in_one_session(tmp_pat
       [100 * (1 - b[0] / e[0]), 100 * (1 - b[1] / e[1]), 100 * (1 - b[2] / e[2])])
 
 
-def test_input_times_the_training_input_fn_on_real_photos(tmp_path):
-  photos = str(tmp_path / 'photos')
+@pytest.fixture(scope='module')
+def photos(tmp_path_factory):
+  """40 real photos (`trainer.prepare photos`), prepared once for the input benchmarks, which
+  only read them."""
+  photos = str(tmp_path_factory.mktemp('photos'))
   ok(run_prepare('photos', '--output_dir=' + photos, '--num_images=40'))
+  return photos
+
+
+def test_input_times_the_training_input_fn_on_real_photos(photos, tmp_path):
   info = dataset_json.read(photos)
   assert info['num_classes'] == 10
   assert info['num_train_examples'] + info['num_eval_examples'] == 40
@@ -176,12 +183,10 @@ class ImageNetInput(object):
 """
 
 
-def test_input_times_the_reference_beside_the_project(tmp_path):
+def test_input_times_the_reference_beside_the_project(photos, tmp_path):
   """--reference=PATH loads the reference's ImageNetInput from a tensorflow/tpu checkout (here a
   stand-in with its interface, in TF 1.x style) on either runtime and records both pipelines'
   rates and their ratio per pair of windows; a folder without it is refused."""
-  photos = str(tmp_path / 'photos')
-  ok(run_prepare('photos', '--output_dir=' + photos, '--num_images=40'))
   checkout = tmp_path / 'tpu'
   resnet = checkout / 'models' / 'official' / 'resnet'
   resnet.mkdir(parents=True)
