@@ -22,13 +22,21 @@ project's own virtualenvs each bring their own TensorFlow build, and pip must no
 from setuptools import find_packages
 from setuptools import setup
 
+# The repository's models/, flags/ and keras_models/ install as trainer.models, trainer.flags and
+# trainer.keras_models: `trainer` is the one top-level package installed, so no common name such
+# as `models` is claimed beside a user's own code (in a checkout, trainer/__init__.py finds them).
+BESIDE_TRAINER = ('models', 'flags', 'keras_models')
+PACKAGES = find_packages(include=['trainer', 'trainer.*']) + [
+    'trainer.' + name for folder in BESIDE_TRAINER
+    for name in find_packages(include=[folder, folder + '.*'])]
+
 setup(
     name='tpu-estimator-pipeline',
     version='0.1.0',
     description='TensorFlow Estimator/TPUEstimator training pipeline (ResNet, InceptionV3, CNN, '
                 'BiLSTM) for Cloud TPU, CPU and GPU',
-    packages=find_packages(include=['trainer', 'trainer.*', 'models', 'models.*', 'flags',
-                                    'keras_models']),
+    packages=PACKAGES,
+    package_dir={'trainer.' + folder: folder for folder in BESIDE_TRAINER},
     # The sourced tables: Vertex AI's machines (trainer/cloud/machine_rules.py) and the GPU and
     # TPU targets of trainer.advise; the Dockerfile of an image with the user's package.
     package_data={'trainer.cloud': ['vertex_machines.json', 'user_package.Dockerfile'],

@@ -4,10 +4,10 @@ fine-tune, from a converted model). `flags/to_keras_config.py` turns the latter'
 
 from absl import flags
 
-from models import model_config
-from models import recipes
-from models.specs import bilstm
-from models.specs import resnet
+from trainer.models import model_config
+from trainer.models import recipes
+from trainer.models.specs import bilstm
+from trainer.models.specs import resnet
 
 
 def define_export_keras_flags():

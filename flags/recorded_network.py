@@ -16,10 +16,10 @@ import types
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from models import recipes
-from models.model_config import MODELS
-from models.model_config import TEXT_MODELS
 from trainer.errors import PipelineError
+from trainer.models import recipes
+from trainer.models.model_config import MODELS
+from trainer.models.model_config import TEXT_MODELS
 from trainer.run import network_record
 
 # flag -> the networks it shapes (None: every network).

@@ -7,17 +7,17 @@ recipe (`models.recipes`); `flags.to_config.config_from_flags` combines and chec
 
 from absl import flags
 
-from flags import tpu_flags
-from models import bilstm
-from models import inception_v3
-from models import resnet
-from models.model_config import LR_SCHEDULES
-from models.model_config import MODELS
-from models.model_config import PRECISIONS
-from models.recipes import MODEL_DEFAULTS
-from models.recipes import USER_NETWORK_RECIPE
 from trainer.cli import help_text
 from trainer.data.preprocessing import TRAIN_CROPS
+from trainer.flags import tpu_flags
+from trainer.models import bilstm
+from trainer.models import inception_v3
+from trainer.models import resnet
+from trainer.models.model_config import LR_SCHEDULES
+from trainer.models.model_config import MODELS
+from trainer.models.model_config import PRECISIONS
+from trainer.models.recipes import MODEL_DEFAULTS
+from trainer.models.recipes import USER_NETWORK_RECIPE
 from trainer.run.run_config import MODES
 
 

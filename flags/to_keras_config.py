@@ -7,13 +7,13 @@ import json
 
 from absl import logging
 
-from flags import value_rules
-from models import recipes
-from models.model_config import MODELS
-from models.specs import network_params
 from trainer.errors import PipelineError
+from trainer.flags import value_rules
 from trainer.keras_run.run_config import KerasRecipe
 from trainer.keras_run.run_config import KerasRunConfig
+from trainer.models import recipes
+from trainer.models.model_config import MODELS
+from trainer.models.specs import network_params
 
 # The recipe table's settings a Keras run reads (moving_average_decay: see recipe_values).
 _RECIPE_FLAGS = ('optimizer', 'base_learning_rate', 'lr_schedule', 'warmup_epochs',

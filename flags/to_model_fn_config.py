@@ -7,11 +7,11 @@ What the pipeline cannot do for such a job is refused here in one line: --mode=p
 --early_stopping_evals (they need its metrics), and the step-time prediction (its network).
 """
 
-from flags import run_fields
-from models import recipes
-from models.model_config import ModelConfig
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
+from trainer.flags import run_fields
+from trainer.models import recipes
+from trainer.models.model_config import ModelConfig
 from trainer.run.run_config import Config
 
 # Flags read only by the pipeline's own model_fn or input pipeline: refused with a legacy job.

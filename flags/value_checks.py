@@ -7,9 +7,9 @@ flag and its value.
 
 import os
 
-from flags.value_rules import check_ranges
 from trainer.cloud import cluster_env
 from trainer.cloud import vertex_env
+from trainer.flags.value_rules import check_ranges
 from trainer.storage import outputs
 
 # Output directories named by flags, and those a Vertex AI job names by variable

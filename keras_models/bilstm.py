@@ -8,9 +8,9 @@ keeps its state over masked steps, and the pooling ignores them.
 import keras
 from keras import ops
 
-from keras_models import layers as layers_lib
-from models.specs import bilstm as bilstm_spec
-from models.specs import features as feature_names
+from trainer.keras_models import layers as layers_lib
+from trainer.models.specs import bilstm as bilstm_spec
+from trainer.models.specs import features as feature_names
 
 EMBEDDING = 'embedding'
 

@@ -2,13 +2,13 @@
 
 import keras
 
-from keras_models import bilstm
-from keras_models import cnn
-from keras_models import inception_v3
-from keras_models import layers as layers_lib
-from keras_models import resnet
-from models.specs import features as feature_names
 from trainer.errors import PipelineError
+from trainer.keras_models import bilstm
+from trainer.keras_models import cnn
+from trainer.keras_models import inception_v3
+from trainer.keras_models import layers as layers_lib
+from trainer.keras_models import resnet
+from trainer.models.specs import features as feature_names
 
 # Output names of InceptionV3's two heads (every other network has the logits only).
 LOGITS = 'logits'

@@ -23,9 +23,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_models import layers as layers_lib
-from models import warm_start
-from models.specs import bilstm as bilstm_spec
+from trainer.keras_models import layers as layers_lib
+from trainer.models import warm_start
+from trainer.models.specs import bilstm as bilstm_spec
 
 LAYOUT_PIPELINE = 'this pipeline'
 LAYOUT_REFERENCE = 'Cloud TPU reference ResNet'

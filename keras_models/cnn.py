@@ -2,8 +2,8 @@
 
 import keras
 
-from keras_models import layers as layers_lib
-from models.specs import cnn as cnn_spec
+from trainer.keras_models import layers as layers_lib
+from trainer.models.specs import cnn as cnn_spec
 
 
 def cnn(images, num_classes):

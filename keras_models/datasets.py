@@ -1,13 +1,13 @@
 """This pipeline's input (trainer.data.input_fn: the same records, preprocessing and
 augmentation) as the (inputs, labels[, sample weights]) batches Keras' fit and evaluate take."""
 
-from keras_models import build
-from models import features as features_lib
 from trainer.data import arrays
 from trainer.data import data_config as data_config_lib
 from trainer.data import dataset_json
 from trainer.data import input_fn as input_fn_lib
 from trainer.errors import PipelineError
+from trainer.keras_models import build
+from trainer.models import features as features_lib
 
 
 def data_config(data_dir, input_shape, seed=0, **preprocessing_overrides):

@@ -3,8 +3,8 @@ auxiliary classifier, layer for layer, with its layer names."""
 
 import keras
 
-from keras_models import layers as layers_lib
-from models.specs import inception_v3 as inception_spec
+from trainer.keras_models import layers as layers_lib
+from trainer.models.specs import inception_v3 as inception_spec
 
 _SEP = layers_lib.SCOPE_SEPARATOR
 

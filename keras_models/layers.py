@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from models.specs import bilstm as bilstm_spec
+from trainer.models.specs import bilstm as bilstm_spec
 
 # Keras 3 forbids '/' in layer names and the torch backend '.' (torch.nn.ParameterDict keys are
 # variable paths): a TF1 variable scope 'a/b' is the layer name 'a-b', which no scope of `models/`

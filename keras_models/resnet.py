@@ -3,8 +3,8 @@ the bottleneck's 3x3 convolution), layer for layer, with its layer names."""
 
 import keras
 
-from keras_models import layers as layers_lib
-from models.specs import resnet as resnet_spec
+from trainer.keras_models import layers as layers_lib
+from trainer.models.specs import resnet as resnet_spec
 
 
 def _conv(x, scope, filters, kernel_size, strides):

@@ -15,9 +15,9 @@ model's export (jax2tf) cannot hold.
 import keras
 import tensorflow as tf
 
-from keras_models import build
 from trainer.data import preprocessing
 from trainer.data import tokenizer
+from trainer.keras_models import build
 
 
 def export(model, export_dir, data):

@@ -13,7 +13,7 @@ import zipfile
 
 import tensorflow as tf
 
-from keras_models import layers as layers_lib
+from trainer.keras_models import layers as layers_lib
 
 _CONFIG = 'config.json'
 

@@ -12,10 +12,10 @@ reads the checkpoint tensor of the same name with each '-' of the layer name rea
 
 import keras
 
-from models import user_code
-from models.specs import features as feature_names
-from models.specs import network_params
 from trainer.errors import PipelineError
+from trainer.models import user_code
+from trainer.models.specs import features as feature_names
+from trainer.models.specs import network_params
 
 CONTRACT = 'keras_network(*, num_classes, params) -> keras.Model'
 

@@ -13,11 +13,11 @@ the pooling ignores padded positions, and padded embeddings are never read.
 
 import tensorflow.compat.v1 as tf
 
-from models import seeded
-from models.specs.bilstm import CLASSIFIER_SCOPE  # pylint: disable=unused-import
-from models.specs.bilstm import LSTM_FORGET_BIAS
-from models.specs.bilstm import MASKED_VALUE
-from models.specs.bilstm import POOLINGS
+from trainer.models import seeded
+from trainer.models.specs.bilstm import CLASSIFIER_SCOPE  # pylint: disable=unused-import
+from trainer.models.specs.bilstm import LSTM_FORGET_BIAS
+from trainer.models.specs.bilstm import MASKED_VALUE
+from trainer.models.specs.bilstm import POOLINGS
 
 
 def _masked_pool(outputs, length, pooling):

@@ -6,10 +6,10 @@ linear classifier. About 1.6M parameters at 28x28.
 
 import tensorflow.compat.v1 as tf
 
-from models import seeded
-from models.specs.cnn import BATCH_NORM_DECAY  # pylint: disable=unused-import
-from models.specs.cnn import BATCH_NORM_EPSILON
-from models.specs.cnn import CLASSIFIER_SCOPE
+from trainer.models import seeded
+from trainer.models.specs.cnn import BATCH_NORM_DECAY  # pylint: disable=unused-import
+from trainer.models.specs.cnn import BATCH_NORM_EPSILON
+from trainer.models.specs.cnn import CLASSIFIER_SCOPE
 
 
 @tf.custom_gradient

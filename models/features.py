@@ -18,11 +18,11 @@ params['batch_size'], the per-core batch on a TPU.
 
 import tensorflow.compat.v1 as tf
 
-from models.specs.features import IMAGE  # pylint: disable=unused-import
-from models.specs.features import IMAGE_DTYPES
-from models.specs.features import LENGTH
-from models.specs.features import MASK
-from models.specs.features import TOKEN_IDS
+from trainer.models.specs.features import IMAGE  # pylint: disable=unused-import
+from trainer.models.specs.features import IMAGE_DTYPES
+from trainer.models.specs.features import LENGTH
+from trainer.models.specs.features import MASK
+from trainer.models.specs.features import TOKEN_IDS
 
 LABEL_DTYPE = tf.int32
 

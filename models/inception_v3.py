@@ -13,13 +13,13 @@ static shapes only, on TPU.
 
 import tensorflow.compat.v1 as tf
 
-from models import seeded
-from models.specs.inception_v3 import AUX_SCOPE  # pylint: disable=unused-import
-from models.specs.inception_v3 import BATCH_NORM_DECAY
-from models.specs.inception_v3 import BATCH_NORM_EPSILON
-from models.specs.inception_v3 import CLASSIFIER_SCOPE
-from models.specs.inception_v3 import DROPOUT_RATE
-from models.specs.inception_v3 import MIN_IMAGE_SIZE
+from trainer.models import seeded
+from trainer.models.specs.inception_v3 import AUX_SCOPE  # pylint: disable=unused-import
+from trainer.models.specs.inception_v3 import BATCH_NORM_DECAY
+from trainer.models.specs.inception_v3 import BATCH_NORM_EPSILON
+from trainer.models.specs.inception_v3 import CLASSIFIER_SCOPE
+from trainer.models.specs.inception_v3 import DROPOUT_RATE
+from trainer.models.specs.inception_v3 import MIN_IMAGE_SIZE
 
 
 def _conv(inputs, filters, kernel_size, is_training, strides=1, padding='SAME', name=None):

@@ -8,11 +8,11 @@ each network was published with is in `models/recipes.py`.
 import dataclasses
 from typing import Tuple
 
-from models import user_code
-from models.specs import bilstm
-from models.specs import cnn
-from models.specs import inception_v3
-from models.specs import resnet
+from trainer.models import user_code
+from trainer.models.specs import bilstm
+from trainer.models.specs import cnn
+from trainer.models.specs import inception_v3
+from trainer.models.specs import resnet
 
 MODELS = ('resnet', 'inception_v3', 'cnn', 'bilstm')
 IMAGE_MODELS = ('resnet', 'inception_v3', 'cnn')

@@ -9,12 +9,12 @@ import dataclasses
 import tensorflow.compat.v1 as tf
 import tensorflow.compat.v2 as tf2
 
-from models import features as features_lib
-from models import network_contract
-from models import networks
-from models import optimization
-from models import warm_start
-from models.specs import network_params
+from trainer.models import features as features_lib
+from trainer.models import network_contract
+from trainer.models import networks
+from trainer.models import optimization
+from trainer.models import warm_start
+from trainer.models.specs import network_params
 
 # The progress hook reads the training loss from this collection (CPU/GPU only).
 TRAIN_LOSS_COLLECTION = 'train_loss'

@@ -32,9 +32,9 @@ TF 1.15 and in TF 2.15's compat.v1 graph mode.
 
 import tensorflow.compat.v1 as tf
 
-from models import features as features_lib
-from models import user_code
 from trainer.errors import PipelineError
+from trainer.models import features as features_lib
+from trainer.models import user_code
 
 CONTRACT = 'network(features, *, is_training, num_classes, params) -> logits'
 

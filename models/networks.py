@@ -8,12 +8,12 @@ fills from its ModelConfig.
 
 import tensorflow.compat.v1 as tf
 
-from models import bilstm as bilstm_lib
-from models import cnn as cnn_lib
-from models import features as features_lib
-from models import inception_v3 as inception_v3_lib
-from models import network_contract
-from models import resnet as resnet_lib
+from trainer.models import bilstm as bilstm_lib
+from trainer.models import cnn as cnn_lib
+from trainer.models import features as features_lib
+from trainer.models import inception_v3 as inception_v3_lib
+from trainer.models import network_contract
+from trainer.models import resnet as resnet_lib
 
 
 def _images(features, params):

@@ -11,11 +11,11 @@ with static shapes only.
 import tensorflow.compat.v1 as tf
 
 # The constants are in models/specs/resnet.py (no TensorFlow there: the Keras twin reads them).
-from models.specs.resnet import BATCH_NORM_DECAY  # pylint: disable=unused-import
-from models.specs.resnet import BATCH_NORM_EPSILON
-from models.specs.resnet import BLOCKS
-from models.specs.resnet import CLASSIFIER_SCOPE
-from models.specs.resnet import DEPTHS
+from trainer.models.specs.resnet import BATCH_NORM_DECAY  # pylint: disable=unused-import
+from trainer.models.specs.resnet import BATCH_NORM_EPSILON
+from trainer.models.specs.resnet import BLOCKS
+from trainer.models.specs.resnet import CLASSIFIER_SCOPE
+from trainer.models.specs.resnet import DEPTHS
 
 
 def _batch_norm(inputs, is_training, data_format, relu=True, zero_init=False):

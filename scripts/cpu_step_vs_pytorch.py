@@ -41,10 +41,10 @@ def tf_worker():
   from absl import flags as absl_flags  # pylint: disable=g-import-not-at-top
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
 
-  from flags import run_flags  # pylint: disable=g-import-not-at-top
-  from flags import to_config  # pylint: disable=g-import-not-at-top
   from trainer.benchmark import model_bench  # pylint: disable=g-import-not-at-top
   from trainer.cli import log_noise  # pylint: disable=g-import-not-at-top
+  from trainer.flags import run_flags  # pylint: disable=g-import-not-at-top
+  from trainer.flags import to_config  # pylint: disable=g-import-not-at-top
   from trainer.run import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
   from trainer.run import results  # pylint: disable=g-import-not-at-top
 

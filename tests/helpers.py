@@ -305,8 +305,8 @@ def config_from_args(*args):
   """The run Config that `python -m trainer.main ARGS` would build, built in this process."""
   from absl import flags as absl_flags  # pylint: disable=g-import-not-at-top
 
-  from flags import run_flags  # pylint: disable=g-import-not-at-top
-  from flags import to_config  # pylint: disable=g-import-not-at-top
+  from trainer.flags import run_flags  # pylint: disable=g-import-not-at-top
+  from trainer.flags import to_config  # pylint: disable=g-import-not-at-top
   if 'model' not in absl_flags.FLAGS:
     run_flags.define_run_flags()
   absl_flags.FLAGS.unparse_flags()

@@ -12,8 +12,8 @@ import keras
 import numpy as np
 import pytest
 
-from flags import to_keras_config
 from trainer.errors import Preempted
+from trainer.flags import to_keras_config
 from trainer.keras_run import job
 
 

@@ -36,7 +36,7 @@ def _define_flags(names):
   for name in names:
     module, function = name.rsplit('.', 1)
     if '.' not in module:
-      module = 'flags.' + module
+      module = 'trainer.flags.' + module
     getattr(importlib.import_module(module), function)()
 
 

@@ -148,8 +148,8 @@ def test_sdist_installs_into_a_python37_venv_that_has_tf115_without_touching_it(
   installed = [l for l in proc.stdout.splitlines() if l.startswith('Successfully installed')]
   assert installed == ['Successfully installed tpu-estimator-pipeline-0.1.0'], proc.stdout
   check = subprocess.run(
-      [python, '-c', 'import tensorflow as tf, trainer.main, trainer.data.input_fn, models.resnet, '
-       'flags.to_config; '
+      [python, '-c', 'import tensorflow as tf, trainer.main, trainer.data.input_fn, trainer.models.resnet, '
+       'trainer.flags.to_config; '
        'print(tf.__version__, trainer.main.__file__)'], cwd=str(tmp_path),
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
   assert check.returncode == 0, check.stderr[-3000:]

@@ -8,10 +8,10 @@ import dataclasses
 from absl import flags as absl_flags
 import pytest
 
-from flags import run_fields
-from flags import run_flags
-from models.model_config import ModelConfig
 from trainer.data.data_config import DataConfig
+from trainer.flags import run_fields
+from trainer.flags import run_flags
+from trainer.models.model_config import ModelConfig
 from trainer.run.run_config import Config
 
 pytestmark = pytest.mark.one_runtime('flag and field names, the same Python code on both')
@@ -20,11 +20,11 @@ CONFIGS = (Config, ModelConfig, DataConfig)
 
 
 def _run_flag_names():
-  """The flags `trainer.main` defines (flags/), without absl's own."""
+  """The flags `trainer.main` defines (trainer.flags), without absl's own."""
   if 'model' not in absl_flags.FLAGS:
     run_flags.define_run_flags()
   return {flag.name for module, defined in absl_flags.FLAGS.flags_by_module_dict().items()
-          if module.startswith('flags.') for flag in defined}
+          if module.startswith('trainer.flags.') for flag in defined}
 
 
 def _field_names(*classes):

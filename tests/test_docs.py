@@ -255,7 +255,7 @@ def step_count_problems(doc_text, makefile_text, num_train_examples):
    the steps `trainer.main` runs for make train's flags of that model
    (models.recipes.steps_of_epochs), or where N is not the Makefile's --train_epochs: a list of
    messages."""
-  from models import recipes  # pylint: disable=g-import-not-at-top
+  from trainer.models import recipes  # pylint: disable=g-import-not-at-top
   train_flags = _makefile_train_flags(makefile_text)
   problems = []
   for model, row in _recipe_rows(doc_text):

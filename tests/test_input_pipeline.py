@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from models import features as features_lib
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import preprocessing
 from trainer.data.data_config import DataConfig
 from trainer.host import cpu as host_cpu
+from trainer.models import features as features_lib
 
 from helpers import read_records
 from helpers import write_subset

@@ -18,11 +18,11 @@ keras = pytest.importorskip('keras', minversion='3', reason='the Keras 3 runtime
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf
 
-from keras_models import build
-from keras_models import layers as layers_lib
-from models.model_config import ModelConfig
 from trainer import export_keras as export_keras_lib
 from trainer.errors import PipelineError
+from trainer.keras_models import build
+from trainer.keras_models import layers as layers_lib
+from trainer.models.model_config import ModelConfig
 
 from helpers import read_records
 from helpers import refused

@@ -16,9 +16,9 @@ import pytest
 keras = pytest.importorskip('keras', minversion='3', reason='the Keras 3 runtime (.venv-keras)')
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from flags import keras_flags
-from keras_models import datasets
 from trainer import export_keras as export_keras_lib
+from trainer.flags import keras_flags
+from trainer.keras_models import datasets
 from trainer.keras_run import job
 
 from helpers import REPO

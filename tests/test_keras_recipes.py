@@ -16,9 +16,9 @@ from test_recipes import EXAMPLES
 from test_recipes import SCHEDULE_FLAGS
 from test_recipes import STEPS
 
-from models import recipes
-from models.model_config import MODELS
 from trainer.keras_run import schedule as schedule_lib
+from trainer.models import recipes
+from trainer.models.model_config import MODELS
 
 import keras_resume
 

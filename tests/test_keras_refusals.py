@@ -112,8 +112,8 @@ def test_keras_commands_refuse_bad_inputs_and_outputs_that_exist(tmp_path, monke
 def test_the_tf_data_input_refuses_arrays(tmp_path):
   """Every reader of keras_models.datasets: arrays are not
   TFRecords, said before tf.data looks for shards."""
-  from keras_models import datasets  # pylint: disable=g-import-not-at-top
   from trainer.errors import PipelineError  # pylint: disable=g-import-not-at-top
+  from trainer.keras_models import datasets  # pylint: disable=g-import-not-at-top
   _arrays()(str(tmp_path))
   with pytest.raises(PipelineError, match=r'holds NumPy arrays .*TFRecord directory .*\(src\)'):
     datasets.data_config(str(tmp_path / 'data'), (28, 28, 3))

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from flags import recorded_network
 from trainer.cli import help_text
 from trainer.data import dataset_json
+from trainer.flags import recorded_network
 from trainer.run import network_record
 
 from helpers import config_from_args
@@ -333,7 +333,7 @@ def test_lr_schedule_flag_replaces_the_recipe_schedule(small_dir, tmp_path):
 def test_lr_schedule_keeps_the_rest_of_the_recipe():
   import types
 
-  from flags.to_config import recipe_values
+  from trainer.flags.to_config import recipe_values
   unset = dict.fromkeys(['base_learning_rate', 'weight_decay', 'label_smoothing', 'warmup_epochs',
                          'lr_decay_every_epochs', 'moving_average_decay', 'gradient_clip_norm'])
   recipe = recipe_values(types.SimpleNamespace(
@@ -352,8 +352,8 @@ def test_lr_decay_epochs_are_numbers_in_order_or_refused(given, says):
   line, not a traceback from float()."""
   import types
 
-  from flags.to_config import recipe_values
   from trainer.errors import PipelineError
+  from trainer.flags.to_config import recipe_values
   unset = dict.fromkeys(['base_learning_rate', 'weight_decay', 'label_smoothing', 'warmup_epochs',
                          'lr_decay_every_epochs', 'moving_average_decay', 'gradient_clip_norm',
                          'lr_schedule', 'lr_decay_factor'])

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from models.model_config import ModelConfig
 from trainer.data.data_config import DataConfig
+from trainer.models.model_config import ModelConfig
 from trainer.run import estimator as estimator_lib
 from trainer.run.run_config import Config
 

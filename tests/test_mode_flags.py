@@ -4,9 +4,9 @@ checked on the Config `trainer.main` would build, in process (--fake_data: no da
 from absl import flags as absl_flags
 import pytest
 
-from flags import mode_flags
-from flags import run_flags
 from trainer.errors import PipelineError
+from trainer.flags import mode_flags
+from trainer.flags import run_flags
 from trainer.run.run_config import MODES
 
 from helpers import config_from_args

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from models import cnn
-from models import inception_v3
-from models import model_fn as model_fn_lib
-from models import optimization
-from models import resnet
-from models.model_config import ModelConfig
-from models.recipes import MODEL_DEFAULTS
+from trainer.models import cnn
+from trainer.models import inception_v3
+from trainer.models import model_fn as model_fn_lib
+from trainer.models import optimization
+from trainer.models import resnet
+from trainer.models.model_config import ModelConfig
+from trainer.models.recipes import MODEL_DEFAULTS
 
 
 def _count_params():

@@ -7,9 +7,9 @@ test_keras_recipes.py."""
 import pytest
 import tensorflow.compat.v1 as tf
 
-from models import optimization
-from models import recipes
-from models.model_config import MODELS
+from trainer.models import optimization
+from trainer.models import recipes
+from trainer.models.model_config import MODELS
 
 from helpers import config_from_args
 

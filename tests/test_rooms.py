@@ -12,6 +12,8 @@ import pytest
 from helpers import REPO
 
 PACKAGES = ('trainer', 'flags', 'models', 'keras_models')
+# Folders beside trainer/ that are its subpackages (setup.py, trainer/__init__.py).
+BESIDE_TRAINER = ('flags', 'models', 'keras_models')
 MAX_LINES = 400
 
 pytestmark = pytest.mark.one_runtime('the code layout')
@@ -49,9 +51,9 @@ def test_no_module_is_over_400_lines():
 
 
 @pytest.mark.parametrize('room, forbidden', [
-    ('trainer/prepare', ('flags', 'trainer.run')),
-    ('trainer/cli', ('flags', 'trainer.run')),
-    ('models', ('flags', 'absl.flags', 'trainer.run')),
+    ('trainer/prepare', ('trainer.flags', 'trainer.run')),
+    ('trainer/cli', ('trainer.flags', 'trainer.run')),
+    ('models', ('trainer.flags', 'absl.flags', 'trainer.run')),
 ])
 def test_a_room_imports_nothing_above_it(room, forbidden):
   found = {path: name for path in _modules(room) for name in _imports(path)
@@ -60,22 +62,30 @@ def test_a_room_imports_nothing_above_it(room, forbidden):
 
 
 def _room(module):
-  """The room of a module: a package under trainer/ (trainer.run), models.specs, a top-level
-  package (flags, models, keras_models), or, for a module of trainer/ itself (trainer.main, the
-  entry points, trainer.errors) and a package's __main__ (an entry point), the module alone."""
+  """The room of a module: a package under trainer/ (trainer.run, trainer.models),
+  trainer.models.specs, or, for a module of trainer/ itself (trainer.main, the entry points,
+  trainer.errors) and a package's __main__ (an entry point), the module alone."""
   parts = module.split('.')
-  if parts[-1] == '__main__' or (parts[0] == 'trainer' and len(parts) == 2):
+  if parts[-1] == '__main__' or len(parts) == 2:
     return module
-  if parts[0] == 'trainer' or parts[:2] == ['models', 'specs']:
-    return '.'.join(parts[:2])
-  return parts[0]
+  if parts[:3] == ['trainer', 'models', 'specs']:
+    return 'trainer.models.specs'
+  return '.'.join(parts[:2])
+
+
+def _module_of(path):
+  """The module name of a source file: 'models/resnet.py' -> 'trainer.models.resnet'."""
+  module = path[:-3].replace(os.sep, '.')
+  module = module[:-len('.__init__')] if module.endswith('.__init__') else module
+  return 'trainer.' + module if module.split('.')[0] in BESIDE_TRAINER else module
 
 
 def _project_module(name):
   """The project's module `name` imports ('a.b.c' from `from a.b import c`), or None."""
   parts = name.split('.')
-  while parts and parts[0] in PACKAGES:
-    path = os.path.join(REPO, *parts)
+  while parts[:1] == ['trainer']:
+    folders = parts[1:] if parts[1:2] and parts[1] in BESIDE_TRAINER else parts
+    path = os.path.join(REPO, *folders)
     if os.path.isfile(path + '.py') or os.path.isdir(path):
       return '.'.join(parts)
     parts = parts[:-1]
@@ -87,8 +97,7 @@ def test_no_two_rooms_import_each_other():
   need the others): the loops found are listed with one import of each edge."""
   edges = collections.defaultdict(dict)
   for path in _modules(*PACKAGES):
-    module = path[:-3].replace(os.sep, '.')
-    module = module[:-len('.__init__')] if module.endswith('.__init__') else module
+    module = _module_of(path)
     for name in _imports(path):
       target = _project_module(name)
       if target and _room(target) != _room(module):

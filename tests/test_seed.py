@@ -122,7 +122,7 @@ def test_two_runs_with_the_same_seed_train_the_same_model(small_dir, tmp_path):
 
 def test_without_a_seed_one_is_drawn_and_logged(small_dir, tmp_path, monkeypatch):
   """No --seed: each run draws its own seed, in range, and says how to repeat it."""
-  from flags import to_config  # pylint: disable=g-import-not-at-top
+  from trainer.flags import to_config  # pylint: disable=g-import-not-at-top
   logged = []
   monkeypatch.setattr(to_config.logging, 'info', lambda fmt, *args: logged.append(fmt % args))
   seeds = [config_from_args('--data_dir=' + small_dir, '--model_dir=' + str(tmp_path),

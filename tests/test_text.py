@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from models import bilstm
-from models import features as features_lib
-from models import model_fn as model_fn_lib
-from models.model_config import ModelConfig
-from models.recipes import MODEL_DEFAULTS
 from trainer.data import dataset_json
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import shards
 from trainer.data import tokenizer
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
+from trainer.models import bilstm
+from trainer.models import features as features_lib
+from trainer.models import model_fn as model_fn_lib
+from trainer.models.model_config import ModelConfig
+from trainer.models.recipes import MODEL_DEFAULTS
 from trainer.prepare import text_csv
 from trainer.run import estimator as estimator_lib
 from trainer.run.run_config import Config

@@ -10,10 +10,10 @@ import uuid
 import pytest
 import tensorflow.compat.v1 as tf
 
-from flags import to_config
 from trainer.cloud import aiplatform_env
 from trainer.cloud import vertex_env
 from trainer.errors import PipelineError
+from trainer.flags import to_config
 
 from helpers import free_ports
 from helpers import results_of

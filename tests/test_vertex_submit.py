@@ -14,7 +14,6 @@ import datetime
 import glob
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -432,11 +431,11 @@ def test_the_other_platforms_flags_are_refused_not_ignored(tmp_path):
 
 def test_every_submit_flag_belongs_to_one_platform_or_both():
   """A new flag must be classified, or the other platform would silently ignore it."""
-  from flags import submit_flags  # pylint: disable=g-import-not-at-top
+  from trainer.flags import submit_flags  # pylint: disable=g-import-not-at-top
   defined = json.loads(subprocess.check_output(  # a process of its own: absl's FLAGS is global
-      [sys.executable, '-c', 'import json; from absl import flags; from flags import submit_flags; '
+      [sys.executable, '-c', 'import json; from absl import flags; from trainer.flags import submit_flags; '
        'submit_flags.define_submit_flags(); print(json.dumps([f.name for f in '
-       'flags.FLAGS.get_flags_for_module("flags.submit_flags")]))'], cwd=REPO))
+       'flags.FLAGS.get_flags_for_module("trainer.flags.submit_flags")]))'], cwd=REPO))
   shared = set(submit_flags.SHARED)
   vertex, ai_platform = set(submit_flags.VERTEX_ONLY), set(submit_flags.AI_PLATFORM_ONLY)
   assert not (vertex & ai_platform) and not (shared & (vertex | ai_platform))
@@ -484,11 +483,13 @@ def test_submit_refuses_user_code_the_image_would_not_hold(args, message, tmp_pa
 def test_a_user_package_is_a_source_directory_a_wheel_or_an_sdist(tmp_path):
   assert user_package.build_context(USER_PACKAGE) == (USER_PACKAGE, '.')
   args = ['--model_fn', 'acme_jobs.legacy:model_fn', '--input_fn=acme_jobs.data:input_fn',
-          '--network=models.networks:resnet', '--network=no_callable_spec']
+          '--network=trainer.models.networks:resnet', '--network=models.mine:net',
+          '--network=no_callable_spec']
   assert user_package.named_modules(args) == [
       ('model_fn', 'acme_jobs.legacy:model_fn', 'acme_jobs'),
       ('input_fn', 'acme_jobs.data:input_fn', 'acme_jobs'),
-      ('network', 'models.networks:resnet', 'models')]
+      ('network', 'trainer.models.networks:resnet', 'trainer'),
+      ('network', 'models.mine:net', 'models')]
   wheel = tmp_path / 'acme_nets-0.1.0-py3-none-any.whl'
   with zipfile.ZipFile(str(wheel), 'w') as archive:
     archive.writestr('acme_nets/small_cnn.py', '')
@@ -501,16 +502,20 @@ def test_a_user_package_is_a_source_directory_a_wheel_or_an_sdist(tmp_path):
     assert user_package.check(package, [USER_NETWORK]) == []
     (warning,) = user_package.check(package, ['--model_fn=acme_jobs.legacy:model_fn'])
     assert 'shows no module acme_jobs' in warning
-  # What the image holds already needs no package; a package that would overwrite it (a user's
-  # `models`, the commonest name) and a directory that is not a package are refused.
-  assert user_package.check(None, ['--network=models.networks:resnet']) == []
-  clashing = tmp_path / 'clashing'
-  shutil.copytree(USER_PACKAGE, str(clashing))
-  (clashing / 'models').mkdir()
-  (clashing / 'models' / '__init__.py').write_text('')
-  with pytest.raises(PipelineError, match="installs a top-level models, a name the trainer's "
+  # What the image holds already needs no package. A user's `models` (the commonest name) is
+  # theirs: the trainer installs only `trainer`. A package that would overwrite that, and a
+  # directory that is not a package, are refused.
+  assert user_package.check(None, ['--network=trainer.models.networks:resnet']) == []
+  beside = tmp_path / 'beside'
+  shutil.copytree(USER_PACKAGE, str(beside))
+  (beside / 'models').mkdir()
+  (beside / 'models' / '__init__.py').write_text('')
+  assert user_package.check(str(beside), [USER_NETWORK]) == []
+  (beside / 'trainer').mkdir()
+  (beside / 'trainer' / '__init__.py').write_text('')
+  with pytest.raises(PipelineError, match="installs a top-level trainer, a name the trainer's "
                      'image already installs'):
-    user_package.check(str(clashing), [USER_NETWORK])
+    user_package.check(str(beside), [USER_NETWORK])
   for bad, message in ((tmp_path, 'without setup.py or pyproject.toml'),
                        (tmp_path / 'missing', 'does not exist'),
                        (tmp_path / 'acme_nets-0.1.0-py3-none-any.whl.txt', 'is not a package')):
@@ -521,7 +526,12 @@ def test_a_user_package_is_a_source_directory_a_wheel_or_an_sdist(tmp_path):
 
 
 def test_the_image_packages_are_setup_pys():
-  with open(os.path.join(REPO, 'setup.py')) as f:
-    include = re.search(r'find_packages\(include=\[([^\]]*)\]', f.read()).group(1)
-  names = re.findall(r"'([\w.*]+)'", include)
-  assert sorted(n for n in names if '.' not in n) == sorted(user_package.IMAGE_PACKAGES)
+  """IMAGE_PACKAGES are the top-level names setup.py installs: only `trainer`."""
+  proc = subprocess.run(
+      [sys.executable, '-c', 'from distutils.core import run_setup; '
+       'print(" ".join(run_setup("setup.py", stop_after="init").packages))'],
+      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+      check=True)
+  packages = proc.stdout.split()
+  assert 'trainer.models.specs' in packages and 'trainer.keras_models' in packages
+  assert sorted({name.split('.')[0] for name in packages}) == sorted(user_package.IMAGE_PACKAGES)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from models import resnet
-from models import warm_start
+from trainer.models import resnet
+from trainer.models import warm_start
 
 from helpers import ok
 from helpers import refused

@@ -2,8 +2,21 @@
 
 The run itself lives at this level (main.py, driver.py, estimator.py, hooks.py, results.py);
 data feeding in `trainer.data`, data set conversion in `trainer.prepare`, benchmarks in
-`trainer.benchmark`, Google Cloud in `trainer.cloud`.
+`trainer.benchmark`, Google Cloud in `trainer.cloud`; the networks, the flags and the Keras 3
+twins in `trainer.models`, `trainer.flags` and `trainer.keras_models` (the folders models/,
+flags/ and keras_models/ of the repository).
 """
+
+import os as _os
+
+# In a checkout, the folders models/, flags/ and keras_models/ beside trainer/ are the packages
+# trainer.models, trainer.flags and trainer.keras_models (setup.py installs them inside
+# trainer/): the checkout's root is searched after trainer/ itself. No top-level `models` or
+# `flags` is ever imported, so a user's own package of that name is theirs.
+_ROOT = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+if (not _os.path.isdir(_os.path.join(__path__[0], 'models'))
+    and _os.path.isfile(_os.path.join(_ROOT, 'models', '__init__.py'))):
+  __path__.append(_ROOT)
 
 # TensorFlow and OpenMP read their thread and kernel settings once, when they load: chosen for
 # this host's CPU before any module of the trainer imports TensorFlow (trainer/host/threads.py).

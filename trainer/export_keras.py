@@ -27,22 +27,22 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from flags import keras_flags
-from keras_models import build
-from keras_models import checkpoint_map
-from keras_models import serving
-from keras_models import upgrade as upgrade_lib
-from keras_models import user_twin
-from models import features as features_lib
-from models import warm_start
-from models.model_config import ModelConfig
-from models.model_config import TEXT_MODELS
 from trainer.cli import help_text
 from trainer.data import dataset_json
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import predict_input
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
+from trainer.flags import keras_flags
+from trainer.keras_models import build
+from trainer.keras_models import checkpoint_map
+from trainer.keras_models import serving
+from trainer.keras_models import upgrade as upgrade_lib
+from trainer.keras_models import user_twin
+from trainer.models import features as features_lib
+from trainer.models import warm_start
+from trainer.models.model_config import ModelConfig
+from trainer.models.model_config import TEXT_MODELS
 from trainer.run import network_record
 from trainer.storage import outputs
 from trainer.storage import patterns

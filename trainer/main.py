@@ -16,14 +16,14 @@ from absl import flags as absl_flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from flags import run_flags
-from flags import to_config
 from trainer.advise import own_device
 from trainer.cli import help_text
 from trainer.cli import log_noise
 from trainer.cloud import aiplatform_env
 from trainer.errors import EXIT_RESUMABLE
 from trainer.errors import PipelineError
+from trainer.flags import run_flags
+from trainer.flags import to_config
 from trainer.run import driver
 from trainer.run import preemption
 from trainer.run import run_errors

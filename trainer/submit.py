@@ -31,7 +31,6 @@ from absl import app
 from absl import flags as absl_flags
 from absl import logging
 
-from flags import submit_flags
 from trainer.cli import help_text
 from trainer.cloud import aiplatform_job
 from trainer.cloud import image_build
@@ -39,6 +38,7 @@ from trainer.cloud import scheduling
 from trainer.cloud import user_package
 from trainer.cloud import vertex_job
 from trainer.errors import PipelineError
+from trainer.flags import submit_flags
 
 FLAGS = absl_flags.FLAGS
 SHUTDOWN_DATE = '2025-01-31'

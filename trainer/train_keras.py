@@ -24,12 +24,12 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from flags import keras_flags
-from flags import to_keras_config
 from trainer import errors
 from trainer.cli import help_text
 from trainer.errors import PipelineError
 from trainer.errors import Preempted
+from trainer.flags import keras_flags
+from trainer.flags import to_keras_config
 from trainer.keras_run import job
 
 FLAGS = flags.FLAGS

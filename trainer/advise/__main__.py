@@ -21,8 +21,6 @@ from absl import flags as absl_flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from flags import run_flags
-from flags import to_config
 from trainer.advise import advisor
 from trainer.advise import host_probe
 from trainer.advise import job_cost
@@ -31,6 +29,8 @@ from trainer.advise import targets as targets_lib
 from trainer.cli import help_text
 from trainer.cli import log_noise
 from trainer.errors import PipelineError
+from trainer.flags import run_flags
+from trainer.flags import to_config
 from trainer.host import cpu
 from trainer.storage import json_files
 from trainer.storage import outputs

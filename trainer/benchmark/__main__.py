@@ -25,9 +25,6 @@ from absl import app
 from absl import flags as absl_flags
 from absl import logging
 
-from flags import benchmark_flags
-from flags import run_flags
-from flags import to_config
 from trainer.benchmark import conv_bench
 from trainer.benchmark import input_bench
 from trainer.benchmark import model_bench
@@ -36,6 +33,9 @@ from trainer.benchmark import profile_bench
 from trainer.benchmark import timing
 from trainer.cli import help_text
 from trainer.errors import PipelineError
+from trainer.flags import benchmark_flags
+from trainer.flags import run_flags
+from trainer.flags import to_config
 from trainer.storage import outputs
 
 FLAGS = absl_flags.FLAGS

@@ -17,7 +17,7 @@ from trainer.errors import PipelineError
 USER_CODE_FLAGS = ('network', 'model_fn', 'input_fn')
 # The top-level packages the trainer's image holds: setup.py's `packages` (tests/test_vertex_submit.py
 # keeps the two equal).
-IMAGE_PACKAGES = ('trainer', 'models', 'flags', 'keras_models')
+IMAGE_PACKAGES = ('trainer',)  # setup.py: its networks and flags are trainer.models, ...
 SOURCE_MARKERS = ('setup.py', 'pyproject.toml')
 ARCHIVES = ('.whl', '.tar.gz', '.zip')
 

@@ -3,7 +3,7 @@
 import dataclasses
 from typing import Optional
 
-from models import features
+from trainer.models import features
 from trainer.data import shards
 from trainer.data import tokenizer
 from trainer.storage import patterns

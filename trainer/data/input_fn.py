@@ -7,7 +7,7 @@ import hashlib
 
 import tensorflow.compat.v1 as tf
 
-from models import features as features_lib
+from trainer.models import features as features_lib
 from trainer.data import preprocessing
 from trainer.data import records
 from trainer.data import tokenizer

@@ -11,7 +11,7 @@ padding stored), `text/class/label` (int64) and `text/raw` (the original UTF-8 t
 
 import tensorflow.compat.v1 as tf
 
-from models import features as features_lib
+from trainer.models import features as features_lib
 from trainer.data import preprocessing
 from trainer.data import tokenizer
 

@@ -3,7 +3,7 @@ graph exactly as evaluation preprocesses them."""
 
 import tensorflow.compat.v1 as tf
 
-from models import features as features_lib
+from trainer.models import features as features_lib
 from trainer.data import preprocessing
 from trainer.data import tokenizer
 

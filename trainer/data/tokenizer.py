@@ -19,7 +19,7 @@ import collections
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from models.specs.features import PAD_ID  # pylint: disable=unused-import
+from trainer.models.specs.features import PAD_ID  # pylint: disable=unused-import
 from trainer.errors import PipelineError
 
 PAD = '<pad>'

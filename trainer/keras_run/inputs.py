@@ -14,10 +14,10 @@ import keras
 from keras import tree
 import numpy as np
 
-from keras_models import build
 from trainer.data import arrays
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
+from trainer.keras_models import build
 from trainer.keras_run import recipe
 
 
@@ -29,8 +29,8 @@ class TFRecordInput:
     # Imported here: tf.data is needed for TFRecords alone, so arrays run without TensorFlow.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-    from keras_models import datasets  # pylint: disable=g-import-not-at-top
     from trainer.data import input_fn  # pylint: disable=g-import-not-at-top
+    from trainer.keras_models import datasets  # pylint: disable=g-import-not-at-top
     self._tf = tf
     self._datasets = datasets
     self._input_fn = input_fn

@@ -18,11 +18,10 @@ import time
 from absl import logging
 import keras
 
-from keras_models import build
-from models import recipes
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
 from trainer.errors import Preempted
+from trainer.keras_models import build
 from trainer.keras_run import checkpoints as checkpoints_lib
 from trainer.keras_run import devices as devices_lib
 from trainer.keras_run import inputs as inputs_lib
@@ -30,6 +29,7 @@ from trainer.keras_run import process_outputs
 from trainer.keras_run import progress as progress_lib
 from trainer.keras_run import recipe
 from trainer.keras_run import schedule as schedule_lib
+from trainer.models import recipes
 from trainer.storage import gfile
 from trainer.storage import json_files
 from trainer.storage import lease as lease_lib
@@ -215,7 +215,7 @@ def train(config, callbacks=()):
       with staged.staged_path(os.path.join(config.model_dir, MODEL_FILE)) as path:
         inference.save(path)
       if keras.backend.backend() == 'tensorflow' and data.config is not None:
-        from keras_models import serving  # pylint: disable=g-import-not-at-top
+        from trainer.keras_models import serving  # pylint: disable=g-import-not-at-top
         serving_dir = os.path.join(config.model_dir, SERVING_DIR)
         if gfile.isdir(serving_dir):  # an export of this run cut short (no results.json yet)
           gfile.rmtree(serving_dir)

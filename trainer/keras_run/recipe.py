@@ -17,12 +17,12 @@
 import keras
 import numpy as np
 
-from keras_models import build
-from keras_models import user_twin
-from models.model_config import ModelConfig
-from models.model_config import MODELS
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
+from trainer.keras_models import build
+from trainer.keras_models import user_twin
+from trainer.models.model_config import ModelConfig
+from trainer.models.model_config import MODELS
 
 POLICIES = ('float32', 'mixed_bfloat16')
 

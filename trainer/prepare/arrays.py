@@ -16,7 +16,6 @@ import os
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from models.specs import features as feature_names
 from trainer.data import arrays
 from trainer.data import data_config as data_config_lib
 from trainer.data import dataset_json
@@ -24,6 +23,7 @@ from trainer.data import preprocessing
 from trainer.data import records
 from trainer.data import shards
 from trainer.errors import PipelineError
+from trainer.models.specs import features as feature_names
 from trainer.storage import staged
 
 _BATCH = 1000

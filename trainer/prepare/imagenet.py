@@ -16,9 +16,9 @@ import os
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from models import model_config
 from trainer.data import shards
 from trainer.errors import PipelineError
+from trainer.models import model_config
 from trainer.prepare import beam_convert
 from trainer.prepare.ilsvrc_layout import DEFAULT_TRAIN_SHARDS
 from trainer.prepare.ilsvrc_layout import DEFAULT_VALIDATION_LABELS

@@ -10,12 +10,12 @@ import time
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from models import model_fn as model_fn_lib
-from models import warm_start
 from trainer.cloud import aiplatform_env
 from trainer.cloud import gcs_preflight
 from trainer.data import shards
 from trainer.errors import PipelineError
+from trainer.models import model_fn as model_fn_lib
+from trainer.models import warm_start
 from trainer.run import best_checkpoint
 from trainer.run import checkpoints
 from trainer.run import dry_run as dry_run_lib

@@ -13,10 +13,10 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
-from models import model_fn as model_fn_lib
 from trainer.data import input_fn as input_fn_lib
 from trainer.errors import PipelineError
 from trainer.host import threads as host_threads
+from trainer.models import model_fn as model_fn_lib
 from trainer.run import tf_build
 from trainer.run import user_model_fn
 from trainer.tpu import resolver as tpu_resolver

@@ -7,8 +7,8 @@ import time
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from models import model_fn as model_fn_lib
-from models import optimization
+from trainer.models import model_fn as model_fn_lib
+from trainer.models import optimization
 
 
 class ProgressHook(tf.train.SessionRunHook):

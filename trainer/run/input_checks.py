@@ -13,12 +13,12 @@ loss ("logits and labels must be broadcastable").
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from models import features as features_lib
-from models import network_contract
-from models import networks
-from models.specs import network_params
 from trainer.data import tokenizer
 from trainer.errors import PipelineError
+from trainer.models import features as features_lib
+from trainer.models import network_contract
+from trainer.models import networks
+from trainer.models.specs import network_params
 from trainer.run import best_checkpoint
 from trainer.run import network_record
 from trainer.run import user_model_fn

@@ -15,9 +15,9 @@ import dataclasses
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from models.model_config import ModelConfig
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
+from trainer.models.model_config import ModelConfig
 from trainer.storage import json_files
 
 FILE = 'model_config.json'

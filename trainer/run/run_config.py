@@ -4,8 +4,8 @@ explicitly."""
 import dataclasses
 from typing import Optional, Tuple
 
-from models.model_config import ModelConfig
 from trainer.data.data_config import DataConfig
+from trainer.models.model_config import ModelConfig
 
 MODES = ('train', 'eval', 'train_and_eval', 'predict', 'dry_run')
 

@@ -14,9 +14,9 @@ import inspect
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from models import model_fn as model_fn_lib
-from models import user_code
 from trainer.errors import PipelineError
+from trainer.models import model_fn as model_fn_lib
+from trainer.models import user_code
 
 MODEL_FN_CONTRACT = 'model_fn(features, labels, mode, params) -> TPUEstimatorSpec'
 INPUT_FN_CONTRACT = 'input_fn(params) -> tf.data.Dataset of (features, labels)'
