@@ -92,9 +92,10 @@ def config_of(f, model_dir, seed, mirrored_devices, profile_steps):
   data = DataConfig(data_dir=f.data_dir or None, num_classes=0,
                     num_train_examples=f.num_train_examples or 0,
                     num_eval_examples=f.num_eval_examples or 0, image_size=0, seed=seed)
-  # The flags `check` refuses are at their defaults; no best checkpoint and no step-time
-  # prediction: both need the pipeline's own network.
+  # No export (a Vertex AI job's AIP_MODEL_DIR is --export_dir's default: the serving signature
+  # needs the pipeline's own features), no best checkpoint and no step-time prediction (the
+  # pipeline's own network); the other flags `check` refuses are at their defaults.
   return run_fields.by_name(
-      Config, f, model=model, data=data, train_steps=train_steps, keep_best=False,
-      predict_step_time=False,
+      Config, f, model=model, data=data, train_steps=train_steps, export_dir=None,
+      keep_best=False, predict_step_time=False,
       **run_fields.run_fields(f, model_dir, seed, mirrored_devices, profile_steps))

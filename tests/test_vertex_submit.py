@@ -384,7 +384,8 @@ def test_staged_package_installs_and_imports_as_in_the_prebuilt_tf215_container(
   installed = [l for l in install.stdout.splitlines() if l.startswith('Successfully installed')]
   assert installed == ['Successfully installed tpu-estimator-pipeline-0.1.0'], install.stdout
   check = subprocess.run(
-      [python, '-c', 'import tensorflow as tf, trainer.main, models.resnet, flags.to_config; '
+      [python, '-c', 'import tensorflow as tf, trainer.main, trainer.models.resnet, '
+       'trainer.flags.to_config; '
        'print(tf.__version__, trainer.main.__file__)'], cwd=str(tmp_path),
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
   assert check.returncode == 0, check.stderr[-3000:]

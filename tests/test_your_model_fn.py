@@ -107,3 +107,15 @@ def test_a_legacy_job_that_breaks_the_contract_is_refused_in_one_line(args, says
     input_checks.check(config)
   assert says in str(refusal.value)
   assert '\n' not in str(refusal.value)
+
+
+def test_a_legacy_job_in_a_vertex_job_exports_nothing(monkeypatch, tmp_path):
+  """A Vertex AI job's AIP_MODEL_DIR is --export_dir's default, but a legacy job has no serving
+  signature of the pipeline's: its config exports nothing, as when run anywhere else."""
+  monkeypatch.setenv('AIP_MODEL_DIR', str(tmp_path / 'model') + '/')
+  monkeypatch.setenv('AIP_CHECKPOINT_DIR', str(tmp_path / 'checkpoints') + '/')
+  config = config_from_args(*IRIS, '--train_steps=3', '--num_eval_examples=30')
+  assert config.model_dir == str(tmp_path / 'checkpoints') and config.export_dir is None
+  assert config_from_args('--fake_data', '--model=cnn', '--num_classes=10', '--train_steps=3',
+                          '--num_train_examples=16', '--num_eval_examples=8').export_dir == str(
+                              tmp_path / 'model')

@@ -1,7 +1,7 @@
 """An AI Platform Training job of this package: the source distribution built from setup.py and
 the `gcloud ai-platform jobs submit training` command that runs it with `trainer.main`.
 
-The sdist carries every package of setup.py (trainer with its sub-packages, models, flags) and
+The sdist carries setup.py's one package, trainer (with trainer.models and trainer.flags), and
 requires no TensorFlow: the 1.15 runtime brings its own, which pip must not replace.
 """
 

@@ -3,9 +3,9 @@
 import dataclasses
 from typing import Optional
 
-from trainer.models import features
 from trainer.data import shards
 from trainer.data import tokenizer
+from trainer.models import features
 from trainer.storage import patterns
 
 

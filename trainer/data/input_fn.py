@@ -7,11 +7,11 @@ import hashlib
 
 import tensorflow.compat.v1 as tf
 
-from trainer.models import features as features_lib
 from trainer.data import preprocessing
 from trainer.data import records
 from trainer.data import tokenizer
 from trainer.host import threads as host_threads
+from trainer.models import features as features_lib
 
 AUTOTUNE = tf.data.experimental.AUTOTUNE
 # Every function mapped here is TensorFlow ops under Python conditions on Python values: tf.data's

@@ -11,9 +11,9 @@ padding stored), `text/class/label` (int64) and `text/raw` (the original UTF-8 t
 
 import tensorflow.compat.v1 as tf
 
-from trainer.models import features as features_lib
 from trainer.data import preprocessing
 from trainer.data import tokenizer
+from trainer.models import features as features_lib
 
 IMAGE_ENCODED = 'image/encoded'
 IMAGE_LABEL = 'image/class/label'

@@ -3,9 +3,9 @@ graph exactly as evaluation preprocesses them."""
 
 import tensorflow.compat.v1 as tf
 
-from trainer.models import features as features_lib
 from trainer.data import preprocessing
 from trainer.data import tokenizer
+from trainer.models import features as features_lib
 
 
 def serving_input_receiver_fn_builder(data):

@@ -19,8 +19,8 @@ import collections
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from trainer.models.specs.features import PAD_ID  # pylint: disable=unused-import
 from trainer.errors import PipelineError
+from trainer.models.specs.features import PAD_ID  # pylint: disable=unused-import
 
 PAD = '<pad>'
 UNK = '<unk>'
