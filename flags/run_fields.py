@@ -1,9 +1,8 @@
 """Config fields from flags by name: `by_name` fills a config dataclass's fields from the flags
 of the same names, and `run_fields` gives the run Config fields that every job of `trainer.main`
-takes from its flags the same way (the run loop, checkpoints, the TPU, SIGTERM and the lease),
-for flags/to_config.py (the pipeline's own networks and a --network) and
-flags/to_model_fn_config.py (a legacy --model_fn job): one list, so a new run-loop flag reaches
-both. tests/test_config_by_name.py checks that every flag has a field of its name or is named in
+computes the same way (model_dir, seed, devices, profiling, the checkpoint interval), for
+flags/to_config.py (the pipeline's own networks and a --network) and flags/to_model_fn_config.py
+(a legacy --model_fn job). tests/test_config_by_name.py checks that every flag has a field of its name or is named in
 NOT_A_FIELD, and every field a flag or an entry in NOT_A_FLAG."""
 
 import dataclasses

@@ -11,9 +11,19 @@ import pytest
 
 from helpers import REPO
 
-PACKAGES = ('trainer', 'flags', 'models', 'keras_models')
-# Folders beside trainer/ that are its subpackages (setup.py, trainer/__init__.py).
-BESIDE_TRAINER = ('flags', 'models', 'keras_models')
+
+def _setup_constant(name):
+  """A literal assigned at the top of setup.py (read, not run: setup.py calls setup())."""
+  with open(os.path.join(REPO, 'setup.py')) as f:
+    tree = ast.parse(f.read())
+  (value,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
+              and [t.id for t in node.targets if isinstance(t, ast.Name)] == [name]]
+  return ast.literal_eval(value)
+
+
+# Folders beside trainer/ that install as its subpackages (setup.py, trainer/__init__.py).
+BESIDE_TRAINER = _setup_constant('BESIDE_TRAINER')
+PACKAGES = ('trainer',) + BESIDE_TRAINER
 MAX_LINES = 400
 
 pytestmark = pytest.mark.one_runtime('the code layout')
