@@ -1,7 +1,7 @@
 """The package's rooms (BUILD.md, "Layout"), read from the source: each module at most 400 lines;
 `trainer/prepare` and `trainer/cli` import nothing of `flags/` or `trainer/run/`; model code never
-reads flags; no two rooms import each other, however indirectly. Static (the source is parsed,
-nothing imported): once, on the TF 2.15 runtime."""
+reads flags; every import between rooms points down their layers (LAYERS). Static (the source is
+parsed, nothing imported): once, on the TF 2.15 runtime."""
 
 import ast
 import collections
@@ -102,9 +102,27 @@ def _project_module(name):
   return None
 
 
-def test_no_two_rooms_import_each_other():
-  """The room graph has no loop (a run -> advise -> benchmark -> run loop made each of them
-  need the others): the loops found are listed with one import of each edge."""
+# The rooms' layers, top first: a room imports only rooms of the layers below its own (none of its
+# own layer), so the package graph has no upward arrow and hence no loop. BUILD.md ("Layers")
+# prints this order; a new room is placed here before its first import counts.
+LAYERS = (
+    ('commands and start-up', ('trainer', 'trainer.main', 'trainer.submit', 'trainer.export_keras',
+                      'trainer.train_keras', 'trainer.prepare.__main__',
+                      'trainer.benchmark.__main__', 'trainer.advise.__main__')),
+    ('flags into configs', ('trainer.flags',)),
+    ('advice', ('trainer.advise',)),
+    ('measurement', ('trainer.benchmark',)),
+    ('the runs', ('trainer.run', 'trainer.keras_run', 'trainer.prepare')),
+    ('Keras twins', ('trainer.keras_models',)),
+    ('input', ('trainer.data',)),
+    ('networks, cloud, host', ('trainer.models', 'trainer.cloud', 'trainer.host')),
+    ('foundations', ('trainer.models.specs', 'trainer.storage', 'trainer.tpu')),
+    ('shared by all', ('trainer.cli', 'trainer.errors')),
+)
+
+
+def _room_edges():
+  """{room: {room it imports: one module of the first that does}}, across rooms only."""
   edges = collections.defaultdict(dict)
   for path in _modules(*PACKAGES):
     module = _module_of(path)
@@ -112,11 +130,24 @@ def test_no_two_rooms_import_each_other():
       target = _project_module(name)
       if target and _room(target) != _room(module):
         edges[_room(module)].setdefault(_room(target), path)
+  return edges
 
-  def reaches(start, goal, seen):
-    return any(nxt == goal or (nxt not in seen and not seen.add(nxt) and reaches(nxt, goal, seen))
-               for nxt in edges.get(start, {}))
 
-  loops = sorted('%s -> %s (%s)' % (a, b, path) for a in edges for b, path in edges[a].items()
-                 if reaches(b, a, set()))
-  assert not loops, loops
+def test_every_import_points_down_the_layers():
+  """No upward or sideways arrow in the room graph (a run -> advise -> benchmark -> run loop once
+  made each of them need the others); every room has its layer."""
+  layer = {room: depth for depth, (_, rooms) in enumerate(LAYERS) for room in rooms}
+  edges = _room_edges()
+  rooms = {_room(_module_of(path)) for path in _modules(*PACKAGES)}
+  assert not rooms - set(layer), 'rooms without a layer in LAYERS: %s' % sorted(rooms - set(layer))
+  not_down = sorted('%s -> %s (%s)' % (a, b, path) for a in edges for b, path in edges[a].items()
+                    if layer[b] <= layer[a])
+  assert not not_down, not_down
+
+
+def test_build_md_names_the_layers_in_order():
+  with open(os.path.join(REPO, 'BUILD.md')) as f:
+    text = ' '.join(f.read().split())
+  order = ' > '.join('%s (%s)' % (name, ', '.join('`%s`' % room for room in rooms))
+                     for name, rooms in LAYERS)
+  assert order in text, 'BUILD.md should list the layers as: ' + order
