@@ -240,6 +240,17 @@ def run_cluster(args, env_of, log_dir, timeout):
       log.close()
 
 
+def directory_files(path):
+  """{relative path: bytes} of every file under `path` (local or gs://)."""
+  files = {}
+  for directory, _, names in tf.io.gfile.walk(path):
+    for name in names:
+      full = directory.rstrip('/') + '/' + name
+      with tf.io.gfile.GFile(full, 'rb') as f:
+        files[full[len(path.rstrip('/')) + 1:]] = f.read()
+  return files
+
+
 def results_of(model_dir, name='results.json'):
   """The results.json (or another JSON file `name`) of a run, from a local or gs:// model_dir."""
   with tf.io.gfile.GFile(model_dir.rstrip('/') + '/' + name) as f:

@@ -15,7 +15,10 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from trainer.run import results as results_lib
+
 from helpers import BackgroundRun
+from helpers import directory_files
 from helpers import ok
 from helpers import predict_in_fresh_process
 from helpers import read_records
@@ -84,6 +87,11 @@ def test_prepare_train_eval_resume_export_and_predict_all_on_gcs(model, small_di
   results = results_of(model_dir)
   assert results['global_step'] == 5 and results['export_path'].startswith(export_dir + '/')
   assert tf.io.gfile.exists(results['export_path'] + '/saved_model.pb')
+  # A SavedModel copied on gs:// (the best export, when the best checkpoint is the exported one).
+  copy = results_lib.copy_saved_model(results['export_path'], gcs_dir + '/copied')
+  assert copy == gcs_dir + '/copied/' + os.path.basename(results['export_path'])
+  assert directory_files(copy) == directory_files(results['export_path'])
+  assert not tf.io.gfile.glob(gcs_dir + '/copied/temp-*')
   # The SavedModel is loaded from gs:// in a fresh process and classifies the gs:// eval records.
   labels, classes, probabilities, _ = predict_in_fresh_process(results['export_path'], data_dir,
                                                                 tmp_path)

@@ -17,6 +17,7 @@ from trainer.flags import recorded_network
 from trainer.run import network_record
 
 from helpers import config_from_args
+from helpers import directory_files
 from helpers import ok
 from helpers import predict_in_fresh_process
 from helpers import read_records
@@ -148,6 +149,8 @@ def test_export_and_predict_mode_classify_real_examples_alike(model, request, tm
   model_dir, export_dir = str(tmp_path / 'model'), str(tmp_path / 'export')
   ok(run_main('--train_steps=20', '--data_dir=' + data_dir, '--model_dir=' + model_dir,
                '--export_dir=' + export_dir, '--skip_host_call', *args))
+  # One evaluation, so the best checkpoint is the final one: copied, not exported twice.
+  assert results_of(model_dir)['best']['global_step'] == 20
   _check_export_and_predict(model, args, data_dir, model_dir, tmp_path)
 
 
@@ -158,6 +161,10 @@ def _check_export_and_predict(model, args, data_dir, model_dir, tmp_path):
   results = results_of(model_dir)
   labels, classes, probabilities, logits = predict_in_fresh_process(results['export_path'],
                                                                      data_dir, tmp_path)
+  # The best checkpoint is the exported one (its last evaluation was its best): the best export
+  # is a copy of that SavedModel, file for file.
+  if results['best']['global_step'] == results['global_step']:
+    assert directory_files(results['best_export_path']) == directory_files(results['export_path'])
   assert len(classes) == len(labels) == results['num_eval_examples']
   np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-4)
   np.testing.assert_allclose(probabilities, _softmax(logits), atol=1e-5)

@@ -96,6 +96,30 @@ def export(estimator, config, checkpoint_path, export_dir=None):
   return path
 
 
+def _step_of(checkpoint_path):
+  """The global step in a checkpoint prefix's name (int; model.ckpt-STEP), or None."""
+  match = re.search(r'-(\d+)$', checkpoint_path or '')
+  return int(match.group(1)) if match else None
+
+
+def copy_saved_model(source, parent):
+  """Copies the SavedModel directory `source` to <parent>/<its name> (local or gs://), written
+  under temp-<name> and then renamed, as the Estimator writes an export, so that an interrupted
+  copy is never taken for a SavedModel. Returns the copy's path (str)."""
+  source = source.rstrip('/')
+  name = source.rpartition('/')[2]
+  temporary, path = '%s/temp-%s' % (parent, name), '%s/%s' % (parent, name)
+  for directory, _, files in tf.io.gfile.walk(source):
+    target = temporary + directory.rstrip('/')[len(source):]
+    tf.io.gfile.makedirs(target)
+    for file_name in files:
+      tf.io.gfile.copy(directory.rstrip('/') + '/' + file_name, target + '/' + file_name,
+                       overwrite=True)
+  tf.io.gfile.rename(temporary, path)
+  logging.info('The best checkpoint is the exported one: its SavedModel copied to %s', path)
+  return path
+
+
 def export_dir_flag(export_dir, environ=None):
   """What named `export_dir`, for messages: $AIP_MODEL_DIR in a Vertex AI job that set it (and
   no --export_dir replaced it), else --export_dir."""
@@ -170,9 +194,14 @@ def finish(estimator, config, results, checkpoint_path, writer=False):
                                    'names_before': outputs.existing_entries(config.export_dir)})
     exported = {'export_path': export(estimator, config, checkpoint_path)}
     if results.get('best'):
-      exported['best_export_path'] = export(
-          estimator, config, results['best']['checkpoint'],
-          config.export_dir.rstrip('/') + '/' + best_checkpoint.BEST_DIR)
+      best_dir = config.export_dir.rstrip('/') + '/' + best_checkpoint.BEST_DIR
+      if results['best']['global_step'] == _step_of(checkpoint_path):
+        # The same step of the same run: the same weights, so the same SavedModel (no second
+        # graph, restore and save).
+        exported['best_export_path'] = copy_saved_model(exported['export_path'], best_dir)
+      else:
+        exported['best_export_path'] = export(estimator, config, results['best']['checkpoint'],
+                                              best_dir)
   except (tf.errors.OpError, OSError) as e:
     raise PipelineError(
         'the SavedModel export to %s=%s failed: %s. The run\'s results are in %s/%s (without '
