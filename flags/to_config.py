@@ -1,5 +1,9 @@
 """Turns parsed flag values (+ dataset.json) into one checked `trainer.run.run_config.Config`.
 
+What the Config reads besides the flags (dataset.json, the run's recorded network, the gs://
+preflight, the output directories) is read by the run layer: `trainer.run.config_sources` and
+`trainer.run.recorded_network`.
+
 Every bad combination is refused here, before any graph is built or any TPU is contacted. The
 functions take the flag values as a plain mapping (`FLAGS.flag_values_dict()`, with any
 overrides a caller such as the benchmark applies), read as attributes `f.name`.
@@ -11,15 +15,12 @@ import types
 
 from absl import logging
 
-from trainer.cloud import gcs_preflight
 from trainer.cloud import vertex_env
-from trainer.data import arrays
 from trainer.data import dataset_json
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
 from trainer.flags import cpu_gpu_values
 from trainer.flags import mode_flags
-from trainer.flags import recorded_network
 from trainer.flags import run_fields
 from trainer.flags import to_model_fn_config
 from trainer.flags import value_checks
@@ -32,6 +33,8 @@ from trainer.models.recipes import MODEL_DEFAULTS
 from trainer.models.recipes import recipe_name
 from trainer.models.recipes import SCHEDULE_DEFAULTS
 from trainer.models.specs import network_params
+from trainer.run import config_sources
+from trainer.run import recorded_network
 from trainer.run.run_config import Config
 from trainer.storage import patterns
 from trainer.tpu import topologies
@@ -293,7 +296,7 @@ def config_from_flags(flag_values, given=None):
     flag_values: mapping of every flag of `flags.run_flags` to its value, e.g.
       `absl.flags.FLAGS.flag_values_dict()`.
     given: names of the flags given on the command line; the network flags not among them come
-      from the run's record (`flags.recorded_network`). None: flags and defaults only.
+      from the run's record (`trainer.run.recorded_network`). None: flags and defaults only.
 
   Returns:
     `trainer.run.run_config.Config`.
@@ -312,7 +315,7 @@ def config_from_flags(flag_values, given=None):
     model_dir = model_dir_of(f)
     patterns.check_checkpoint_path(model_dir, _model_dir_source(flag_values))
     if f.data_dir:
-      gcs_preflight.check_path_usable(f.data_dir, 'data_dir', f.use_tpu)
+      config_sources.check_data_dir(f.data_dir, f.use_tpu)
     return to_model_fn_config.config_of(f, model_dir, seed_of(f),
                                         cpu_gpu_values.mirrored_devices_of(f),
                                         cpu_gpu_values.profile_steps_of(f))
@@ -324,13 +327,10 @@ def config_from_flags(flag_values, given=None):
   patterns.check_checkpoint_path(f.init_checkpoint, '--init_checkpoint')
   mirrored_devices = cpu_gpu_values.mirrored_devices_of(f)
   profile_steps = cpu_gpu_values.profile_steps_of(f)
-  if not f.fake_data:
-    # Before reading dataset.json: TF's own gs:// client retries a missing bucket for minutes.
-    gcs_preflight.check_path_usable(f.data_dir, 'data_dir', f.use_tpu)
-  info = {} if f.fake_data else (dataset_json.read(f.data_dir) or {})
   if f.fake_data:
     info = dict(_FAKE_TEXT_DEFAULTS if f.model in TEXT_MODELS else _FAKE_DEFAULTS)
-  arrays.check_not_arrays(f.data_dir, info)
+  else:
+    info = config_sources.dataset_info(f.data_dir, f.use_tpu)
   modality = info.get('modality', 'image')
   built_in = f.model in MODEL_DEFAULTS
   if built_in and (modality == 'text') != (f.model in TEXT_MODELS):

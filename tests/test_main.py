@@ -13,8 +13,8 @@ import tensorflow.compat.v1 as tf
 
 from trainer.cli import help_text
 from trainer.data import dataset_json
-from trainer.flags import recorded_network
 from trainer.run import network_record
+from trainer.run import recorded_network
 
 from helpers import config_from_args
 from helpers import directory_files

@@ -6,6 +6,7 @@ parsed, nothing imported): once, on the TF 2.15 runtime."""
 import ast
 import collections
 import os
+import re
 
 import pytest
 
@@ -68,6 +69,29 @@ def test_no_module_is_over_400_lines():
 def test_a_room_imports_nothing_above_it(room, forbidden):
   found = {path: name for path in _modules(room) for name in _imports(path)
            if any(name == f or name.startswith(f + '.') for f in forbidden)}
+  assert not found, found
+
+
+# What reads storage or a cloud service: imported only by the run layer's config_sources and
+# recorded_network (and below), never by flags/.
+_STORAGE_READERS = ('trainer.storage.outputs', 'trainer.storage.json_files', 'trainer.storage.gfile',
+                    'trainer.storage.staged', 'trainer.storage.lease', 'trainer.cloud.gcs_preflight',
+                    'trainer.run.network_record', 'trainer.data.arrays')
+_STORAGE_CALLS = re.compile(r'\bgfile\b|\bopen\(|\bdataset_json\.read\b|\bos\.(listdir|stat|walk)\b')
+
+
+def test_flags_read_no_storage():
+  """Turning flags into a Config reads dataset.json, the run's record and the gs:// preflight
+  through trainer.run (config_sources, recorded_network): flags/ itself holds no I/O."""
+  found = {}
+  for path in _modules('flags'):
+    with open(os.path.join(REPO, path)) as f:
+      source = f.read()
+    names = [n for n in _imports(path)
+             if any(n == m or n.startswith(m + '.') for m in _STORAGE_READERS)]
+    calls = sorted({m.group(0) for m in _STORAGE_CALLS.finditer(source)})
+    if names or calls:
+      found[path] = names + calls
   assert not found, found
 
 

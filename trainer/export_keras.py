@@ -103,7 +103,7 @@ def run_settings(f):
       continue
     value = int(value) if name == 'resnet_depth' else value
     if record and value != model[name]:
-      # The record's network is the one the checkpoint's weights fit (flags.recorded_network).
+      # The record's network is the one the checkpoint's weights fit (trainer.run.recorded_network).
       raise PipelineError(
           '--%s=%s disagrees with the network recorded in %s (%s=%s). Leave --%s out to convert '
           'the recorded network.' % (name, value, network_record.path(f.model_dir), name,
