@@ -9,6 +9,7 @@ import tensorflow.compat.v1 as tf
 from trainer.errors import PipelineError
 from trainer.run import best_checkpoint
 from trainer.run import checkpoints
+from trainer.run import results as results_lib
 
 from helpers import config_from_args
 from helpers import ok
@@ -114,3 +115,28 @@ def test_early_stopping_flags_are_checked(small_dir, tmp_path, args, message):
   with pytest.raises(PipelineError, match=message):
     config_from_args('--data_dir=' + small_dir, '--model_dir=' + str(tmp_path), '--model=cnn',
                      '--train_steps=10', *args)
+
+
+def _checkpoint(prefix, value):
+  """A one-variable checkpoint saved at `prefix` (its name holds the step)."""
+  with tf.Graph().as_default():
+    variable = tf.Variable(value, name='w')
+    with tf.Session() as session:
+      session.run(variable.initializer)
+      tf.train.Saver([variable]).save(session, prefix, write_meta_graph=False)
+  return prefix
+
+
+def test_only_a_checkpoint_with_the_same_weights_counts_as_the_exported_one(tmp_path):
+  """The best export is copied from the final one only when both checkpoints hold the same
+  weights: the same step retrained (its first checkpoint moved aside) is exported anew."""
+  first = _checkpoint(str(tmp_path / 'best' / 'model.ckpt-20'), [1.0, 2.0])
+  copied = str(tmp_path / 'copy' / 'model.ckpt-20')
+  tf.io.gfile.makedirs(os.path.dirname(copied))
+  for suffix in ('.index', '.data-00000-of-00001'):
+    tf.io.gfile.copy(first + suffix, copied + suffix)
+  retrained = _checkpoint(str(tmp_path / 'model.ckpt-20'), [1.0, 3.0])
+  later = _checkpoint(str(tmp_path / 'later' / 'model.ckpt-30'), [1.0, 2.0])
+  assert results_lib.same_checkpoint(first, copied)
+  assert not results_lib.same_checkpoint(first, retrained)
+  assert not results_lib.same_checkpoint(first, later)

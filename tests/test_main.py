@@ -147,10 +147,11 @@ def test_export_and_predict_mode_classify_real_examples_alike(model, request, tm
   resume test are checked on its resumed run."""
   args, data_dir = _tiny(model, request)
   model_dir, export_dir = str(tmp_path / 'model'), str(tmp_path / 'export')
-  ok(run_main('--train_steps=20', '--data_dir=' + data_dir, '--model_dir=' + model_dir,
-               '--export_dir=' + export_dir, '--skip_host_call', *args))
+  trained = ok(run_main('--train_steps=20', '--data_dir=' + data_dir, '--model_dir=' + model_dir,
+                         '--export_dir=' + export_dir, '--skip_host_call', *args))
   # One evaluation, so the best checkpoint is the final one: copied, not exported twice.
   assert results_of(model_dir)['best']['global_step'] == 20
+  assert 'its SavedModel copied to %s/best/' % export_dir in trained.stderr
   _check_export_and_predict(model, args, data_dir, model_dir, tmp_path)
 
 

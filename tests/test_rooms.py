@@ -72,12 +72,15 @@ def test_a_room_imports_nothing_above_it(room, forbidden):
   assert not found, found
 
 
-# What reads storage or a cloud service: imported only by the run layer's config_sources and
-# recorded_network (and below), never by flags/.
+# What reads storage or a cloud service: flags/ imports none of it (trainer.run's config_sources
+# and recorded_network read for it).
 _STORAGE_READERS = ('trainer.storage.outputs', 'trainer.storage.json_files', 'trainer.storage.gfile',
-                    'trainer.storage.staged', 'trainer.storage.lease', 'trainer.cloud.gcs_preflight',
-                    'trainer.run.network_record', 'trainer.data.arrays')
-_STORAGE_CALLS = re.compile(r'\bgfile\b|\bopen\(|\bdataset_json\.read\b|\bos\.(listdir|stat|walk)\b')
+                    'trainer.storage.staged', 'trainer.storage.lease', 'trainer.storage.lease_stores',
+                    'trainer.storage.patterns.files_matching', 'trainer.cloud.gcs_preflight',
+                    'trainer.run.network_record', 'trainer.data.arrays',
+                    'trainer.data.dataset_json.read')
+_STORAGE_CALLS = re.compile(r'\bgfile\b|\bopen\(|\bdataset_json\.read\b|\bjson\.load\(|'
+                            r'\bos\.(listdir|stat|walk|scandir)\b|\bos\.path\.(exists|is\w+|getsize)\b')
 
 
 def test_flags_read_no_storage():

@@ -1,10 +1,8 @@
-"""What a run's Config is read from besides its flags, before any graph is built: whether each
-output directory can be written, the dataset's description (dataset.json, after a gs:// preflight
-that fails in seconds where TensorFlow's own client retries a missing bucket for minutes) and,
-in `trainer.run.recorded_network`, the network the run (or an --init_checkpoint's run) recorded.
-
-`trainer.flags.to_config` calls these while it turns flag values into a Config, so that flags/
-itself reads no storage (tests/test_rooms.py).
+"""The storage a run's Config reads besides its flags, before any graph is built: whether each
+output directory can be written, and the dataset's description (dataset.json, after a gs://
+preflight that fails in seconds where TensorFlow's own client retries a missing bucket for
+minutes). `trainer.flags.to_config` calls these (and `trainer.run.recorded_network` for the
+network a run recorded), so that flags/ itself reads no storage (tests/test_rooms.py).
 """
 
 import os
@@ -46,6 +44,10 @@ def check_data_dir(data_dir, use_tpu):
   """Refuses, within seconds, a gs:// --data_dir whose bucket is missing or unreadable
   (`gcs_preflight.check_path_usable`; a local path passes).
 
+  Args:
+    data_dir: str, --data_dir (local or gs://).
+    use_tpu: bool, --use_tpu: the hint then names the TPU's service account, which reads it.
+
   Raises:
     PipelineError: naming the bucket, the flag and what to do.
   """
@@ -53,8 +55,10 @@ def check_data_dir(data_dir, use_tpu):
 
 
 def dataset_info(data_dir, use_tpu):
-  """The dataset.json of `data_dir` (local or gs://) as a dict, {} when there is none, after
-  `check_data_dir`.
+  """The dataset.json of `data_dir` as a dict, {} when there is none, after `check_data_dir`.
+
+  Args:
+    data_dir, use_tpu: as `check_data_dir` takes them.
 
   Raises:
     PipelineError: the bucket cannot be used, dataset.json is damaged, or `data_dir` holds the

@@ -17,6 +17,7 @@ from trainer.data import serving
 from trainer.errors import PipelineError
 from trainer.host import threads as host_threads
 from trainer.run import best_checkpoint
+from trainer.run import checkpoints
 from trainer.run import run_errors
 from trainer.run import tf_build
 from trainer.storage import json_files
@@ -96,16 +97,34 @@ def export(estimator, config, checkpoint_path, export_dir=None):
   return path
 
 
-def _step_of(checkpoint_path):
-  """The global step in a checkpoint prefix's name (int; model.ckpt-STEP), or None."""
-  match = re.search(r'-(\d+)$', checkpoint_path or '')
-  return int(match.group(1)) if match else None
+def same_checkpoint(prefix, other):
+  """Whether checkpoints `prefix` and `other` (prefixes, local or gs://) hold the same weights:
+  the same step and byte-equal .index files (which hold each tensor's size and crc32c), so a
+  checkpoint retrained at a step after its first one was moved aside is told apart (bool)."""
+  if checkpoints.step_of(prefix) != checkpoints.step_of(other):
+    return False
+  indexes = []
+  for path in (prefix, other):
+    with tf.io.gfile.GFile(path + '.index', 'rb') as f:
+      indexes.append(f.read())
+  return indexes[0] == indexes[1]
 
 
 def copy_saved_model(source, parent):
   """Copies the SavedModel directory `source` to <parent>/<its name> (local or gs://), written
   under temp-<name> and then renamed, as the Estimator writes an export, so that an interrupted
-  copy is never taken for a SavedModel. Returns the copy's path (str)."""
+  copy is never taken for a SavedModel.
+
+  Args:
+    source: str, a SavedModel directory (an export's <export_dir>/<timestamp>).
+    parent: str, the directory to copy it into (created if missing).
+
+  Returns:
+    str, the copy's path.
+
+  Raises:
+    tf.errors.OpError: a read or write failed, or <parent>/<name> exists already.
+  """
   source = source.rstrip('/')
   name = source.rpartition('/')[2]
   temporary, path = '%s/temp-%s' % (parent, name), '%s/%s' % (parent, name)
@@ -116,7 +135,6 @@ def copy_saved_model(source, parent):
       tf.io.gfile.copy(directory.rstrip('/') + '/' + file_name, target + '/' + file_name,
                        overwrite=True)
   tf.io.gfile.rename(temporary, path)
-  logging.info('The best checkpoint is the exported one: its SavedModel copied to %s', path)
   return path
 
 
@@ -195,10 +213,11 @@ def finish(estimator, config, results, checkpoint_path, writer=False):
     exported = {'export_path': export(estimator, config, checkpoint_path)}
     if results.get('best'):
       best_dir = config.export_dir.rstrip('/') + '/' + best_checkpoint.BEST_DIR
-      if results['best']['global_step'] == _step_of(checkpoint_path):
-        # The same step of the same run: the same weights, so the same SavedModel (no second
-        # graph, restore and save).
+      if same_checkpoint(results['best']['checkpoint'], checkpoint_path):
+        # The same weights, so the same SavedModel: copied (no second graph, restore and save).
         exported['best_export_path'] = copy_saved_model(exported['export_path'], best_dir)
+        logging.info('The best checkpoint is the exported one: its SavedModel copied to %s',
+                     exported['best_export_path'])
       else:
         exported['best_export_path'] = export(estimator, config, results['best']['checkpoint'],
                                               best_dir)
