@@ -133,18 +133,18 @@ def medium_dir(fashion_mnist_dir, tmp_path_factory):
 
 
 def test_kill_9_at_random_steps_loses_nothing(medium_dir, tmp_path):
-  """Two kill -9s at seeded random points of a 300-step run (checkpoints every 10 steps, 2
-  kept), each re-run resuming from the newest checkpoint: the last re-run finishes at step 300
+  """Two kill -9s at seeded random points of a 150-step run (checkpoints every 10 steps, 2
+  kept), each re-run resuming from the newest checkpoint: the last re-run finishes at step 150
   and writes results.json, and its accuracy is within the spread of uninterrupted runs (a
   resumed run sees as many examples, in another order). Uninterrupted runs of this command with
-  seeds 3-6 reached 0.737-0.764 on TF 1.15.5 and seeds 3-8 0.731-0.784 on TF 2.15.1 (mean
-  ~0.755, standard deviation ~0.02): the bound, 0.68, is 3.5 standard deviations under that mean,
+  seeds 3-8 reached 0.664-0.742 on TF 1.15.5 and 0.721-0.741 on TF 2.15.1 (mean 0.717, standard
+  deviation 0.027 over the twelve): the bound, 0.62, is 3.5 standard deviations under that mean,
   so the test needs no uninterrupted run of its own; the restores themselves are checked in the
   logs."""
   rng = random.Random(17)
   model_dir = str(tmp_path / 'killed')
   args = _args(medium_dir, model_dir, '--keep_checkpoint_max=2', '--mode=train_and_eval',
-               '--train_steps=300', '--steps_per_eval=300', '--save_checkpoints_steps=10')
+               '--train_steps=150', '--steps_per_eval=150', '--save_checkpoints_steps=10')
   resumed_from = []
   for _ in range(2):
     newest = os.path.exists(model_dir) and checkpoints.newest_intact_checkpoint(model_dir, False)
@@ -159,11 +159,11 @@ def test_kill_9_at_random_steps_loses_nothing(medium_dir, tmp_path):
       assert 'Restoring parameters from %s/model.ckpt-%d' % (model_dir, start) in run.stderr
   ok(run_main(*args))
   results = results_of(model_dir)
-  assert results['global_step'] == 300
-  assert resumed_from[0] == 0 < resumed_from[1] < 300
+  assert results['global_step'] == 150
+  assert resumed_from[0] == 0 < resumed_from[1] < 150
   print('top-1 killed and resumed %.4f, resumed from %s' % (results['top_1_accuracy'],
                                                             resumed_from))
-  assert results['top_1_accuracy'] > 0.68
+  assert results['top_1_accuracy'] > 0.62
 
 
 _EVAL_RACE = textwrap.dedent('''
