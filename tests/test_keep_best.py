@@ -117,7 +117,7 @@ def test_early_stopping_flags_are_checked(small_dir, tmp_path, args, message):
                      '--train_steps=10', *args)
 
 
-def _checkpoint(prefix, value):
+def _one_variable_checkpoint(prefix, value):
   """A one-variable checkpoint saved at `prefix` (its name holds the step)."""
   with tf.Graph().as_default():
     variable = tf.Variable(value, name='w')
@@ -130,13 +130,13 @@ def _checkpoint(prefix, value):
 def test_only_a_checkpoint_with_the_same_weights_counts_as_the_exported_one(tmp_path):
   """The best export is copied from the final one only when both checkpoints hold the same
   weights: the same step retrained (its first checkpoint moved aside) is exported anew."""
-  first = _checkpoint(str(tmp_path / 'best' / 'model.ckpt-20'), [1.0, 2.0])
+  first = _one_variable_checkpoint(str(tmp_path / 'best' / 'model.ckpt-20'), [1.0, 2.0])
   copied = str(tmp_path / 'copy' / 'model.ckpt-20')
   tf.io.gfile.makedirs(os.path.dirname(copied))
   for suffix in ('.index', '.data-00000-of-00001'):
     tf.io.gfile.copy(first + suffix, copied + suffix)
-  retrained = _checkpoint(str(tmp_path / 'model.ckpt-20'), [1.0, 3.0])
-  later = _checkpoint(str(tmp_path / 'later' / 'model.ckpt-30'), [1.0, 2.0])
+  retrained = _one_variable_checkpoint(str(tmp_path / 'model.ckpt-20'), [1.0, 3.0])
+  later = _one_variable_checkpoint(str(tmp_path / 'later' / 'model.ckpt-30'), [1.0, 2.0])
   assert results_lib.same_checkpoint(first, copied)
   assert not results_lib.same_checkpoint(first, retrained)
   assert not results_lib.same_checkpoint(first, later)
