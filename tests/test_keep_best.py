@@ -9,7 +9,6 @@ import tensorflow.compat.v1 as tf
 from trainer.errors import PipelineError
 from trainer.run import best_checkpoint
 from trainer.run import checkpoints
-from trainer.run import results as results_lib
 
 from helpers import config_from_args
 from helpers import ok
@@ -137,6 +136,6 @@ def test_only_a_checkpoint_with_the_same_weights_counts_as_the_exported_one(tmp_
     tf.io.gfile.copy(first + suffix, copied + suffix)
   retrained = _one_variable_checkpoint(str(tmp_path / 'model.ckpt-20'), [1.0, 3.0])
   later = _one_variable_checkpoint(str(tmp_path / 'later' / 'model.ckpt-30'), [1.0, 2.0])
-  assert results_lib.same_checkpoint(first, copied)
-  assert not results_lib.same_checkpoint(first, retrained)
-  assert not results_lib.same_checkpoint(first, later)
+  assert checkpoints.same_checkpoint(first, copied)
+  assert not checkpoints.same_checkpoint(first, retrained)
+  assert not checkpoints.same_checkpoint(first, later)

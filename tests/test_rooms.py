@@ -74,13 +74,14 @@ def test_a_room_imports_nothing_above_it(room, forbidden):
 
 # What reads storage or a cloud service: flags/ imports none of it (trainer.run's config_sources
 # and recorded_network read for it).
-_STORAGE_READERS = ('trainer.storage.outputs', 'trainer.storage.json_files', 'trainer.storage.gfile',
-                    'trainer.storage.staged', 'trainer.storage.lease', 'trainer.storage.lease_stores',
-                    'trainer.storage.patterns.files_matching', 'trainer.cloud.gcs_preflight',
-                    'trainer.run.network_record', 'trainer.data.arrays',
-                    'trainer.data.dataset_json.read')
-_STORAGE_CALLS = re.compile(r'\bgfile\b|\bopen\(|\bdataset_json\.read\b|\bjson\.load\(|'
-                            r'\bos\.(listdir|stat|walk|scandir)\b|\bos\.path\.(exists|is\w+|getsize)\b')
+_STORAGE_READERS = (
+    'trainer.storage.outputs', 'trainer.storage.json_files', 'trainer.storage.gfile',
+    'trainer.storage.staged', 'trainer.storage.lease', 'trainer.storage.lease_stores',
+    'trainer.cloud.gcs_preflight', 'trainer.run.network_record', 'trainer.data.arrays',
+    'trainer.data.dataset_json.read')
+_STORAGE_CALLS = re.compile(
+    r'\bgfile\b|\bopen\(|\bdataset_json\.read\b|\bjson\.load\(|\bfiles_matching\b|'
+    r'\bos\.(listdir|stat|walk|scandir)\b|\bos\.path\.(exists|is\w+|getsize)\b')
 
 
 def test_flags_read_no_storage():

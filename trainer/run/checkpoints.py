@@ -96,6 +96,19 @@ def step_of(prefix):
   return int(match.group(1)) if match else -1
 
 
+def same_checkpoint(prefix, other):
+  """Whether checkpoints `prefix` and `other` (prefixes, local or gs://) hold the same weights:
+  the same step and byte-equal .index files (which hold each tensor's size and crc32c), so a
+  checkpoint retrained at a step after its first one was moved aside is told apart (bool)."""
+  if step_of(prefix) != step_of(other):
+    return False
+  indexes = []
+  for path in (prefix, other):
+    with tf.io.gfile.GFile(path + '.index', 'rb') as f:
+      indexes.append(f.read())
+  return indexes[0] == indexes[1]
+
+
 def nonfinite_variables(prefix):
   """The names of the floating-point variables of checkpoint `prefix` that hold a NaN or an
   infinity (a diverged run's weights), in name order; [] for finite weights."""

@@ -97,19 +97,6 @@ def export(estimator, config, checkpoint_path, export_dir=None):
   return path
 
 
-def same_checkpoint(prefix, other):
-  """Whether checkpoints `prefix` and `other` (prefixes, local or gs://) hold the same weights:
-  the same step and byte-equal .index files (which hold each tensor's size and crc32c), so a
-  checkpoint retrained at a step after its first one was moved aside is told apart (bool)."""
-  if checkpoints.step_of(prefix) != checkpoints.step_of(other):
-    return False
-  indexes = []
-  for path in (prefix, other):
-    with tf.io.gfile.GFile(path + '.index', 'rb') as f:
-      indexes.append(f.read())
-  return indexes[0] == indexes[1]
-
-
 def copy_saved_model(source, parent):
   """Copies the SavedModel directory `source` to <parent>/<its name> (local or gs://), written
   under temp-<name> and then renamed, as the Estimator writes an export, so that an interrupted
@@ -129,11 +116,11 @@ def copy_saved_model(source, parent):
   name = source.rpartition('/')[2]
   temporary, path = '%s/temp-%s' % (parent, name), '%s/%s' % (parent, name)
   for directory, _, files in tf.io.gfile.walk(source):
-    target = temporary + directory.rstrip('/')[len(source):]
+    directory = directory.rstrip('/')  # gs:// lists subdirectories with a trailing slash
+    target = temporary + directory[len(source):]
     tf.io.gfile.makedirs(target)
     for file_name in files:
-      tf.io.gfile.copy(directory.rstrip('/') + '/' + file_name, target + '/' + file_name,
-                       overwrite=True)
+      tf.io.gfile.copy(directory + '/' + file_name, target + '/' + file_name, overwrite=True)
   tf.io.gfile.rename(temporary, path)
   return path
 
@@ -213,7 +200,7 @@ def finish(estimator, config, results, checkpoint_path, writer=False):
     exported = {'export_path': export(estimator, config, checkpoint_path)}
     if results.get('best'):
       best_dir = config.export_dir.rstrip('/') + '/' + best_checkpoint.BEST_DIR
-      if same_checkpoint(results['best']['checkpoint'], checkpoint_path):
+      if checkpoints.same_checkpoint(results['best']['checkpoint'], checkpoint_path):
         # The same weights, so the same SavedModel: copied (no second graph, restore and save).
         exported['best_export_path'] = copy_saved_model(exported['export_path'], best_dir)
         logging.info('The best checkpoint is the exported one: its SavedModel copied to %s',
