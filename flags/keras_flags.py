@@ -138,8 +138,9 @@ def define_train_keras_flags():
                        '(under JAX\'s own 300 s, after which it fails with a traceback).',
                        lower_bound=1, upper_bound=290)
   flags.DEFINE_integer('seed', 0, 'Seeds the weights, dropout, the shuffles and augmentation.')
-  flags.DEFINE_integer('lease_expiry_secs', 180, 'The run holds a lease on --model_dir, renewed '
-                       'every sixth of this: a second run on it is refused; a lease not renewed '
-                       'for this long (its run died) is taken over.', lower_bound=6)
+  flags.DEFINE_integer('lease_expiry_secs', 180, 'The run holds a lease on --model_dir: a second '
+                       'run on it is refused. On gs:// it is renewed every sixth of this and '
+                       'taken over after this long unrenewed (its run died); on local disk it is '
+                       'a file lock that ends with its process.', lower_bound=12)
   for name in ('model_dir', 'data_dir'):
     flags.mark_flag_as_required(name)

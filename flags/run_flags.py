@@ -233,10 +233,12 @@ def define_schedule_flags():
                        'than this many seconds, the process exits with status 75 without it. '
                        'Keep it under the platform\'s kill delay (about 30 s on GCE and GKE).')
   flags.DEFINE_integer('lease_expiry_secs', 180,
-                       'Training holds a lease on --model_dir (MODEL_DIR/writer.lease), renewed '
-                       'every sixth of this, so that a second run on it is refused. A lease not '
-                       'renewed for this many seconds (its run died on another machine) is taken '
-                       'over; on this machine a dead holder\'s is taken over at once. At least 6.')
+                       'Training holds a lease on --model_dir (MODEL_DIR/writer.lease) so that '
+                       'a second run on it is refused. On gs:// (and /gcs/) it is renewed every '
+                       'sixth of this; a run on another machine takes it over after watching it '
+                       'unrenewed for this many seconds (at once when its holder ran on this '
+                       'machine and is gone). On local disk it is a file lock that ends with its '
+                       'process. At least 12.')
 
 
 def define_gpu_flags():

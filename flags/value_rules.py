@@ -63,7 +63,7 @@ FLAG_RULES = {
     'eval_timeout': _at_least(0, 'evaluate the latest checkpoint once'),
     'log_every_n_secs': _POSITIVE,
     'preemption_grace_secs': _POSITIVE,
-    'lease_expiry_secs': _at_least(6),
+    'lease_expiry_secs': _at_least(12),  # lease.MIN_EXPIRY_SECS
     # Cloud TPU, GPUs
     'iterations_per_loop': _POSITIVE,
     'num_cores': _POSITIVE,

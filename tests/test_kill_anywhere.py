@@ -6,8 +6,8 @@ run. Each run must end as an uninterrupted one does: the same final step, every 
 and readable, nothing outside its own directories touched. (The Keras trainer's version, whose
 resumed weights equal an uninterrupted run's bit for bit: tests/test_keras_train.py.)
 
-The harness is runtime-independent; it runs on TF 2.15 only (the fault handling under it, SIGTERM
-and the lease, is tested on both runtimes in tests/test_faults.py and tests/test_lease.py)."""
+The trainer's harness runs on both runtimes (their checkpoint saves and exports differ); the
+conversion's and the leftovers' are TensorFlow-free and run once."""
 
 import json
 import os
@@ -25,7 +25,7 @@ from kill_harness import KILLED
 from kill_harness import run_until_done
 from refusals import fingerprint
 
-pytestmark = pytest.mark.one_runtime('the kill points are the same Python code on both')
+tensorflow_free = pytest.mark.one_runtime('Beam and file names: no TensorFlow under it')
 
 def _tiny(small_dir, model_dir, export_dir):
   return ['--data_dir=' + small_dir, '--model_dir=' + model_dir, '--export_dir=' + export_dir,
@@ -77,6 +77,7 @@ def test_trainer_killed_anywhere_finishes_like_an_uninterrupted_run(seed, small_
     assert not os.path.exists(os.path.join(model_dir, left))
 
 
+@tensorflow_free
 def test_prepare_killed_anywhere_writes_the_same_conversion(tmp_path):
   """trainer.prepare text (a CSV of 300 labelled lines) killed up to 4 times inside its
   conversion (before a shard's, vocab.txt's or dataset.json's rename): the same command, run
@@ -96,6 +97,7 @@ def test_prepare_killed_anywhere_writes_the_same_conversion(tmp_path):
   assert fingerprint(whole) == fingerprint(killed)
 
 
+@tensorflow_free
 def test_files_a_killed_writer_left_aside_are_removed_by_the_next_holder(tmp_path):
   """`staged.remove_leftovers`: a file written aside (.partial-HEX.NAME, and earlier versions'
   NAME.partial-HEX[.EXT] and .SHARD.tmp-HEX32) goes, everything else stays; the lease's own are

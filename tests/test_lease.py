@@ -8,7 +8,7 @@ differ between the runtimes, so those run on both."""
 
 import json
 import os
-import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -18,9 +18,11 @@ import uuid
 import pytest
 
 from trainer.storage import lease as lease_lib
+from trainer.storage import lease_stores
 from trainer.storage import staged
 
 from helpers import BackgroundRun
+from helpers import main_args
 from helpers import ok
 from helpers import refused
 from helpers import REPO
@@ -32,18 +34,21 @@ IN_GCS_SANDBOX = os.environ.get('GCS_SANDBOX') == '1'
 needs_gcs = pytest.mark.skipif(not IN_GCS_SANDBOX, reason='needs the GCS emulator: run inside '
                                'scripts/gcs-sandbox (root, unshare), as `make test` does')
 
-_HOLDER = textwrap.dedent('''
+_HOLDER = textwrap.dedent("""
     import sys, time
     from trainer.storage import lease
-    held = lease.Lease(sys.argv[1], '--model_dir', 6, 'lease-holder').acquire()
+    held = lease.Lease(sys.argv[1], '--model_dir', 12, 'lease-holder').acquire()
     held.start_heartbeat()
     print('held', flush=True)
     time.sleep(600)
-    ''')
+    """)
+
+pure_python = pytest.mark.one_runtime('the lease is pure Python')
 
 
 class Holder(object):
-  """A process on this machine that holds the lease of `directory` (heartbeat every second)."""
+  """A process on this machine that holds the lease of `directory` (on gs://, a heartbeat every
+  2 s)."""
 
   def __init__(self, directory):
     self.proc = subprocess.Popen([sys.executable, '-c', _HOLDER, directory], cwd=REPO,
@@ -70,45 +75,176 @@ def _cnn(data_dir, model_dir, *extra):
           '--log_every_n_secs=0.2'] + list(extra)
 
 
-@pytest.mark.parametrize('where', ['local', pytest.param('gs', marks=needs_gcs)])
-def test_a_second_writer_is_refused_an_expired_lease_taken_over_and_the_old_holder_finds_out(
-    where, tmp_path):
-  """In-process, with expiry 6 s: the second Lease is refused naming the holder; once the first
-  stops renewing for the expiry, the second takes over with a warning, and the first one's
-  check() raises LeaseLost; its release then leaves the new holder's lease alone."""
-  directory = (str(tmp_path / 'run') if where == 'local'
-               else 'gs://bkt/lease-%s' % uuid.uuid4().hex[:12])
-  first = lease_lib.Lease(directory, '--model_dir', 6).acquire()
-  second = lease_lib.Lease(directory, '--model_dir', 6)
+def _bucket_dir():
+  return 'gs://bkt/lease-%s' % uuid.uuid4().hex[:12]
+
+
+def _blob(directory):
+  from google.cloud import storage  # pylint: disable=g-import-not-at-top
+  bucket, _, prefix = directory[len('gs://'):].partition('/')
+  return storage.Client().bucket(bucket).blob(prefix + '/' + lease_lib.LEASE_FILE)
+
+
+@pure_python
+def test_a_local_lease_is_a_lock_damaged_files_are_taken_over_links_and_folders_refused(
+    tmp_path, caplog):
+  """Local disk: a second Lease is refused naming the holder, and takes over at once after the
+  release; an empty, `null`, `[]` or cut-short lease file nobody locks is taken over (with a
+  warning for the damaged ones), however fresh; a symbolic link (dangling: its target is not
+  created) or a directory in its place is refused naming what to delete; a holder whose lease
+  file was deleted finds out at its next check."""
+  directory = str(tmp_path / 'run')
+  first = lease_lib.Lease(directory, '--model_dir', 12, 'trainer.main').acquire()
   with pytest.raises(lease_lib.LeaseHeld, match=r'--model_dir=%s is being written by another '
-                     r'run: .*pid %d on ' % (directory, os.getpid())):
-    second.acquire()
-  first.check()  # still its own
-  if where == 'local':  # no renewal for 7 s, made by setting the file's time back
-    stale = time.time() - 7
-    os.utime(os.path.join(directory, lease_lib.LEASE_FILE), (stale, stale))
-  else:  # the object's `updated` time is the server's: wait it out
-    time.sleep(6.5)
-  second.acquire()
-  with pytest.raises(lease_lib.LeaseLost, match='another run took it over'):
-    first.check()
-  first.release()  # lost: must not delete the new holder's lease
-  second.check()
-  second.release()
-  third = lease_lib.Lease(directory, '--model_dir', 6).acquire()  # released: free at once
-  third.release()
+                     r'run: trainer.main \(pid %d on .* holds the lease\'s lock'
+                     % (directory, os.getpid())):
+    lease_lib.Lease(directory, '--model_dir', 12).acquire()
+  first.check()
+  first.release()
+  assert not os.path.exists(directory)  # created by the lease, removed with it
+  os.makedirs(directory)
+  lease_path = os.path.join(directory, lease_lib.LEASE_FILE)
+  for text in ('', 'null', '[]', '{"token": "ab', 'not json'):
+    with open(lease_path, 'w') as f:
+      f.write(text)
+    caplog.clear()
+    taken = lease_lib.Lease(directory, '--model_dir', 12).acquire()
+    assert ('from a damaged lease' in caplog.text) == bool(text), (text, caplog.text)
+    taken.release()
+  os.symlink(str(tmp_path / 'nowhere'), lease_path)
+  with pytest.raises(lease_lib.PipelineError, match=r'writer.lease is a symbolic link \(to '
+                     r'.*nowhere\), which this pipeline never writes: delete the link \(rm '):
+    lease_lib.Lease(directory, '--model_dir', 12).acquire()
+  assert not os.path.exists(str(tmp_path / 'nowhere'))
+  os.remove(lease_path)
+  os.mkdir(lease_path)
+  with pytest.raises(lease_lib.PipelineError, match='writer.lease is a directory, which this '
+                     'pipeline never writes: move it away or delete it'):
+    lease_lib.Lease(directory, '--model_dir', 12).acquire()
+  os.rmdir(lease_path)
+  held = lease_lib.Lease(directory, '--model_dir', 12).acquire()
+  os.remove(lease_path)
+  with pytest.raises(lease_lib.LeaseLost, match='its lease file .* was deleted or replaced'):
+    held.check()
+  held.release()
 
 
-def test_a_dead_holder_on_this_machine_is_taken_over_at_once(tmp_path):
-  """A holder killed with -9 (its lease fresh, its process gone) does not block the next run."""
+@pure_python
+def test_a_stopped_holder_keeps_its_lease_and_a_killed_one_is_taken_over_at_once(tmp_path):
+  """A holder process stopped (SIGSTOP: what a hung file system or a suspended VM looks like) is
+  never taken over, however old its lease file looks (today's and yesterday's clocks are not
+  asked): the refusal says it is stopped; killed with -9, its lease is taken over at once."""
   directory = str(tmp_path / 'run')
   with Holder(directory) as holder:
-    with pytest.raises(lease_lib.LeaseHeld):
-      lease_lib.Lease(directory, '--model_dir', 6).acquire()
+    os.kill(holder.proc.pid, signal.SIGSTOP)
+    stale = time.time() - 3600
+    os.utime(os.path.join(directory, lease_lib.LEASE_FILE), (stale, stale))
+    with pytest.raises(lease_lib.LeaseHeld, match=r'pid %d on .*its process stopped .*`kill '
+                       r'-CONT %d` resumes it' % (holder.proc.pid, holder.proc.pid)):
+      lease_lib.Lease(directory, '--model_dir', 12).acquire()
     holder.kill()
-    taken = lease_lib.Lease(directory, '--model_dir', 6).acquire()
+    taken = lease_lib.Lease(directory, '--model_dir', 12).acquire()
+  assert taken.took_over['command'] == 'lease-holder'
   taken.release()
-  assert [n for n in os.listdir(directory) if not n.startswith(lease_lib.LEASE_FILE + '.')] == []
+  assert not os.path.exists(os.path.join(directory, lease_lib.LEASE_FILE))
+
+
+@pure_python
+@needs_gcs
+def test_on_gcs_a_silent_holder_gives_up_first_and_is_taken_over_only_by_the_takers_own_clock(
+    caplog):
+  """gs://, expiry 12 s, through Vertex AI's /gcs/ path: a second Lease is refused naming the
+  holder; a holder that renews nothing (no heartbeat) is taken over by a taker whose clock runs
+  60 s ahead only after the taker saw it unchanged for 12 s by its own clock, and the holder gave
+  up before that (its check() raises after 8 s without a renewal); its release leaves the new
+  lease alone; a damaged lease object is taken over at once."""
+  directory = _bucket_dir()
+  fuse_path = '/gcs/' + directory[len('gs://'):]
+  first = lease_lib.Lease(fuse_path, '--model_dir', 12).acquire()
+  assert not os.path.exists(fuse_path) and _blob(directory).exists()
+  with pytest.raises(lease_lib.LeaseHeld, match=r'--model_dir=%s is being written by another '
+                     r'run: .*pid %d on .*last heartbeat \d+ s ago' % (directory, os.getpid())):
+    lease_lib.Lease(directory, '--model_dir', 12).acquire()
+  first.check()
+  ahead = lease_lib.Lease(directory, '--model_dir', 12, wall_clock=lambda: time.time() + 60)
+  started = time.monotonic()
+  ahead.acquire()
+  waited = time.monotonic() - started
+  assert 12 <= waited < 20, waited
+  assert 'waiting up to 12 s to see whether its holder' in caplog.text
+  with pytest.raises(lease_lib.LeaseLost, match='it was not renewed for (8|9|1[0-9]) s'):
+    first.check()
+  first.release()  # lost: must not delete the new holder's lease
+  ahead.check()
+  ahead.release()
+  for text in (b'', b'null', b'[]', b'{"token'):
+    _blob(directory).upload_from_string(text)
+    taken = lease_lib.Lease(fuse_path, '--model_dir', 12).acquire()
+    assert 'damaged' in taken.took_over
+    taken.release()
+  assert not _blob(directory).exists()
+
+
+@pure_python
+@needs_gcs
+@pytest.mark.parametrize('offset', [60, -60])
+def test_on_gcs_a_taker_whose_clock_is_off_never_takes_a_live_lease(offset):
+  """A live holder (another process, heartbeat every 2 s): a taker 60 s ahead watches and sees
+  it renewed; one 60 s behind is refused at once, and says the clocks differ."""
+  directory = _bucket_dir()
+  with Holder(directory):
+    taker = lease_lib.Lease(directory, '--model_dir', 12, wall_clock=lambda: time.time() + offset)
+    expected = ('It renewed its lease while this command watched it' if offset > 0 else
+                r"last heartbeat just now \(this machine's clock is \d+ s behind the storage's\)")
+    with pytest.raises(lease_lib.LeaseHeld, match=expected):
+      taker.acquire()
+    assert b'lease-holder' in _blob(directory).download_as_bytes()
+
+
+@pure_python
+@needs_gcs
+def test_on_gcs_a_renewal_that_landed_unanswered_is_kept():
+  """A renewal that reached the storage but whose answer was lost (written here as the holder's
+  own content, as it landed): the next heartbeat reads it back, keeps it (the token is this
+  run's) and renews; check() passes and the release deletes it."""
+  directory = _bucket_dir()
+  holder = lease_lib.Lease(directory, '--model_dir', 12).acquire()
+  landed = json.loads(_blob(directory).download_as_bytes())
+  landed['beats'] += 1
+  _blob(directory).upload_from_string(json.dumps(landed))
+  holder._beat()  # pylint: disable=protected-access  # one heartbeat, now
+  holder._beat()  # pylint: disable=protected-access
+  assert holder.lost is None
+  holder.check()
+  assert json.loads(_blob(directory).download_as_bytes())['beats'] == landed['beats'] + 1
+  holder.release()
+  assert not _blob(directory).exists()
+
+
+def test_a_stopped_trainer_inside_its_checkpoint_save_keeps_the_directory(small_dir, tmp_path):
+  """trainer.main stopped (SIGSTOP) inside its second checkpoint save (step 10), after its data
+  files and before the `checkpoint` state file (in life: a hung NFS write, a suspended VM), its
+  lease file made an hour old: a second training run is refused (exit 2, naming it); resumed
+  (SIGCONT), it finishes its own run, and the directory's checkpoints and results are its own."""
+  model_dir = str(tmp_path / 'model')
+  args = _cnn(small_dir, model_dir, '--mode=train', '--train_steps=30',
+              '--save_checkpoints_steps=10')
+  stalled = BackgroundRun(*(['checkpoint:2:STOP', 'trainer.main'] + main_args(args)),
+                          command=[sys.executable, os.path.join(REPO, 'tests', 'kill_at.py')])
+  with stalled:
+    deadline = time.time() + 120
+    while lease_stores.process_state(stalled.proc.pid) != 'T':
+      assert stalled.proc.poll() is None and time.time() < deadline, stalled.stderr[-3000:]
+      time.sleep(0.2)
+    stale = time.time() - 3600
+    os.utime(os.path.join(model_dir, lease_lib.LEASE_FILE), (stale, stale))
+    second = run_main(*args)
+    os.kill(stalled.proc.pid, signal.SIGCONT)
+    assert stalled.proc.wait(120) == 0, stalled.stderr[-3000:]
+  refused(second, 'is being written by another run', 'pid %d on ' % stalled.proc.pid,
+          'its process stopped')
+  assert results_of(model_dir)['global_step'] == 30
+  assert sorted(_checkpoint_times(model_dir)) == [0, 10, 20, 30]  # stopped in the save of step 10
 
 
 @pytest.mark.parametrize('where', ['local', pytest.param('gs', marks=needs_gcs)])
@@ -166,22 +302,23 @@ def _checkpoint_times(model_dir):
 @pytest.mark.parametrize('where', ['local', pytest.param('gs', marks=needs_gcs)])
 def test_a_holder_that_lost_its_lease_stops_before_its_next_checkpoint(where, small_dir,
                                                                         tmp_path):
-  """Training (checkpoints every 20 steps, heartbeat every second) whose lease another machine's
-  run takes over: it stops with exit 2 and LeaseLost's message, writes no checkpoint after the
-  takeover and leaves the new holder's lease in place."""
-  model_dir = (str(tmp_path / 'model') if where == 'local'
-               else 'gs://bkt/lease-%s' % uuid.uuid4().hex[:12])
+  """Training (checkpoints every 20 steps; on gs:// a heartbeat every 2 s) whose lease another
+  machine's run takes over (locally: its lease file replaced): it stops with exit 2 and
+  LeaseLost's message, writes no checkpoint after the takeover and leaves the new holder's lease
+  in place."""
+  model_dir = str(tmp_path / 'model') if where == 'local' else _bucket_dir()
   args = _cnn(small_dir, model_dir, '--mode=train', '--train_steps=100000',
-              '--save_checkpoints_steps=20', '--lease_expiry_secs=6')
+              '--save_checkpoints_steps=20', '--lease_expiry_secs=12')
   with BackgroundRun(*args) as run:
     run.wait_for_step(25)  # past the checkpoint at step 20
     _take_over(model_dir)
     taken_at = time.time()
     assert run.wait(60) == 2, run.stderr[-3000:]
   assert 'Traceback' not in run.stderr.split('Reraising captured error')[-1]
-  assert re.search(r"error: this run lost the writer's lease of --model_dir=\S+: another run took "
-                   r"it over: trainer.main \(pid 7 on another-machine", run.stderr), \
-      run.stderr[-3000:]
+  lost = ('its lease file %s/writer.lease was deleted or replaced' % model_dir if where == 'local'
+          else 'another run took it over: trainer.main (pid 7 on another-machine')
+  assert "error: this run lost the writer's lease of --model_dir=%s: %s" % (model_dir, lost) in \
+      run.stderr, run.stderr[-3000:]
   # A save checks the lease first: none begun after the takeover (one may have been in flight).
   written = _checkpoint_times(model_dir)
   assert 20 in written and len([s for s, t in written.items() if t > taken_at]) <= 1, (

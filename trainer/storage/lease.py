@@ -1,36 +1,34 @@
-"""One writer per run directory: a lease file, on local disk or gs://, renewed by a heartbeat.
+"""One writer per run directory: a lease on it, held by the writer for as long as it writes.
 
 TensorFlow has no lock on a model_dir: a second writer deletes checkpoints it did not write
 (tensorflow/tensorflow#34234) or overwrites the `checkpoint` state file. So every command that
 writes a run directory (trainer.main's training modes, trainer.train_keras, trainer.prepare)
-holds `<directory>/writer.lease` while it writes:
+holds `<directory>/writer.lease` while it writes, naming its holder (host, pid, job id, command,
+start time) for the message of a run it refuses (`LeaseHeld`, exit status 2). docs/reliability.md
+says what it promises, per store:
 
-- **Taken** by creating the file only if none exists: on gs:// an upload with
-  `ifGenerationMatch=0` ("the object is created only if there is no live object of that name",
-  https://cloud.google.com/storage/docs/request-preconditions); on local disk a hard link of a
-  fully written file (link(2) fails with EEXIST when the name exists). It holds the holder's
-  host, pid, job id (`CLOUD_ML_JOB_ID`) and start time.
-- **Renewed** every `expiry_secs / 6` (the heartbeat): on gs:// an upload with
-  `ifGenerationMatch=<the generation it wrote last>`, so a holder that lost the lease cannot write
-  it again; on local disk a rename over it after checking that it is still this holder's.
-  GCS allows about one write per second to one object name
-  (https://cloud.google.com/storage/quotas): `expiry_secs` is at least 6, a heartbeat at least
-  every second.
-- **Refused** to a second writer (`LeaseHeld`, exit status 2 from the commands), naming the
-  holder and its last heartbeat.
-- **Taken over** with a warning when the holder is dead: its heartbeat is older than
-  `expiry_secs` (the last-modified time of the file or object), or it ran on this machine (same
-  host name, boot and pid namespace) and its process is gone (a kill -9, an out-of-memory kill).
-- **Lost** when another writer took it over (a generation or holder mismatch) or when the heartbeat
-  could not renew it for `expiry_secs` (a network partition: another writer may have taken it).
-  `check()` then raises `LeaseLost`; the trainers call it before every checkpoint and output, so
-  a holder that lost its lease stops without writing over the new holder's files.
-- **Released** at exit (deleted on gs:// with a generation match: never another holder's).
+- **Local disk (and NFS)**: the holder keeps the file locked with flock(2) (LocalStore). Only
+  the kernel decides: a second run is refused while the holder's process exists, stopped or hung
+  included, and takes over the moment it is gone, however it ended. No heartbeat, no clock.
+- **gs:// and Vertex AI's `/gcs/BUCKET/...` mount** (Cloud Storage FUSE locks only on its own
+  machine): an object created with `ifGenerationMatch=0` (https://cloud.google.com/storage/docs/
+  request-preconditions), renewed every `expiry_secs / 6` and deleted with a generation match.
+  GCS allows about one write per second to an object (https://cloud.google.com/storage/quotas):
+  the expiry is at least 12 s. One clock decides: the holder gives up after 2/3 of the expiry
+  without a renewal (its monotonic clock, from when the renewal was sent); a taker on another
+  machine takes over only after seeing the same generation unchanged for the holder's whole
+  expiry by its own monotonic clock (as etcd and Chubby do); the storage's timestamps only decide
+  whether to refuse at once or to start watching. A holder on this machine whose process is
+  gone, and a damaged lease object, are taken over at once. The heartbeat's and check()'s calls
+  are bounded by the heartbeat period and never made under the state's lock. Not fenced: a write
+  that passed check() and then stalls for longer than the expiry can land after a takeover.
 
-Read-only commands (evaluation, prediction, export) take no lease. In a cluster the chief
-holds it for the whole job.
+Ownership is the holder's random token only (a renewal that landed unanswered is kept).
+`check()` is called before every checkpoint and output. Read-only commands (evaluation,
+prediction, export) take no lease; in a cluster the chief holds it for the whole job.
 """
 
+import errno
 import os
 import threading
 import time
@@ -43,7 +41,9 @@ from trainer.storage import lease_stores
 
 LEASE_FILE = 'writer.lease'
 DEFAULT_EXPIRY_SECS = 180
-MIN_EXPIRY_SECS = 6
+MIN_EXPIRY_SECS = 12
+GIVE_UP_FRACTION = 2.0 / 3  # of the expiry: the holder stops writing this long without a renewal
+GCS_FUSE_MOUNT = '/gcs/'  # Vertex AI mounts gs://BUCKET at /gcs/BUCKET (Cloud Storage FUSE)
 
 
 class LeaseHeld(PipelineError):
@@ -51,7 +51,17 @@ class LeaseHeld(PipelineError):
 
 
 class LeaseLost(PipelineError):
-  """This run's lease was taken over, or could not be renewed for expiry_secs."""
+  """This run's lease was taken over, or could not be renewed for 2/3 of its expiry."""
+
+
+def object_path(directory):
+  """The gs:// path of a directory on Vertex AI's Cloud Storage FUSE mount (`/gcs/BUCKET/...`),
+  of a gs:// path itself, or None for any other (local) directory."""
+  if directory.startswith('gs://'):
+    return directory
+  if directory.startswith(GCS_FUSE_MOUNT) and len(directory) > len(GCS_FUSE_MOUNT):
+    return 'gs://' + directory[len(GCS_FUSE_MOUNT):]
+  return None
 
 
 def _expiry_of(holder, default):
@@ -62,39 +72,57 @@ def _expiry_of(holder, default):
     return default
 
 
-def _describe(holder, age):
-  return ('%s (pid %s on %s%s, started %s), last heartbeat %.0f s ago'
-          % (holder.get('command') or 'a run', holder.get('pid', '?'), holder.get('host', '?'),
-             ', job %s' % holder['job_id'] if holder.get('job_id') else '',
-             holder.get('started', '?'), age))
+def _period(expiry):
+  return expiry / 6.0
+
+
+def _ago(age):
+  if age < 0:  # this machine's clock is behind the storage's
+    return 'just now (this machine\'s clock is %.0f s behind the storage\'s)' % -age
+  return '%.0f s ago' % age
+
+
+def _describe(holder, age=None):
+  if 'damaged' in holder:
+    return 'a damaged lease (%s)' % holder['damaged']
+  text = '%s (pid %s on %s%s, started %s)' % (
+      holder.get('command') or 'a run', holder.get('pid', '?'), holder.get('host', '?'),
+      ', job %s' % holder['job_id'] if holder.get('job_id') else '', holder.get('started', '?'))
+  if age is not None:
+    text += ', last heartbeat %s' % _ago(age)
+  return text
 
 
 class Lease(object):
   """The writer's lease on one directory (see the module docstring). Use `held()`."""
 
-  def __init__(self, directory, flag, expiry_secs=DEFAULT_EXPIRY_SECS, command=''):
-    """directory: local or gs://; flag: what named it ('--model_dir'), for messages; command:
-    the holder's command ('trainer.main'), recorded in the lease."""
+  def __init__(self, directory, flag, expiry_secs=DEFAULT_EXPIRY_SECS, command='',
+               wall_clock=time.time):
+    """directory: local, gs:// or /gcs/; flag: what named it ('--model_dir'), for messages;
+    command: the holder's command ('trainer.main'), recorded in the lease; wall_clock: this
+    machine's time in seconds since the epoch (a test offsets it)."""
     self.directory = directory.rstrip('/')
     self.path = '%s/%s' % (self.directory, LEASE_FILE)
     self.flag = flag
     self.expiry_secs = max(MIN_EXPIRY_SECS, expiry_secs)
+    self._wall_clock = wall_clock
     self._store = None
+    self._local = object_path(self.directory) is None
     self._content = dict(lease_stores.this_process(command), token=uuid.uuid4().hex, beats=0,
                          expiry_secs=self.expiry_secs)
     self._version = None
-    self._renewed = None  # time.monotonic() of the last successful write
+    self._renewed = None  # time.monotonic() when the last successful renewal was sent
     self._lost = None  # why, once lost
-    self._lock = threading.Lock()  # a renewal's write and its new version, against check()
+    self._lock = threading.Lock()  # the state below, between the heartbeat and check()
     self._stop = threading.Event()
     self._thread = None
     self._created_directory = False
     self.took_over = None  # the content of the dead holder's lease, when acquire() took it over
 
   def _open_store(self):
-    if self.directory.startswith('gs://'):
+    if not self._local:
       try:
-        return lease_stores.GcsStore(self.path)
+        return lease_stores.GcsStore('%s/%s' % (object_path(self.directory), LEASE_FILE))
       except ImportError:
         raise PipelineError('%s=%s is on Google Cloud Storage, and its writer\'s lease needs '
                             'google-cloud-storage: pip install google-cloud-storage.'
@@ -107,119 +135,205 @@ class Lease(object):
         pass
     return lease_stores.LocalStore(self.path)
 
-  def _mine(self, current):
-    """Whether a lease read back is this run's own write (a conditional write whose answer was
-    lost, and whose retry was refused because the first attempt had succeeded)."""
-    return (current is not None and current[0].get('token') == self._content['token'] and
-            current[0].get('beats') == self._content['beats'])
+  def _mine(self, content):
+    """Whether a lease read back is this run's (its token: a renewal whose answer was lost but
+    which landed is this run's too)."""
+    return content.get('token') == self._content['token']
 
   def acquire(self):
     """Takes the lease, taking over a dead holder's with a warning.
 
     Raises:
       LeaseHeld: a live run holds it.
-      PipelineError: the directory cannot be written (what the storage said).
+      PipelineError: the directory cannot be written or locked (what the storage said), or the
+        lease's path holds a symbolic link or a directory.
     """
     try:
       self._store = self._open_store()
-      for _ in range(3):  # a holder that releases, or another taker, between our calls
-        try:
-          self._version = self._store.create(self._content)
-          break
-        except lease_stores.Conflict:
-          pass
-        current = self._store.read()
-        if current is None:
-          continue
-        if self._mine(current):
-          self._version = current[1]
-          break
-        holder, version, age = current
-        gone = lease_stores.holder_is_gone(holder)
-        expiry = _expiry_of(holder, self.expiry_secs)
-        if not gone and age < expiry:
-          raise LeaseHeld(
-              '%s=%s is being written by another run: %s (lease %s). Two runs writing one '
-              'directory delete each other\'s checkpoints and outputs. Wait for that run to end '
-              'or stop it, or choose another %s. If it died, its lease expires %d s after its '
-              'last heartbeat and this command then takes over.'
-              % (self.flag, self.directory, _describe(holder, age), self.path, self.flag, expiry))
-        try:
-          self._version = self._store.take_over(self._content, version)
-        except lease_stores.Conflict:
-          current = self._store.read()
-          if not self._mine(current):
-            continue
-          self._version = current[1]
-        self.took_over = holder
-        logging.warning('Took over the lease of %s from %s: %s.', self.directory,
-                        _describe(holder, age),
-                        'its process is gone' if gone else
-                        'no heartbeat for over %d s (its run died)' % expiry)
-        break
+      if self._local:
+        self._acquire_local()
       else:
-        raise LeaseHeld('%s=%s: another run took its lease at the same moment; run the command '
-                        'again to see which.' % (self.flag, self.directory))
+        self._acquire_object()
+    except lease_stores.NotALease as e:
+      raise PipelineError('%s=%s: %s.' % (self.flag, self.directory, e))
     except (OSError, IOError) as e:
+      if getattr(e, 'errno', None) == errno.ENOLCK:
+        raise PipelineError('%s=%s is on a file system without file locks (%s), which the '
+                            'writer\'s lease needs: mount it with locks (NFS without `nolock`), '
+                            'or choose a local disk or gs:// directory.'
+                            % (self.flag, self.directory, e))
       raise PipelineError('%s=%s cannot be written (%s). Choose a directory this user can '
                           'write.' % (self.flag, self.directory, e))
     self._renewed = time.monotonic()
-    if isinstance(self._store, lease_stores.LocalStore):
+    if self._local:
       self._store.clear_leftovers()
-    logging.info('Holding the writer\'s lease %s (heartbeat every %d s).', self.path,
-                 self.expiry_secs // 6)
+      logging.info('Holding the writer\'s lease %s (locked while this process runs).', self.path)
+    else:
+      logging.info('Holding the writer\'s lease %s (heartbeat every %.0f s).', self.path,
+                   _period(self.expiry_secs))
     return self
 
+  def _held_message(self, holder, how):
+    return ('%s=%s is being written by another run: %s (lease %s). Two runs writing one '
+            'directory delete each other\'s checkpoints and outputs. Wait for that run to end or '
+            'stop it, or choose another %s. %s'
+            % (self.flag, self.directory, holder, self.path, self.flag, how))
+
+  def _acquire_local(self):
+    try:
+      self._version = 'locked'
+      previous = self._store.lock(self._content)
+    except lease_stores.Held:
+      current = self._store.read()
+      holder = current[0] if current else {}
+      described = _describe(holder) if holder else 'a process that has not named itself yet'
+      state = ''
+      if holder and lease_stores.same_machine(holder):
+        state = lease_stores.process_state(int(holder.get('pid', 0) or 0))
+      if state == 'T':
+        described += (', its process stopped (SIGSTOP, a debugger or a suspended shell job: '
+                      '`kill -CONT %s` resumes it, `kill %s` ends it)'
+                      % (holder.get('pid'), holder.get('pid')))
+      raise LeaseHeld(self._held_message(
+          described, 'Its process holds the lease\'s lock; when that process ends, however it '
+          'ends, this command can take over at once.'))
+    if previous:
+      self.took_over = previous
+      logging.warning('Took over the lease of %s from %s: its process is gone (the kernel '
+                      'released its lock).', self.directory, _describe(previous))
+
+  def _acquire_object(self):
+    for _ in range(3):  # a holder that releases, or another taker, between our calls
+      try:
+        self._version = self._store.create(self._content)
+        return
+      except lease_stores.Conflict:
+        pass
+      current = self._store.read()
+      if current is None:
+        continue
+      holder, version, written = current
+      if self._mine(holder):
+        self._version = version
+        return
+      why = self._why_dead(holder, version, self._wall_clock() - written)
+      if why is None:  # deleted while we watched: create it
+        continue
+      try:
+        self._version = self._store.take_over(self._content, version)
+      except lease_stores.Conflict:
+        current = self._store.read()
+        if current is None or not self._mine(current[0]):
+          continue
+        self._version = current[1]
+      self.took_over = holder
+      logging.warning('Took over the lease of %s from %s: %s.', self.directory,
+                      _describe(holder), why)
+      return
+    raise LeaseHeld('%s=%s: another run took its lease at the same moment; run the command '
+                    'again to see which.' % (self.flag, self.directory))
+
+  def _why_dead(self, holder, version, age):
+    """Why the holder at `version` is dead (str); None when its lease vanished meanwhile.
+    Raises LeaseHeld when it is, or may be, alive."""
+    if 'damaged' in holder:
+      return 'no run can renew a damaged lease'
+    if lease_stores.holder_is_gone(holder):
+      return 'its process is gone'
+    expiry = _expiry_of(holder, self.expiry_secs)
+    if age < expiry:
+      raise LeaseHeld(self._held_message(_describe(holder, age), (
+          'If it died, this command takes over once the lease has not been renewed for %d s '
+          '(its expiry).' % expiry)))
+    # The storage's clock against this machine's says it died; only this machine's own clock may
+    # say so: watch the same generation for the holder's whole expiry.
+    logging.warning('The lease %s was last renewed %s by the storage\'s clock: waiting up to %d s '
+                    'to see whether its holder, %s, renews it; taking it over if not.', self.path,
+                    _ago(age), expiry, _describe(holder))
+    start = time.monotonic()
+    while True:
+      left = expiry - (time.monotonic() - start)
+      if left <= 0:
+        return 'it was not renewed for %d s by this machine\'s clock (its run died)' % expiry
+      time.sleep(min(_period(expiry), left))
+      current = self._store.read()
+      if current is None:
+        return None
+      if current[1] != version:
+        raise LeaseHeld(self._held_message(
+            _describe(current[0]), 'It renewed its lease while this command watched it.'))
+
+  def _lose(self, why):
+    with self._lock:
+      if not self._lost:
+        self._lost = why
+        logging.error('Lost the writer\'s lease of %s: %s.', self.directory, why)
+
   def _lost_to(self, current):
-    return ('another run took it over: %s' % _describe(current[0], current[2]) if current
+    return ('another run took it over: %s' % _describe(current[0]) if current
             else 'its lease file %s was deleted' % self.path)
 
   def _beat(self):
-    if self._lost:
+    """One renewal (gs:// only), bounded by the heartbeat period."""
+    period = _period(self.expiry_secs)
+    with self._lock:
+      if self._lost:
+        return
+      content = dict(self._content, beats=self._content['beats'] + 1)
+      version = self._version
+    sent = time.monotonic()
+    try:
+      version = self._store.replace(content, version, budget=period)
+    except lease_stores.Conflict:
+      try:
+        current = self._store.read(budget=period)
+      except Exception:  # pylint: disable=broad-except  # judged at the next beat
+        return
+      if current is not None and self._mine(current[0]):  # a renewal that landed unanswered
+        with self._lock:
+          self._content, self._version = dict(current[0]), current[1]
+        return
+      self._lose(self._lost_to(current))
+      return
+    except Exception as e:  # pylint: disable=broad-except  # storage errors of every kind
+      silent = time.monotonic() - self._renewed
+      if silent < self.expiry_secs * GIVE_UP_FRACTION:
+        logging.warning('Could not renew the lease %s (%s: %s); trying again.', self.path,
+                        type(e).__name__, e)
+        return
+      self._lose('it could not be renewed for %.0f s (%s), so another run may take it over'
+                 % (silent, e))
       return
     with self._lock:
-      self._content['beats'] += 1
-      try:
-        self._version = self._store.replace(self._content, self._version)
-        self._renewed = time.monotonic()
-        return
-      except lease_stores.Conflict:
-        try:
-          current = self._store.read()
-        except Exception:  # pylint: disable=broad-except  # judged at the next beat
-          return
-        if self._mine(current):
-          self._version, self._renewed = current[1], time.monotonic()
-          return
-        self._lost = self._lost_to(current)
-      except Exception as e:  # pylint: disable=broad-except  # storage errors of every kind
-        silent = time.monotonic() - self._renewed
-        if silent < self.expiry_secs:
-          logging.warning('Could not renew the lease %s (%s: %s); trying again.', self.path,
-                          type(e).__name__, e)
-          return
-        self._lost = ('it could not be renewed for %.0f s (%s), so another run may hold it now'
-                      % (silent, e))
-    logging.error('Lost the writer\'s lease of %s: %s.', self.directory, self._lost)
+      self._content, self._version, self._renewed = content, version, sent
 
   def _heartbeat(self):
-    while not self._stop.wait(self.expiry_secs / 6.0):
+    while not self._stop.wait(_period(self.expiry_secs)):
       self._beat()
       if self._lost:
         return
 
   def check(self):
-    """Raises LeaseLost when this run no longer holds the lease: read from the storage (unless
-    the heartbeat already found out) and judged by its holder's token; called before every
-    checkpoint and output."""
+    """Raises LeaseLost when this run no longer holds the lease, or (gs://) has not renewed it
+    for 2/3 of its expiry. Called before every checkpoint and output. Local: whether its locked
+    file is still the lease file. gs://: one read, bounded by the heartbeat period (a read that
+    fails counts for nothing: the renewal's age decides)."""
     if not self._lost:
-      with self._lock:
-        try:
-          current = self._store.read(quick=True)
-        except Exception:  # pylint: disable=broad-except  # outages are the heartbeat's to judge
-          current = ({'token': self._content['token']}, None, 0)
-        if current is None or current[0].get('token') != self._content['token']:
-          self._lost = self._lost_to(current)
+      if self._local:
+        if not self._store.held():
+          self._lose('its lease file %s was deleted or replaced' % self.path)
+      else:
+        silent = time.monotonic() - self._renewed
+        if silent > self.expiry_secs * GIVE_UP_FRACTION:
+          self._lose('it was not renewed for %.0f s (the storage did not answer), so another run '
+                     'may take it over' % silent)
+        else:
+          try:
+            current = self._store.read(quick=True, budget=_period(self.expiry_secs))
+          except Exception:  # pylint: disable=broad-except  # renewed recently: go on
+            current = ({'token': self._content['token']},)
+          if current is None or not self._mine(current[0]):
+            self._lose(self._lost_to(current))
     if self._lost:
       raise LeaseLost('this run lost the writer\'s lease of %s=%s: %s. It stopped without '
                       'writing further; the newest checkpoint it wrote before stays.'
@@ -231,6 +345,9 @@ class Lease(object):
     return self._lost
 
   def start_heartbeat(self):
+    """Renews a gs:// lease in a thread (a local lease is held by its lock: no heartbeat)."""
+    if self._local:
+      return
     self._thread = threading.Thread(target=self._heartbeat, name='lease-heartbeat', daemon=True)
     self._thread.start()
 
@@ -240,21 +357,25 @@ class Lease(object):
     self._stop.set()
     if self._thread:
       self._thread.join()
-    if self._lost or self._store is None or self._version is None:
+    if self._store is None or self._version is None:
+      return
+    if self._local:
+      self._store.unlock()
+      if self._created_directory:
+        try:
+          os.rmdir(self.directory)
+        except OSError:
+          pass
+      return
+    if self._lost:
       return
     try:
-      self._store.delete(self._version)
+      self._store.delete(self._version, budget=_period(self.expiry_secs))
     except lease_stores.Conflict:
       return
     except Exception as e:  # pylint: disable=broad-except
-      logging.warning('Could not release the lease %s (%s); the next run takes it over after '
-                      '%d s.', self.path, e, self.expiry_secs)
-      return
-    if self._created_directory:
-      try:
-        os.rmdir(self.directory)
-      except OSError:
-        pass
+      logging.warning('Could not release the lease %s (%s); the next run takes it over %d s '
+                      'after its last renewal.', self.path, e, self.expiry_secs)
 
 
 class held(object):  # pylint: disable=invalid-name

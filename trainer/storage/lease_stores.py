@@ -1,7 +1,10 @@
-"""Where a writer's lease (lease.py) lives, and who holds it: the lease as a local file or as a
-GCS object, each created, renewed and deleted only if it is still the version the caller holds
-(else `Conflict`); and this process as a holder (host, pid, boot, pid namespace)."""
+"""Where a writer's lease (lease.py) lives, and who holds it: the lease as a local file locked by
+its holder's process, or as a GCS object created, renewed and deleted only if it is still the
+generation the caller holds (else `Conflict`); and this process as a holder (host, pid, boot, pid
+namespace)."""
 
+import errno
+import fcntl
 import json
 import os
 import socket
@@ -54,163 +57,206 @@ def this_process(command=''):
   }
 
 
-def holder_is_gone(holder):
-  """True when `holder` (a lease's content) ran on this machine, in this pid namespace and this
-  boot, and its process no longer runs (its pid is free or reused by a later process)."""
+def same_machine(holder):
+  """Whether `holder` (a lease's content) ran on this machine, in this pid namespace and boot."""
   me = this_process()
-  if any(holder.get(k) != me[k] for k in ('host', 'boot_id', 'pid_namespace')) or not me['boot_id']:
+  return bool(me['boot_id']) and all(holder.get(k) == me[k]
+                                     for k in ('host', 'boot_id', 'pid_namespace'))
+
+
+def holder_is_gone(holder):
+  """True when `holder` ran on this machine (same_machine) and its process no longer runs (its
+  pid is free or reused by a later process)."""
+  if not same_machine(holder):
     return False
-  return _process_start(int(holder.get('pid', 0))) != holder.get('process_start')
+  try:
+    return _process_start(int(holder.get('pid'))) != holder.get('process_start')
+  except (TypeError, ValueError):
+    return False
+
+
+class Held(Exception):
+  """The local lease is locked by a live process."""
+
+
+class NotALease(Exception):
+  """The lease's path holds something this pipeline never writes there (a symbolic link, a
+  directory): the message says what."""
+
+
+def parse(text):
+  """A lease's content as a dict; a damaged one (empty, cut short, not JSON, not an object) as
+  {'damaged': what was found}, which no holder's token matches."""
+  try:
+    content = json.loads(text)
+  except ValueError:
+    content = None
+  if isinstance(content, dict):
+    return content
+  return {'damaged': repr(text[:40]) if text.strip() else 'an empty file'}
+
+
+def process_state(pid):
+  """The state letter of process `pid` on this machine (`R`, `S`, `T` when stopped...), or ''."""
+  stat = _read_text('/proc/%d/stat' % pid)
+  return stat.rpartition(')')[2].split()[0] if stat else ''
 
 
 class LocalStore(object):
-  """The lease as a local file; version: the holder's token plus its heartbeat count."""
+  """The lease as a local file that its holder keeps open under an exclusive flock(2) for the
+  whole run: the kernel decides who holds it and releases it when the holder's process ends,
+  however it ends (the LOCK file of LevelDB and RocksDB). A stalled holder (stopped, hung in a
+  write) keeps it, so no other run can take the directory over while it could still write. On NFS
+  the lock is the server's (Linux emulates flock with fcntl locks there, nfs(5)); a file system
+  without locks is refused. The file's content, written in place once taken, only names the
+  holder for the messages of the runs it refuses."""
 
   def __init__(self, path):
     self.path = path
+    self._fd = None
 
-  def _aside(self, content):
-    temporary = staged.aside_name(self.path)
+  def _open(self):
     try:
-      with open(temporary, 'w') as f:
-        f.write(json.dumps(content, sort_keys=True) + '\n')
-        f.flush()
-        os.fsync(f.fileno())
-    except OSError:
-      if os.path.exists(temporary):
-        os.remove(temporary)
+      return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+      if e.errno == errno.ELOOP:
+        raise NotALease('%s is a symbolic link (to %s), which this pipeline never writes: delete '
+                        'the link (rm %s) and run again' % (self.path, os.readlink(self.path),
+                                                            self.path))
+      if e.errno == errno.EISDIR:
+        raise NotALease('%s is a directory, which this pipeline never writes: move it away or '
+                        'delete it and run again' % self.path)
       raise
-    return temporary
 
-  @staticmethod
-  def _version(content):
-    return '%s/%s' % (content.get('token'), content.get('beats'))
+  def lock(self, content):
+    """Takes the lease: locks the file (created if missing), then writes `content` into it.
+    Returns the content of the lease it replaced (a holder whose process ended), or None.
+
+    Raises:
+      Held: a live process holds it.
+      NotALease: the path is a symbolic link or a directory.
+      OSError: the directory cannot be written, or its file system has no locks (ENOLCK).
+    """
+    while True:
+      fd = self._open()
+      try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      except BlockingIOError:
+        os.close(fd)
+        raise Held()
+      except OSError:
+        os.close(fd)
+        raise
+      try:
+        same = os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+      except FileNotFoundError:
+        same = False
+      if same:
+        break
+      os.close(fd)  # a holder released (deleted) it between our open and our lock: again
+    previous = os.read(fd, 1 << 16).decode('utf-8', 'replace')
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps(content, sort_keys=True) + '\n').encode('utf-8'), 0)
+    os.fsync(fd)
+    self._fd = fd
+    return parse(previous) if previous else None
 
   def read(self, quick=False):
-    """(content, version, seconds since the last write), or None when there is no lease."""
+    """(content, None, when it was written in seconds since the epoch), or None when there is
+    no lease."""
     del quick  # a local read does not wait
     try:
       with open(self.path) as f:
         text = f.read()
-      age = time.time() - os.stat(self.path).st_mtime
-    except FileNotFoundError:
+      written = os.stat(self.path).st_mtime
+    except (FileNotFoundError, IsADirectoryError):
       return None
-    try:
-      content = json.loads(text)
-    except ValueError:  # not ours, or cut short by a full disk: a lease nobody can renew
-      content = {'token': 'unreadable:' + text[:40]}
-    return content, self._version(content), age
+    return parse(text), None, written
 
-  def _expect(self, version):
-    """Raises Conflict unless the lease is at `version`."""
-    current = self.read()
-    if current is None or current[1] != version:
-      raise Conflict()
-
-  def create(self, content):
-    temporary = self._aside(content)
+  def held(self):
+    """Whether this store's lock is still on the file at `path` (not deleted or replaced by
+    someone removing the directory or the file by hand)."""
     try:
-      os.link(temporary, self.path)
-    except FileExistsError:
-      raise Conflict()
+      return (self._fd is not None and
+              os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(self._fd).st_ino)
+    except OSError:
+      return False
+
+  def unlock(self):
+    """Deletes the lease file (when it is still this holder's) and drops the lock."""
+    if self._fd is None:
+      return
+    try:
+      if self.held():
+        os.remove(self.path)
     finally:
-      os.remove(temporary)
-    return self._version(content)
-
-  def replace(self, content, version):
-    """Writes `content` if the lease is still at `version` (this holder's renewal). Not atomic
-    with the check, which a local file system cannot offer: a renewal only ever races a takeover
-    after this holder was silent for expiry_secs."""
-    self._expect(version)
-    os.replace(self._aside(content), self.path)
-    return self._version(content)
-
-  def take_over(self, content, version):
-    """Replaces a dead holder's lease at `version`: moved aside by rename(2), which only one of
-    two takers can do to it, then created anew by `create`."""
-    aside = staged.aside_name(self.path)
-    try:
-      os.rename(self.path, aside)
-    except FileNotFoundError:
-      raise Conflict()
-    try:
-      with open(aside) as f:
-        moved = json.loads(f.read())
-    except ValueError:
-      moved = None
-    if moved is None or self._version(moved) != version:  # a newer lease: put it back
-      try:
-        os.link(aside, self.path)
-      except FileExistsError:
-        pass
-      os.remove(aside)
-      raise Conflict()
-    os.remove(aside)
-    return self.create(content)
-
-  def delete(self, version):
-    self._expect(version)
-    os.remove(self.path)
+      os.close(self._fd)
+      self._fd = None
 
   def clear_leftovers(self, older_than_secs=60):
-    """Removes what a killed holder or taker left beside the lease (its files written aside, a
-    lease moved aside), once older than any live writer keeps them."""
+    """Removes what earlier versions' lease writers left beside the lease (files written aside,
+    a lease moved aside by a taker)."""
     folder, name = os.path.split(self.path)
     staged.remove_leftovers(folder, of=name, older_than_secs=older_than_secs)
 
 
 class GcsStore(object):
-  """The lease as a GCS object, through google-cloud-storage; version: its generation."""
+  """The lease as a GCS object, through google-cloud-storage; version: its generation. Every call
+  takes `budget`: None for the library's retries (up to 120 s), or the seconds it may take in
+  all (retries included), so that a heartbeat or a check never outlasts its period."""
 
   def __init__(self, path):
     from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
     from google.cloud import storage  # pylint: disable=g-import-not-at-top
+    from google.cloud.storage import retry  # pylint: disable=g-import-not-at-top
     self._precondition_failed = exceptions.PreconditionFailed
     self._not_found = exceptions.NotFound
+    self._retry = retry.DEFAULT_RETRY
     bucket, _, name = path[len('gs://'):].partition('/')
     self.path = path
     self._bucket = storage.Client().bucket(bucket)
     self._name = name
 
-  def read(self, quick=False):
-    """(content, generation, seconds since the last write), or None when there is no lease.
-    quick: one try of each request (no retries), for a check that must not hold training up
-    through a storage outage."""
-    options = dict(timeout=_GCS_TIMEOUT_SECS, **({'retry': None} if quick else {}))
+  def _options(self, budget):
+    if budget is None:
+      return {'timeout': _GCS_TIMEOUT_SECS}
+    return {'timeout': min(_GCS_TIMEOUT_SECS, budget), 'retry': self._retry.with_deadline(budget)}
+
+  def read(self, quick=False, budget=None):
+    """(content, generation, when it was last written by the storage's clock, in seconds since
+    the epoch), or None when there is no lease. quick: one try of each request (no retries)."""
+    options = self._options(budget)
+    if quick:
+      options['retry'] = None
     blob = self._bucket.get_blob(self._name, **options)
     if blob is None:
       return None
     try:
-      content = json.loads(blob.download_as_bytes(if_generation_match=blob.generation,
-                                                  **options).decode('utf-8'))
+      text = blob.download_as_bytes(if_generation_match=blob.generation, **options)
     except (self._precondition_failed, self._not_found):  # renewed or released meanwhile
-      return self.read(quick)
-    except ValueError:
-      content = {'token': 'unreadable'}
-    age = time.time() - blob.updated.timestamp()
-    return content, blob.generation, age
+      return self.read(quick, budget)
+    return parse(text.decode('utf-8', 'replace')), blob.generation, blob.updated.timestamp()
 
-  def _upload(self, content, generation):
+  def _upload(self, content, generation, budget):
     blob = self._bucket.blob(self._name)
     try:
       blob.upload_from_string(json.dumps(content, sort_keys=True) + '\n',
                               content_type='application/json', if_generation_match=generation,
-                              timeout=_GCS_TIMEOUT_SECS)
+                              **self._options(budget))
     except self._precondition_failed:
       raise Conflict()
     return blob.generation
 
-  def create(self, content):
-    return self._upload(content, 0)
+  def create(self, content, budget=None):
+    return self._upload(content, 0, budget)
 
-  def replace(self, content, version):
-    return self._upload(content, version)
+  def replace(self, content, version, budget=None):
+    return self._upload(content, version, budget)
 
   take_over = replace  # the generation match lets one taker only
 
-  def delete(self, version):
+  def delete(self, version, budget=None):
     try:
-      self._bucket.blob(self._name).delete(if_generation_match=version,
-                                           timeout=_GCS_TIMEOUT_SECS)
+      self._bucket.blob(self._name).delete(if_generation_match=version, **self._options(budget))
     except (self._precondition_failed, self._not_found):
       raise Conflict()
