@@ -29,10 +29,11 @@ def _draws(rng, points):
     yield point, rng.randint(1, points[point]), rng.choice(['KILL', 'TERM'])
 
 
-def run_until_done(module, args, seed, points, env=None):
+def run_until_done(module, args, seed, points, env=None, after_each=None):
   """Runs `python -m module args` under tests/kill_at.py, killed at a point drawn from `seed`,
   again and again (the last run without a kill) until it exits 0; returns [(spec, status)].
-  With $KILL_HARNESS_LOGS set, each run's stderr is kept in that folder."""
+  after_each: called with each run's stderr once it ended. With $KILL_HARNESS_LOGS set, each
+  run's stderr is kept in that folder."""
   draws = list(_draws(random.Random(seed), points))
   if module == 'trainer.main':
     args = main_args(args)
@@ -43,6 +44,8 @@ def run_until_done(module, args, seed, points, env=None):
                            module] + list(args), cwd=REPO, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
     history.append((spec, proc.returncode))
+    if after_each:
+      after_each(proc.stderr)
     if os.environ.get('KILL_HARNESS_LOGS'):
       with open('%s/%d-%s.log' % (os.environ['KILL_HARNESS_LOGS'], attempt, spec), 'w') as f:
         f.write(proc.stderr)

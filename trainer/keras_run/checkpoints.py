@@ -69,6 +69,8 @@ class Checkpoints:
     name = _PATTERN % step
     with staged.staged_path(self._path(name)) as temporary:
       model.save_weights(temporary)
+    if self.before_save:  # again before the act that makes it the newest: the write can be long
+      self.before_save()
     with staged.staged_file(self._path(STATE_FILE)) as f:
       f.write(json.dumps({'step': step, 'weights': name, 'seeds': [
           keras.ops.convert_to_numpy(v).tolist() for v in _seed_states(model)]}) + '\n')

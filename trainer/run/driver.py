@@ -231,7 +231,7 @@ def _train_and_eval(estimator, config, throughput, watch, lease):
   if (evaluating and 0 < step < config.train_steps and step % chunk == 0 and
       not best.evaluated(step)):
     # The evaluation of this checkpoint was cut short (preemption): do it before training on.
-    _evaluate_latest(estimator, config, best)
+    _evaluate_latest(estimator, config, best, lease)
   while step < config.train_steps:
     if evaluating and _should_stop(config, best):
       stopped_early = True
@@ -240,22 +240,25 @@ def _train_and_eval(estimator, config, throughput, watch, lease):
     _train(estimator, config, step, next_stop, throughput, watch, lease)
     step = latest_step(config.model_dir)
     if evaluating:
-      results = _evaluate_latest(estimator, config, best)
+      results = _evaluate_latest(estimator, config, best, lease)
   if not evaluating:
     return {'global_step': step}
   if results is None:  # nothing trained (finished before, or stopped early before): evaluate
-    results = _evaluate_latest(estimator, config, best)
+    results = _evaluate_latest(estimator, config, best, lease)
   results['stopped_early'] = stopped_early
   if best.best and config.keep_best:
     results['best'] = best.best
   return results
 
 
-def _evaluate_latest(estimator, config, best):
-  """Evaluates model_dir's latest checkpoint and records it in `best`; returns the results."""
+def _evaluate_latest(estimator, config, best, lease):
+  """Evaluates model_dir's latest checkpoint and records it in `best` (after checking the lease:
+  an evaluation can outlast it); returns the results."""
   checkpoint = tf.train.latest_checkpoint(config.model_dir)
   results = _evaluate(estimator, config, checkpoint)
   if not config.model.is_model_fn:  # a legacy model_fn's metrics need not hold top-1
+    if lease:
+      lease.check()
     best.record(results, checkpoint)
   return results
 

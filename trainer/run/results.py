@@ -152,16 +152,17 @@ def check_export_dir(config):
 
 def interrupted_export(config):
   """The names in config.export_dir that an export of this model_dir, killed before it ended,
-  left there: what the Estimator writes (a SavedModel's <timestamp>/ or temp-<timestamp>/, and
-  best/) and was not there before it began. [] when model_dir has no EXPORTING_FILE for this
-  export_dir."""
+  left there: what the Estimator writes (a SavedModel's <timestamp>/ or temp-<timestamp>/, which
+  TF 1.15's Estimator names temp-b'<timestamp>', and best/) and was not there before it began.
+  [] when model_dir has no EXPORTING_FILE for this export_dir."""
   record = json_files.read(config.model_dir.rstrip('/') + '/' + EXPORTING_FILE)
   if (not isinstance(record, dict) or
       str(record.get('export_dir', '')).rstrip('/') != config.export_dir.rstrip('/')):
     return []
   before = set(record.get('names_before') or [])
   return [n for n in outputs.existing_entries(config.export_dir)
-          if n not in before and re.match(r'^((temp-)?\d+|%s)$' % best_checkpoint.BEST_DIR, n)]
+          if n not in before and
+          re.match(r"^(temp-b'\d+'|(temp-)?\d+|%s)$" % best_checkpoint.BEST_DIR, n)]
 
 
 def finish(estimator, config, results, checkpoint_path, writer=False):
