@@ -116,9 +116,8 @@ def main(argv):
     cost = job_cost.from_config(config, name)
     figures = host_probe.measure()
     here = host_probe.target(figures)
-    # TensorFlow uses TF32 on Ampere and newer GPUs from 2.4 on; 1.15 has no such GPU build.
     targets = targets_lib.select(FLAGS.targets, here, FLAGS.road,
-                                 tf32=not tf.__version__.startswith('1.'))
+                                 tf32=targets_lib.uses_tf32(FLAGS.road, tf.__version__))
     if slice_target and slice_target['name'] not in [t['name'] for t in targets]:
       targets.append(slice_target)
     here_rate = _input_rate(real)

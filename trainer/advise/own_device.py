@@ -83,7 +83,8 @@ def predict_run(config, session_config=None):
     if not gpus:
       target = host_probe.target(host_probe.measure(session_config))
       return _record(_cost(config, config.train_batch_size), target)
-    target = targets_lib.gpu_named(gpus[0], tf32=not tf.__version__.startswith('1.'))
+    target = targets_lib.gpu_named(gpus[0],
+                                   tf32=targets_lib.uses_tf32('estimator', tf.__version__))
     if target is None:
       return _skipped('GPU %r is not in trainer/advise/targets.json' % gpus[0])
     replicas = config.num_replicas

@@ -5,6 +5,9 @@ import platform
 import tensorflow.compat.v1 as tf
 
 from trainer.advise import job_cost
+from trainer.advise import step_model
+
+_FITS = {True: 'yes', False: 'NO', None: '-', step_model.MAY_NOT_FIT: 'may not'}
 
 
 def job_name(config):
@@ -67,7 +70,7 @@ def table(rec):
                                      _duration(r['upper_seconds'])),
         '%.0f' % r['examples_per_sec'], r['binds'],
         '%s %.0f%%' % (r['input_bound'], 100 * r['input_share']) if r['input_seconds'] is not
-        None else 'not measured', {True: 'yes', False: 'NO', None: '-'}[r['fits']],
+        None else 'not measured', _FITS[r['fits']],
         _duration(r['epoch_seconds']), _duration(r['run_seconds']),
         '%s (%s)' % (_money(r.get('run_cost_on_demand')), _money(r.get('run_cost_spot')))))
   widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]

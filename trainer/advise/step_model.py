@@ -9,8 +9,8 @@ they move no bytes of their own, and a fused GPU program still launches two kern
 convolution or matmul (the op and its fused epilogue; a TPU's `op_overhead` is 0). Around the
 device's time: the host's input pipeline, overlapped with it (tf.data prefetches), and the fixed
 cost of each step and of each host round trip (`iterations_per_loop` steps per round trip on a
-TPU). A convolution or matmul never takes less than the target's `heavy_op_floor` (this host's
-is measured: a small convolution's time).
+TPU). A convolution never takes less than the target's `heavy_op_floor` (this host's is
+measured: a small convolution's time; matmuls have no floor).
 
   predicted = max(device, input) + per-step overhead + round trip / iterations_per_loop
   lower     = the same with every heavy op at the target's full peak
@@ -64,8 +64,10 @@ def _device_seconds(cost, target, at_peak=False):
     else:
       rate = heavy_rate if heavy else peak
     flops_time = op.flops / rate
-    if heavy:
-      flops_time = max(flops_time, floor)  # a kernel's least time, however small its work
+    if heavy and 'MatMul' not in op.type and op.type != 'Einsum':
+      # A convolution kernel's least time, however small its work (the floor is a measured
+      # small convolution's time, which says nothing of a matmul's).
+      flops_time = max(flops_time, floor)
     bytes_time = 0.0 if fused and not heavy else op.bytes / bandwidth
     if flops_time >= bytes_time:
       compute += flops_time
@@ -107,17 +109,30 @@ def predict(cost, target, input_rate=None, iterations_per_loop=1):
                    'moderately' if share >= MODERATELY_INPUT_BOUND else 'no'))
 
 
+MAY_NOT_FIT = 'maybe'  # memory_fits' answer between its bounds
+
+
 def memory_fits(cost, target):
   """(fits, bytes needed per device): weights, their gradients, the optimizer state and the
-  activations of the device's share of the batch, against the target's memory per device (fits
-  None for this host, whose RAM this model does not check). Unfused, every forward output is
-  kept; fused (XLA), each convolution's or matmul's output and one normalized copy of it, in
-  bfloat16 on a TPU."""
+  activations of the device's share of the batch, against the target's memory per device.
+
+  fits: True when even the most the step can keep fits; False only when even the least does
+  not; MAY_NOT_FIT between the two; None for this host, whose RAM this model does not check.
+  Unfused (TensorFlow's executor), a step keeps at most every forward output, and at least each
+  convolution's and matmul's output (its batch norm's or activation's gradient reads it): which
+  of the rest the executor frees early is its allocator's business, so the answer in between is
+  "may not fit". Fused (XLA), each convolution's or matmul's output and one normalized copy of
+  it, in bfloat16 on a TPU. bytes needed: the most (the upper bound)."""
+  fixed = 2 * cost.weight_bytes + cost.state_bytes
+  devices = float(target['devices'])
   if target['fused']:
-    activations = 2 * cost.heavy_output_bytes * (0.5 if target['precision'] == 'bf16' else 1.0)
+    most = least = 2 * cost.heavy_output_bytes * (0.5 if target['precision'] == 'bf16' else 1.0)
   else:
-    activations = cost.activation_bytes
-  needed = 2 * cost.weight_bytes + cost.state_bytes + activations / float(target['devices'])
-  if target['memory_per_device'] is None:
+    most, least = cost.activation_bytes, cost.heavy_output_bytes
+  needed = fixed + most / devices
+  memory = target['memory_per_device']
+  if memory is None:
     return None, needed
-  return needed <= target['memory_per_device'], needed
+  if needed <= memory:
+    return True, needed
+  return (False if fixed + least / devices > memory else MAY_NOT_FIT), needed

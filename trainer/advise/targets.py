@@ -47,6 +47,15 @@ def on_road(target, road):
   return target
 
 
+def uses_tf32(road, tensorflow_version):
+  """Whether `road` runs fp32 convolutions and matmuls as TF32 on Ampere and newer GPUs: the
+  Keras road always (JAX's default precision, https://docs.jax.dev/en/latest/_autosummary/
+  jax.default_matmul_precision.html); the Estimator road with TensorFlow 2.4 and later (TF32 on by
+  default, tf.config.experimental.enable_tensor_float_32_execution), never with 1.15, which has
+  no build for those GPUs. Not the advisor's own TensorFlow, unless it is the road's runtime."""
+  return road == 'keras' or not tensorflow_version.startswith('1.')
+
+
 def _with_tf32(target, tf32):
   """`target`, run in fp32 where its table precision is TF32 and `tf32` is False."""
   return dict(target, precision='fp32') if not tf32 and target['precision'] == 'tf32' else target
