@@ -9,7 +9,8 @@ goes on from there). The points, each reached from the pipeline's real code path
 
   step        after a training step of trainer.main (its progress hook)
   checkpoint  inside a checkpoint save: the Saver has written the new checkpoint's files and is
-              about to name it in the `checkpoint` state file
+              about to name it in the `checkpoint` state file (TensorFlow's write, or on gs://
+              the state fence's: trainer/storage/state_fence.py)
   rename      before any staged file is renamed into place (shards, dataset.json, results.json,
               Keras checkpoints, model.keras: `trainer.storage.gfile.rename`, tf.io.gfile.rename)
   export      inside a SavedModel export: variables written, saved_model.pb not yet
@@ -54,6 +55,7 @@ def install(point, n, signal_name):
     except ImportError:  # TF 1.15
       _patch('tensorflow.python.training.checkpoint_management', None,
              'update_checkpoint_state_internal', point, state)
+    _patch('trainer.storage.state_fence', 'StateFence', 'write', point, state)
   elif point == 'rename':
     _patch('trainer.storage.gfile', None, 'rename', point, state)
     try:

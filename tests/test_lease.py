@@ -8,6 +8,7 @@ differ between the runtimes, so those run on both."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -274,6 +275,42 @@ def test_trainer_prepare_and_eval_beside_a_live_writer(where, small_dir, tmp_pat
     assert not os.path.exists(os.path.join(model_dir, lease_lib.LEASE_FILE))
 
 
+@needs_gcs
+def test_on_gcs_a_stalled_trainer_that_lost_its_lease_lands_no_checkpoint(small_dir):
+  """gs://, expiry 12 s: trainer.main stopped (SIGSTOP) inside its checkpoint save at step 10,
+  its files written and the state file not yet; a second run takes over once the lease has been
+  silent for 12 s and then for 12 s more by its own clock, trains to step 20 and ends. The
+  stalled run, resumed, is refused the state file (its generation changed) and stops with
+  LeaseLost: the newest checkpoint stays the second run's step 20 (before the fence it pointed
+  the state file at its own step 10, rewinding the run), and no file of the second run was
+  written over (each run's checkpoints carry its name)."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  model_dir = _bucket_dir()
+  args = main_args(_cnn(small_dir, model_dir, '--mode=train', '--train_steps=20',
+                        '--save_checkpoints_steps=10', '--lease_expiry_secs=12'))
+  stalled = BackgroundRun(*(['checkpoint:2:STOP', 'trainer.main'] + args),
+                          command=[sys.executable, os.path.join(REPO, 'tests', 'kill_at.py')])
+  with stalled:
+    deadline = time.time() + 120
+    while lease_stores.process_state(stalled.proc.pid) != 'T':
+      assert stalled.proc.poll() is None and time.time() < deadline, stalled.stderr[-3000:]
+      time.sleep(0.2)
+    time.sleep(13)  # its lease unrenewed for the expiry by the storage's clock
+    second = ok(run_main(*args))
+    assert 'Took over the lease of %s' % model_dir in second.stderr
+    os.kill(stalled.proc.pid, signal.SIGCONT)
+    assert stalled.proc.wait(120) == 2, stalled.stderr[-3000:]
+  assert "error: this run lost the writer's lease of --model_dir=%s" % model_dir in \
+      stalled.stderr, stalled.stderr[-3000:]
+  newest = tf.train.latest_checkpoint(model_dir)
+  assert re.search(r'/model\.ckpt-[0-9a-f]{8}-20$', newest), newest
+  assert results_of(model_dir)['global_step'] == 20
+  runs = {re.match(r'model\.ckpt-([0-9a-f]{8})-10\.index$', n).group(1)
+          for n in tf.io.gfile.listdir(model_dir) if re.match(r'model\.ckpt-\w+-10\.index$', n)}
+  assert len(runs) == 2, runs  # the stalled run's orphan and the second run's own
+  assert newest.split('-')[-2] in runs
+
+
 def _take_over(model_dir):
   """Writes model_dir's lease as another machine's run would after a takeover."""
   content = json.dumps({'token': 'other', 'host': 'another-machine', 'pid': 7,
@@ -291,12 +328,15 @@ def _take_over(model_dir):
 
 
 def _checkpoint_times(model_dir):
-  """{step: the time its .index file was written (seconds since the epoch)}."""
+  """{step: the time its .index file was written (seconds since the epoch)}: model.ckpt-STEP, or
+  on gs:// model.ckpt-RUN-STEP (trainer/run/fenced_saver.py)."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  return {int(p[len('model.ckpt-'):-len('.index')]):
-              tf.io.gfile.stat('%s/%s' % (model_dir, p)).mtime_nsec / 1e9
-          for p in tf.io.gfile.listdir(model_dir)
-          if p.startswith('model.ckpt-') and p.endswith('.index')}
+  found = {}
+  for name in tf.io.gfile.listdir(model_dir):
+    match = re.match(r'^model\.ckpt-(?:[0-9a-f]{8}-)?(\d+)\.index$', name)
+    if match:
+      found[int(match.group(1))] = tf.io.gfile.stat('%s/%s' % (model_dir, name)).mtime_nsec / 1e9
+  return found
 
 
 @pytest.mark.parametrize('where', ['local', pytest.param('gs', marks=needs_gcs)])

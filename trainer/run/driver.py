@@ -30,6 +30,7 @@ from trainer.run import results as results_lib
 from trainer.run import run_errors
 from trainer.storage import lease as lease_lib
 from trainer.storage import staged
+from trainer.storage import state_fence
 
 
 def checkpoint_step(checkpoint_path):
@@ -113,7 +114,8 @@ def _run(config, watch, task, lease, step_time):
     return report
   if task:
     return _run_distributed(config, watch, lease, *task)
-  estimator = estimator_lib.build_estimator(config)  # resolves the TPU first with --use_tpu
+  fence = _state_fence(config, lease)
+  estimator = estimator_lib.build_estimator(config, fence=fence)  # resolves a --use_tpu TPU
   if not lease:  # a training run checked it before taking the lease (`run`)
     gcs_preflight.check_path_usable(config.model_dir, 'model_dir', config.use_tpu)
   if config.mode != 'eval':  # training owns model_dir: a damaged newest checkpoint moves aside
@@ -123,6 +125,8 @@ def _run(config, watch, task, lease, step_time):
       hooks_lib.write_hparams(config.model_dir, results_lib.hparams(config),
                               [('loss', '.'), (model_fn_lib.TRAIN_ACCURACY_TAG, '.'),
                                ('top_1_accuracy', 'eval'), ('eval_loss', 'eval')])
+    if fence:  # after any damaged checkpoint moved aside: earlier holders can no longer write
+      fence.claim()
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   prediction = None
   if config.mode != 'eval' and config.predict_step_time:  # before training, on an idle host
@@ -183,6 +187,15 @@ def _resolve_init_checkpoint(config):
                           % (prefix, problem))
   return dataclasses.replace(config, model=dataclasses.replace(config.model,
                                                                init_checkpoint=prefix))
+
+
+def _state_fence(config, lease):
+  """The fence on a gs:// model_dir's state file (trainer.storage.state_fence) for a training
+  run on the TPUEstimator road; None elsewhere (local disk: the lease is a lock)."""
+  if (not lease or config.mode == 'eval' or config.mirrored_devices or
+      not lease_lib.object_path(config.model_dir)):
+    return None
+  return state_fence.StateFence(config.model_dir, lease)
 
 
 def _train(estimator, config, start_step, max_steps, throughput, watch, lease):

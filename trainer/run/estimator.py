@@ -17,12 +17,13 @@ from trainer.data import input_fn as input_fn_lib
 from trainer.errors import PipelineError
 from trainer.host import threads as host_threads
 from trainer.models import model_fn as model_fn_lib
+from trainer.run import fenced_saver
 from trainer.run import tf_build
 from trainer.run import user_model_fn
 from trainer.tpu import resolver as tpu_resolver
 
 
-def build_estimator(config, cluster_task=None, tpu_master=None):
+def build_estimator(config, cluster_task=None, tpu_master=None, fence=None):
   """Returns the Estimator for `config` (a `trainer.run.run_config.Config`).
 
   Args:
@@ -31,6 +32,8 @@ def build_estimator(config, cluster_task=None, tpu_master=None):
       a cluster (`trainer.cloud.aiplatform_env.distributed_task`), else None.
     tpu_master: with use_tpu, the master of a simulated slice (`trainer.tpu.simulated_slice`)
       instead of resolving config.tpu.
+    fence: a `trainer.storage.state_fence.StateFence` of a gs:// model_dir that training writes
+      through (`trainer.run.fenced_saver`), on the TPUEstimator road; None: TensorFlow's Saver.
 
   Raises:
     PipelineError: a cluster with --use_tpu, MirroredStrategy or --mode=eval; with use_tpu, a TPU
@@ -53,7 +56,7 @@ def build_estimator(config, cluster_task=None, tpu_master=None):
     return _mirrored_estimator(config)
   if not config.use_tpu:
     logging.info(host_threads.describe())
-  return _tpu_estimator(config, tpu_master)
+  return _tpu_estimator(config, tpu_master, fence)
 
 
 def check_tpu_slice(config, num_hosts, num_cores):
@@ -113,14 +116,33 @@ def check_tpu_prediction(num_hosts):
         'on the CPU/GPU.' % num_hosts)
 
 
-def model_fn_of(config):
+def model_fn_of(config, fence=None):
   """The model_fn of the run: the pipeline's (`models.model_fn`, for a built-in network or a
   --network), or a legacy job's own --model_fn (`trainer.run.user_model_fn`). Each takes
-  (features, labels, mode, params, config)."""
+  (features, labels, mode, params, config). With `fence`, training saves through a FencedSaver
+  (`trainer.run.fenced_saver`)."""
   if config.model.is_model_fn:
-    return user_model_fn.model_fn_of(config.model, config.use_tpu)
-  model_fn = model_fn_lib.model_fn_builder(config.model)
-  return lambda features, labels, mode, params, config: model_fn(features, labels, mode, params)
+    model_fn = user_model_fn.model_fn_of(config.model, config.use_tpu)
+  else:
+    pipeline_model_fn = model_fn_lib.model_fn_builder(config.model)
+
+    def model_fn(features, labels, mode, params, config):
+      del config  # the pipeline's model_fn reads its own ModelConfig
+      return pipeline_model_fn(features, labels, mode, params)
+  if fence is None:
+    return model_fn
+  keep = config.keep_checkpoint_max
+
+  def fenced_model_fn(features, labels, mode, params, config):  # the Estimator reads the names
+    spec = model_fn(features, labels, mode, params, config)
+    if mode != tf.estimator.ModeKeys.TRAIN:
+      return spec
+    if hasattr(spec, 'scaffold_fn'):  # a TPUEstimatorSpec
+      return spec._replace(scaffold_fn=fenced_saver.scaffold_fn_with(spec.scaffold_fn, fence,
+                                                                     keep))
+    return spec._replace(scaffold=fenced_saver.scaffold_fn_with(lambda: spec.scaffold, fence,
+                                                                keep)())
+  return fenced_model_fn
 
 
 def input_fns(config, estimator, start_step=0):
@@ -158,11 +180,11 @@ def predict_input_fn(config, estimator, source):
   return lambda params: input_fn(dict(params, batch_size=config.eval_batch_size))
 
 
-def _tpu_estimator(config, tpu_master=None):
+def _tpu_estimator(config, tpu_master=None, fence=None):
   """TPUEstimator on `tpu_run_config`: on the TPU, or the local CPU/GPU like a plain Estimator
   (params['batch_size'] is then the global batch)."""
   return tf.estimator.tpu.TPUEstimator(
-      model_fn=model_fn_of(config),
+      model_fn=model_fn_of(config, fence),
       config=tpu_run_config(config, tpu_master),
       use_tpu=config.use_tpu, eval_on_tpu=config.eval_on_tpu,
       train_batch_size=config.train_batch_size, eval_batch_size=config.eval_batch_size,

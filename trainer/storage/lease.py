@@ -20,12 +20,12 @@ says what it promises, per store:
   expiry by its own monotonic clock (as etcd and Chubby do); the storage's timestamps only decide
   whether to refuse at once or to start watching. A holder on this machine whose process is
   gone, and a damaged lease object, are taken over at once. The heartbeat's and check()'s calls
-  are bounded by the heartbeat period and never made under the state's lock. Not fenced: a write
-  that passed check() and then stalls for longer than the expiry can land after a takeover.
+  are bounded by the heartbeat period and never made under the state's lock. A save that passed
+  check() and then stalled past a takeover is fenced by the state file's generation
+  (state_fence.py).
 
-Ownership is the holder's random token only (a renewal that landed unanswered is kept).
-`check()` is called before every checkpoint and output. Read-only commands (evaluation,
-prediction, export) take no lease; in a cluster the chief holds it for the whole job.
+Ownership is the holder's random token only (a renewal that landed unanswered is kept). `check()`
+is called before every checkpoint and output. Read-only commands take no lease.
 """
 
 import errno
@@ -340,8 +340,11 @@ class Lease(object):
                       % (self.flag, self.directory, self._lost))
 
   @property
-  def lost(self):
-    """Why the heartbeat found the lease lost, or None."""
+  def token(self):  # this holder's random token (32 hex digits)
+    return self._content['token']
+
+  @property
+  def lost(self):  # why the heartbeat or a check found the lease lost, or None
     return self._lost
 
   def start_heartbeat(self):

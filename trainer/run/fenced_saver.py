@@ -1,0 +1,72 @@
+"""A training Saver whose checkpoints on gs:// become visible only through the state fence
+(`trainer.storage.state_fence`), and whose files carry the run's name, so that a stalled run that
+lost the writer's lease can neither name its checkpoint in the `checkpoint` state file nor
+overwrite the files of the run that took over.
+
+On gs:// (and Vertex AI's /gcs/ mount) a run's checkpoint prefixes are
+`model.ckpt-<run>-<step>` (run: the first 8 hex digits of its lease token) instead of
+`model.ckpt-<step>`: TensorFlow finds them through the state file (`tf.train.latest_checkpoint`),
+and the step stays last. Local model_dirs keep TensorFlow's names and its own state writes: their
+lease is a lock (`trainer.storage.lease`).
+
+Used on the TPUEstimator road (a TPU, or the CPU/GPU in one process): `scaffold_fn` makes it the
+graph's Saver, which the Estimator's CheckpointSaverHook, the preemption save and TPU's
+GracefulShutdownHook all use. MirroredStrategy and TF_CONFIG clusters keep TensorFlow's Saver.
+"""
+
+import os
+
+from google.protobuf import text_format
+import tensorflow.compat.v1 as tf
+
+# The Saver the Estimator makes when a model_fn gives none (estimator.py,
+# _train_with_estimator_spec): the same settings, so that only the state write differs.
+_ESTIMATOR_SAVER = dict(sharded=True, defer_build=True, save_relative_paths=True)
+
+
+def _relative(path, directory, relative):
+  # As update_checkpoint_state_internal (checkpoint_management.py) records paths.
+  return os.path.relpath(path, directory) if relative and os.path.isabs(path) else path
+
+
+class FencedSaver(tf.train.Saver):
+  """tf.train.Saver whose save() names the run in its files and writes the state file through
+  `fence` (a state_fence.StateFence); raises lease.LeaseLost when another run wrote it since and
+  this run lost its lease (before any old checkpoint is deleted)."""
+
+  def __init__(self, fence, **kwargs):
+    super(FencedSaver, self).__init__(**kwargs)
+    self._fence = fence
+
+  def save(self, sess, save_path, global_step=None, latest_filename=None,
+           meta_graph_suffix='meta', write_meta_graph=True, write_state=True,
+           strip_default_attrs=False, save_debug_info=False):
+    save_path = '%s-%s' % (save_path, self._fence.run_name)
+    path = super(FencedSaver, self).save(
+        sess, save_path, global_step=global_step, latest_filename=latest_filename,
+        meta_graph_suffix=meta_graph_suffix, write_meta_graph=write_meta_graph,
+        write_state=False, strip_default_attrs=strip_default_attrs,
+        save_debug_info=save_debug_info)
+    if write_state and path:
+      directory = os.path.dirname(save_path)
+      self._RecordLastCheckpoint(path)  # pylint: disable=protected-access  # Saver's own list
+      state = tf.train.generate_checkpoint_state_proto(
+          directory, _relative(path, directory, self._save_relative_paths),
+          all_model_checkpoint_paths=[_relative(p, directory, self._save_relative_paths)
+                                      for p in self.last_checkpoints])
+      self._fence.write(text_format.MessageToString(state))
+      # pylint: disable-next=protected-access
+      self._MaybeDeleteOldCheckpoints(meta_graph_suffix=meta_graph_suffix)
+    return path
+
+
+def scaffold_fn_with(scaffold_fn, fence, keep_checkpoint_max):
+  """A TPUEstimatorSpec scaffold_fn that returns `scaffold_fn`'s Scaffold (or a new one) with a
+  FencedSaver as the graph's Saver (also in the SAVERS collection, where hooks that make their
+  own saver look first)."""
+  def fenced_scaffold_fn():
+    scaffold = scaffold_fn() if scaffold_fn else None
+    saver = FencedSaver(fence, max_to_keep=keep_checkpoint_max, **_ESTIMATOR_SAVER)
+    tf.add_to_collection(tf.GraphKeys.SAVERS, saver)
+    return tf.train.Scaffold(saver=saver, copy_from_scaffold=scaffold)
+  return fenced_scaffold_fn

@@ -1,0 +1,100 @@
+"""The fence on a gs:// model_dir's `checkpoint` state file, the one write that makes a checkpoint
+visible to a resume, an evaluation or an export (`tf.train.latest_checkpoint`).
+
+The writer's lease (lease.py) is checked before a save, but a holder that passed its check and
+then stalled (a checkpoint upload retrying through a partition, a suspended VM) for longer than
+its expiry would still write the state file after another run took over, rewinding that run.
+So on gs:// the state file is written only with `ifGenerationMatch` on the generation this run
+last wrote or claimed (https://cloud.google.com/storage/docs/request-preconditions): the
+object's generation is the fencing token (what etcd's revisions and Chubby's sequencers are; M.
+Kleppmann, "How to do distributed locking", 2016). `claim()`, at the start of a run's training,
+rewrites it unchanged under a generation match, so that every earlier holder's next write is
+refused. A refused write means some other run wrote the state file since: if this run's lease
+check then fails, this run is the stale one (LeaseLost); if it passes, the other was a stale
+holder, and this run's state replaces its write (with a warning).
+
+TensorFlow, Orbax and Keras write their state files unconditionally. Local disks need none of
+this: their lease is a lock no live process loses (lease_stores.LocalStore).
+"""
+
+from absl import logging
+
+from trainer.errors import PipelineError
+from trainer.storage import lease as lease_lib
+
+STATE_FILE = 'checkpoint'  # TensorFlow's name for it (checkpoint_management)
+_ATTEMPTS = 5
+
+
+class StateFence(object):
+  """Conditional writes of `<model_dir>/checkpoint` on gs:// (or Vertex AI's /gcs/ mount), for
+  the holder of `lease` (a held lease.Lease of that model_dir)."""
+
+  def __init__(self, model_dir, lease):
+    from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
+    from google.cloud import storage  # pylint: disable=g-import-not-at-top
+    path = lease_lib.object_path(model_dir.rstrip('/'))
+    if path is None:
+      raise ValueError('%s is not on Cloud Storage: its lease is a lock, no fence' % model_dir)
+    bucket, _, prefix = path[len('gs://'):].partition('/')
+    self._precondition_failed = exceptions.PreconditionFailed
+    self._not_found = exceptions.NotFound
+    self._bucket = storage.Client().bucket(bucket)
+    self._name = (prefix + '/' if prefix else '') + STATE_FILE
+    self._lease = lease
+    self._generation = None  # of the state file as this run last wrote or claimed it; 0: none
+    self.run_name = lease.token[:8]  # in this run's checkpoint names: no two runs share a file
+
+  @property
+  def claimed(self):
+    return self._generation is not None
+
+  def claim(self):
+    """Makes the state file's current content this run's own: rewritten unchanged under a
+    generation match (nothing when there is none yet), so that a run that held the lease before
+    can no longer write it.
+
+    Raises:
+      PipelineError: it changed under every one of five attempts.
+    """
+    for _ in range(_ATTEMPTS):
+      blob = self._bucket.get_blob(self._name)
+      if blob is None:
+        self._generation = 0
+        return
+      try:
+        content = blob.download_as_bytes(if_generation_match=blob.generation)
+        self._bucket.blob(self._name).upload_from_string(
+            content, if_generation_match=blob.generation)
+      except (self._precondition_failed, self._not_found):
+        continue  # written meanwhile: read it again
+      self._generation = self._bucket.get_blob(self._name).generation
+      return
+    raise PipelineError('the checkpoint state file gs://%s/%s changed under each of %d attempts '
+                        'to claim it: another process is writing it. Stop it and run again.'
+                        % (self._bucket.name, self._name, _ATTEMPTS))
+
+  def write(self, text):
+    """Writes `text` (a CheckpointState in text format) as the state file if no other run wrote
+    it since this run's last write or claim.
+
+    Raises:
+      lease.LeaseLost: another run wrote it, and this run lost its lease.
+    """
+    if not self.claimed:
+      self.claim()
+    for _ in range(_ATTEMPTS):
+      blob = self._bucket.blob(self._name)
+      try:
+        blob.upload_from_string(text, if_generation_match=self._generation)
+      except self._precondition_failed:
+        self._lease.check()  # raises LeaseLost when this run is the stale one
+        logging.warning('The checkpoint state file gs://%s/%s was written by a run that no '
+                        'longer holds the lease of this directory (a stalled holder that lost '
+                        'it); this run\'s state replaces it.', self._bucket.name, self._name)
+        self.claim()
+        continue
+      self._generation = blob.generation
+      return
+    raise PipelineError('the checkpoint state file gs://%s/%s changed under each of %d writes.'
+                        % (self._bucket.name, self._name, _ATTEMPTS))
