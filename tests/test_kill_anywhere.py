@@ -59,7 +59,8 @@ def test_trainer_killed_anywhere_finishes_like_an_uninterrupted_run(small_dir, t
 
   def after_each(stderr):
     found = re.search(r'Resuming from the checkpoint at step (\d+) of', stderr)
-    resumed.append(int(found.group(1)) if found else 0)
+    trained = re.search(r'step \d+/24 ', stderr)  # it reached training: a resume was logged
+    resumed.append(int(found.group(1)) if found else 0 if trained else None)
     newest = (checkpoints.newest_intact_checkpoint(model_dir, move_aside=False)
               if os.path.isdir(model_dir) else None)
     left.append(checkpoints.step_of(newest) if newest else 0)
@@ -70,7 +71,7 @@ def test_trainer_killed_anywhere_finishes_like_an_uninterrupted_run(small_dir, t
   print('seed %d: %s, left %s, resumed %s' % (seed, history, left, resumed))
   assert sum(status in KILLED['trainer.main'] for _, status in history) >= 3, history
   for k in range(1, len(history)):
-    if 0 < left[k - 1] < 24:
+    if 0 < left[k - 1] < 24 and resumed[k] is not None:
       assert resumed[k] == left[k - 1], (k, left, resumed, history)
   assert fingerprint(str(neighbour)) == before
   results = [json.loads((run / 'model' / 'results.json').read_text()) for run in (whole, killed)]

@@ -18,6 +18,12 @@ if (not _os.path.isdir(_os.path.join(__path__[0], 'models'))
     and _os.path.isfile(_os.path.join(_ROOT, 'models', '__init__.py'))):
   __path__.append(_ROOT)
 
+# A gs:// model_dir's checkpoint state file is written through google-cloud-storage (its fence,
+# trainer/storage/state_fence.py), which TensorFlow's GCS file system does not see: with its
+# stat cache (5 s by default) it would read the new, longer file cut to the old size. Off
+# unless the user set it (read when TensorFlow first opens a gs:// path).
+_os.environ.setdefault('GCS_STAT_CACHE_MAX_AGE', '0')
+
 # TensorFlow and OpenMP read their thread and kernel settings once, when they load: chosen for
 # this host's CPU before any module of the trainer imports TensorFlow (trainer/host/threads.py).
 from trainer.cli import log_noise as _log_noise  # pylint: disable=g-import-not-at-top

@@ -191,9 +191,10 @@ def _resolve_init_checkpoint(config):
 
 def _state_fence(config, lease):
   """The fence on a gs:// model_dir's state file (trainer.storage.state_fence) for a training
-  run on the TPUEstimator road; None elsewhere (local disk: the lease is a lock)."""
+  run on the TPUEstimator road; None elsewhere (local disk: the lease is a lock; /gcs/: the
+  mount's cache would not see the fenced writes)."""
   if (not lease or config.mode == 'eval' or config.mirrored_devices or
-      not lease_lib.object_path(config.model_dir)):
+      not config.model_dir.startswith('gs://')):
     return None
   return state_fence.StateFence(config.model_dir, lease)
 

@@ -3,11 +3,11 @@
 lost the writer's lease can neither name its checkpoint in the `checkpoint` state file nor
 overwrite the files of the run that took over.
 
-On gs:// (and Vertex AI's /gcs/ mount) a run's checkpoint prefixes are
+On gs:// a run's checkpoint prefixes are
 `model.ckpt-<run>-<step>` (run: the first 8 hex digits of its lease token) instead of
 `model.ckpt-<step>`: TensorFlow finds them through the state file (`tf.train.latest_checkpoint`),
-and the step stays last. Local model_dirs keep TensorFlow's names and its own state writes: their
-lease is a lock (`trainer.storage.lease`).
+and the step stays last. Local and /gcs/ model_dirs keep TensorFlow's names and its own state
+writes (a local lease is a lock; state_fence.py says why /gcs/ is not fenced).
 
 Used on the TPUEstimator road (a TPU, or the CPU/GPU in one process): `scaffold_fn` makes it the
 graph's Saver, which the Estimator's CheckpointSaverHook, the preemption save and TPU's
@@ -16,6 +16,7 @@ GracefulShutdownHook all use. MirroredStrategy and TF_CONFIG clusters keep Tenso
 
 import os
 
+from absl import logging
 from google.protobuf import text_format
 import tensorflow.compat.v1 as tf
 
@@ -63,9 +64,15 @@ class FencedSaver(tf.train.Saver):
 def scaffold_fn_with(scaffold_fn, fence, keep_checkpoint_max):
   """A TPUEstimatorSpec scaffold_fn that returns `scaffold_fn`'s Scaffold (or a new one) with a
   FencedSaver as the graph's Saver (also in the SAVERS collection, where hooks that make their
-  own saver look first)."""
+  own saver look first). A model_fn that brings its own Saver (a legacy --model_fn) keeps it,
+  unfenced, with a warning."""
   def fenced_scaffold_fn():
     scaffold = scaffold_fn() if scaffold_fn else None
+    if (scaffold is not None and scaffold.saver is not None) or tf.get_collection(
+        tf.GraphKeys.SAVERS):
+      logging.warning('The model_fn brings its own Saver: its checkpoints on gs:// are written '
+                      'as it writes them, without the state file\'s fence (docs/reliability.md).')
+      return scaffold or tf.train.Scaffold()
     saver = FencedSaver(fence, max_to_keep=keep_checkpoint_max, **_ESTIMATOR_SAVER)
     tf.add_to_collection(tf.GraphKeys.SAVERS, saver)
     return tf.train.Scaffold(saver=saver, copy_from_scaffold=scaffold)

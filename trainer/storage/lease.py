@@ -10,19 +10,18 @@ says what it promises, per store:
 - **Local disk (and NFS)**: the holder keeps the file locked with flock(2) (LocalStore). Only
   the kernel decides: a second run is refused while the holder's process exists, stopped or hung
   included, and takes over the moment it is gone, however it ended. No heartbeat, no clock.
-- **gs:// and Vertex AI's `/gcs/BUCKET/...` mount** (Cloud Storage FUSE locks only on its own
-  machine): an object created with `ifGenerationMatch=0` (https://cloud.google.com/storage/docs/
-  request-preconditions), renewed every `expiry_secs / 6` and deleted with a generation match.
+- **gs:// and Vertex AI's `/gcs/BUCKET/...` mount** (FUSE locks only on its own machine): an
+  object created with `ifGenerationMatch=0`, renewed every `expiry_secs / 6` and deleted with a
+  generation match (https://cloud.google.com/storage/docs/request-preconditions).
   GCS allows about one write per second to an object (https://cloud.google.com/storage/quotas):
   the expiry is at least 12 s. One clock decides: the holder gives up after 2/3 of the expiry
   without a renewal (its monotonic clock, from when the renewal was sent); a taker on another
   machine takes over only after seeing the same generation unchanged for the holder's whole
   expiry by its own monotonic clock (as etcd and Chubby do); the storage's timestamps only decide
   whether to refuse at once or to start watching. A holder on this machine whose process is
-  gone, and a damaged lease object, are taken over at once. The heartbeat's and check()'s calls
-  are bounded by the heartbeat period and never made under the state's lock. A save that passed
-  check() and then stalled past a takeover is fenced by the state file's generation
-  (state_fence.py).
+  gone, or a damaged lease object, is taken over at once. Calls of the heartbeat and check() are
+  bounded by the heartbeat period, never made under the state's lock. A save stalled past a
+  takeover is fenced by the state file's generation (state_fence.py).
 
 Ownership is the holder's random token only (a renewal that landed unanswered is kept). `check()`
 is called before every checkpoint and output. Read-only commands take no lease.
@@ -64,33 +63,15 @@ def object_path(directory):
   return None
 
 
-def _expiry_of(holder, default):
-  """The expiry the holder renews its lease within (its own --lease_expiry_secs)."""
-  try:
-    return max(MIN_EXPIRY_SECS, int(holder.get('expiry_secs', default)))
-  except (TypeError, ValueError):
-    return default
+def _clock():
+  """Seconds on this machine's clock that keeps counting through a suspend (CLOCK_BOOTTIME;
+  CLOCK_MONOTONIC stops while a VM is suspended, which would hide the stall a holder must
+  notice)."""
+  return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 def _period(expiry):
   return expiry / 6.0
-
-
-def _ago(age):
-  if age < 0:  # this machine's clock is behind the storage's
-    return 'just now (this machine\'s clock is %.0f s behind the storage\'s)' % -age
-  return '%.0f s ago' % age
-
-
-def _describe(holder, age=None):
-  if 'damaged' in holder:
-    return 'a damaged lease (%s)' % holder['damaged']
-  text = '%s (pid %s on %s%s, started %s)' % (
-      holder.get('command') or 'a run', holder.get('pid', '?'), holder.get('host', '?'),
-      ', job %s' % holder['job_id'] if holder.get('job_id') else '', holder.get('started', '?'))
-  if age is not None:
-    text += ', last heartbeat %s' % _ago(age)
-  return text
 
 
 class Lease(object):
@@ -111,7 +92,7 @@ class Lease(object):
     self._content = dict(lease_stores.this_process(command), token=uuid.uuid4().hex, beats=0,
                          expiry_secs=self.expiry_secs)
     self._version = None
-    self._renewed = None  # time.monotonic() when the last successful renewal was sent
+    self._renewed = None  # _clock() when the last successful write was sent
     self._lost = None  # why, once lost
     self._lock = threading.Lock()  # the state below, between the heartbeat and check()
     self._stop = threading.Event()
@@ -164,8 +145,8 @@ class Lease(object):
                             % (self.flag, self.directory, e))
       raise PipelineError('%s=%s cannot be written (%s). Choose a directory this user can '
                           'write.' % (self.flag, self.directory, e))
-    self._renewed = time.monotonic()
     if self._local:
+      self._renewed = _clock()
       self._store.clear_leftovers()
       logging.info('Holding the writer\'s lease %s (locked while this process runs).', self.path)
     else:
@@ -186,10 +167,11 @@ class Lease(object):
     except lease_stores.Held:
       current = self._store.read()
       holder = current[0] if current else {}
-      described = _describe(holder) if holder else 'a process that has not named itself yet'
+      described = (lease_stores.describe(holder) if holder
+                   else 'a process that has not named itself yet')
       state = ''
       if holder and lease_stores.same_machine(holder):
-        state = lease_stores.process_state(int(holder.get('pid', 0) or 0))
+        state = lease_stores.process_state(holder.get('pid'))
       if state == 'T':
         described += (', its process stopped (SIGSTOP, a debugger or a suspended shell job: '
                       '`kill -CONT %s` resumes it, `kill %s` ends it)'
@@ -200,12 +182,14 @@ class Lease(object):
     if previous:
       self.took_over = previous
       logging.warning('Took over the lease of %s from %s: its process is gone (the kernel '
-                      'released its lock).', self.directory, _describe(previous))
+                      'released its lock).', self.directory, lease_stores.describe(previous))
 
   def _acquire_object(self):
+    # _renewed: when the write that took it was sent (the holder's 2/3 counts from there).
     for _ in range(3):  # a holder that releases, or another taker, between our calls
+      sent = _clock()
       try:
-        self._version = self._store.create(self._content)
+        self._version, self._renewed = self._store.create(self._content), sent
         return
       except lease_stores.Conflict:
         pass
@@ -214,11 +198,12 @@ class Lease(object):
         continue
       holder, version, written = current
       if self._mine(holder):
-        self._version = version
+        self._version, self._renewed = version, sent
         return
       why = self._why_dead(holder, version, self._wall_clock() - written)
       if why is None:  # deleted while we watched: create it
         continue
+      sent = _clock()
       try:
         self._version = self._store.take_over(self._content, version)
       except lease_stores.Conflict:
@@ -226,9 +211,10 @@ class Lease(object):
         if current is None or not self._mine(current[0]):
           continue
         self._version = current[1]
+      self._renewed = sent
       self.took_over = holder
       logging.warning('Took over the lease of %s from %s: %s.', self.directory,
-                      _describe(holder), why)
+                      lease_stores.describe(holder), why)
       return
     raise LeaseHeld('%s=%s: another run took its lease at the same moment; run the command '
                     'again to see which.' % (self.flag, self.directory))
@@ -240,19 +226,19 @@ class Lease(object):
       return 'no run can renew a damaged lease'
     if lease_stores.holder_is_gone(holder):
       return 'its process is gone'
-    expiry = _expiry_of(holder, self.expiry_secs)
+    expiry = lease_stores.expiry_of(holder, self.expiry_secs, MIN_EXPIRY_SECS)
     if age < expiry:
-      raise LeaseHeld(self._held_message(_describe(holder, age), (
+      raise LeaseHeld(self._held_message(lease_stores.describe(holder, age), (
           'If it died, this command takes over once the lease has not been renewed for %d s '
           '(its expiry).' % expiry)))
     # The storage's clock against this machine's says it died; only this machine's own clock may
     # say so: watch the same generation for the holder's whole expiry.
     logging.warning('The lease %s was last renewed %s by the storage\'s clock: waiting up to %d s '
                     'to see whether its holder, %s, renews it; taking it over if not.', self.path,
-                    _ago(age), expiry, _describe(holder))
-    start = time.monotonic()
+                    lease_stores.ago(age), expiry, lease_stores.describe(holder))
+    start = _clock()
     while True:
-      left = expiry - (time.monotonic() - start)
+      left = expiry - (_clock() - start)
       if left <= 0:
         return 'it was not renewed for %d s by this machine\'s clock (its run died)' % expiry
       time.sleep(min(_period(expiry), left))
@@ -261,7 +247,8 @@ class Lease(object):
         return None
       if current[1] != version:
         raise LeaseHeld(self._held_message(
-            _describe(current[0]), 'It renewed its lease while this command watched it.'))
+            lease_stores.describe(current[0]),
+            'It renewed its lease while this command watched it.'))
 
   def _lose(self, why):
     with self._lock:
@@ -270,7 +257,7 @@ class Lease(object):
         logging.error('Lost the writer\'s lease of %s: %s.', self.directory, why)
 
   def _lost_to(self, current):
-    return ('another run took it over: %s' % _describe(current[0]) if current
+    return ('another run took it over: %s' % lease_stores.describe(current[0]) if current
             else 'its lease file %s was deleted' % self.path)
 
   def _beat(self):
@@ -281,7 +268,7 @@ class Lease(object):
         return
       content = dict(self._content, beats=self._content['beats'] + 1)
       version = self._version
-    sent = time.monotonic()
+    sent = _clock()
     try:
       version = self._store.replace(content, version, budget=period)
     except lease_stores.Conflict:
@@ -296,7 +283,7 @@ class Lease(object):
       self._lose(self._lost_to(current))
       return
     except Exception as e:  # pylint: disable=broad-except  # storage errors of every kind
-      silent = time.monotonic() - self._renewed
+      silent = _clock() - self._renewed
       if silent < self.expiry_secs * GIVE_UP_FRACTION:
         logging.warning('Could not renew the lease %s (%s: %s); trying again.', self.path,
                         type(e).__name__, e)
@@ -323,7 +310,7 @@ class Lease(object):
         if not self._store.held():
           self._lose('its lease file %s was deleted or replaced' % self.path)
       else:
-        silent = time.monotonic() - self._renewed
+        silent = _clock() - self._renewed
         if silent > self.expiry_secs * GIVE_UP_FRACTION:
           self._lose('it was not renewed for %.0f s (the storage did not answer), so another run '
                      'may take it over' % silent)
@@ -338,6 +325,19 @@ class Lease(object):
       raise LeaseLost('this run lost the writer\'s lease of %s=%s: %s. It stopped without '
                       'writing further; the newest checkpoint it wrote before stays.'
                       % (self.flag, self.directory, self._lost))
+
+  def confirm(self):
+    """Raises LeaseLost unless a read of the storage, made now, shows this run's token (a read
+    that fails counts against it): for a decision a stale holder must never take."""
+    if not self._local and not self._lost:
+      try:
+        current = self._store.read(budget=_period(self.expiry_secs))
+      except Exception as e:  # pylint: disable=broad-except
+        current = None
+        self._lose('its lease could not be read to confirm it (%s)' % e)
+      if not self._lost and (current is None or not self._mine(current[0])):
+        self._lose(self._lost_to(current))
+    self.check()
 
   @property
   def token(self):  # this holder's random token (32 hex digits)

@@ -57,6 +57,34 @@ def this_process(command=''):
   }
 
 
+def expiry_of(holder, default, min_expiry):
+  """The expiry the holder renews its lease within (its own --lease_expiry_secs), in seconds."""
+  try:
+    return max(min_expiry, int(holder.get('expiry_secs', default)))
+  except (TypeError, ValueError):
+    return default
+
+
+def ago(age):
+  """'N s ago' for a lease last written `age` seconds ago by the storage's clock (read against
+  this machine's, which may be behind)."""
+  if age < 0:  # this machine's clock is behind the storage's
+    return 'just now (this machine\'s clock is %.0f s behind the storage\'s)' % -age
+  return '%.0f s ago' % age
+
+
+def describe(holder, age=None):
+  """Who holds a lease (its content, a dict), for messages; with its last heartbeat's age."""
+  if 'damaged' in holder:
+    return 'a damaged lease (%s)' % holder['damaged']
+  text = '%s (pid %s on %s%s, started %s)' % (
+      holder.get('command') or 'a run', holder.get('pid', '?'), holder.get('host', '?'),
+      ', job %s' % holder['job_id'] if holder.get('job_id') else '', holder.get('started', '?'))
+  if age is not None:
+    text += ', last heartbeat %s' % ago(age)
+  return text
+
+
 def same_machine(holder):
   """Whether `holder` (a lease's content) ran on this machine, in this pid namespace and boot."""
   me = this_process()
@@ -97,8 +125,12 @@ def parse(text):
 
 
 def process_state(pid):
-  """The state letter of process `pid` on this machine (`R`, `S`, `T` when stopped...), or ''."""
-  stat = _read_text('/proc/%d/stat' % pid)
+  """The state letter of process `pid` on this machine (`R`, `S`, `T` when stopped...), or ''
+  (no such process, or `pid` not a number)."""
+  try:
+    stat = _read_text('/proc/%d/stat' % int(pid))
+  except (TypeError, ValueError):
+    return ''
   return stat.rpartition(')')[2].split()[0] if stat else ''
 
 
@@ -141,25 +173,25 @@ class LocalStore(object):
       fd = self._open()
       try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+          same = os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+          same = False
+        if same:
+          previous = os.read(fd, 1 << 16).decode('utf-8', 'replace')
+          os.ftruncate(fd, 0)
+          os.pwrite(fd, (json.dumps(content, sort_keys=True) + '\n').encode('utf-8'), 0)
+          os.fsync(fd)
       except BlockingIOError:
         os.close(fd)
         raise Held()
       except OSError:
-        os.close(fd)
+        os.close(fd)  # and with it the lock: a later attempt in this process is not refused
         raise
-      try:
-        same = os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
-      except FileNotFoundError:
-        same = False
       if same:
-        break
+        self._fd = fd
+        return parse(previous) if previous else None
       os.close(fd)  # a holder released (deleted) it between our open and our lock: again
-    previous = os.read(fd, 1 << 16).decode('utf-8', 'replace')
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps(content, sort_keys=True) + '\n').encode('utf-8'), 0)
-    os.fsync(fd)
-    self._fd = fd
-    return parse(previous) if previous else None
 
   def read(self, quick=False):
     """(content, None, when it was written in seconds since the epoch), or None when there is

@@ -9,9 +9,15 @@ last wrote or claimed (https://cloud.google.com/storage/docs/request-preconditio
 object's generation is the fencing token (what etcd's revisions and Chubby's sequencers are; M.
 Kleppmann, "How to do distributed locking", 2016). `claim()`, at the start of a run's training,
 rewrites it unchanged under a generation match, so that every earlier holder's next write is
-refused. A refused write means some other run wrote the state file since: if this run's lease
-check then fails, this run is the stale one (LeaseLost); if it passes, the other was a stale
-holder, and this run's state replaces its write (with a warning).
+refused (with no state file yet there is nothing to rewrite: an earlier holder's very first
+state write can still land, until this run's first write replaces it). A refused write means
+some other run wrote the state file since: unless a read of the lease, made then, shows this
+run's token, this run is the stale one (LeaseLost); if it does, the other was a stale holder,
+and this run's state replaces its write (with a warning).
+
+TensorFlow's GCS file system does not see these writes: its stat cache would read the new file
+cut to the old size for 5 s, so trainer/__init__.py turns it off (GCS_STAT_CACHE_MAX_AGE=0).
+Vertex AI's /gcs/ mount has its own cache: /gcs/ model_dirs are not fenced.
 
 TensorFlow, Orbax and Keras write their state files unconditionally. Local disks need none of
 this: their lease is a lock no live process loses (lease_stores.LocalStore).
@@ -45,6 +51,12 @@ class StateFence(object):
     self._generation = None  # of the state file as this run last wrote or claimed it; 0: none
     self.run_name = lease.token[:8]  # in this run's checkpoint names: no two runs share a file
 
+  def _unwritable(self, error):
+    return PipelineError('could not write the checkpoint state file gs://%s/%s (%s: %s). The '
+                         'checkpoint files are written; run the same command again to resume '
+                         'from the newest one the state file names.'
+                         % (self._bucket.name, self._name, type(error).__name__, error))
+
   @property
   def claimed(self):
     return self._generation is not None
@@ -62,13 +74,15 @@ class StateFence(object):
       if blob is None:
         self._generation = 0
         return
+      rewritten = self._bucket.blob(self._name)
       try:
         content = blob.download_as_bytes(if_generation_match=blob.generation)
-        self._bucket.blob(self._name).upload_from_string(
-            content, if_generation_match=blob.generation)
+        rewritten.upload_from_string(content, if_generation_match=blob.generation)
       except (self._precondition_failed, self._not_found):
         continue  # written meanwhile: read it again
-      self._generation = self._bucket.get_blob(self._name).generation
+      except Exception as e:  # pylint: disable=broad-except  # storage errors of every kind
+        raise self._unwritable(e)
+      self._generation = rewritten.generation
       return
     raise PipelineError('the checkpoint state file gs://%s/%s changed under each of %d attempts '
                         'to claim it: another process is writing it. Stop it and run again.'
@@ -88,12 +102,14 @@ class StateFence(object):
       try:
         blob.upload_from_string(text, if_generation_match=self._generation)
       except self._precondition_failed:
-        self._lease.check()  # raises LeaseLost when this run is the stale one
+        self._lease.confirm()  # raises LeaseLost unless the lease is read back as this run's
         logging.warning('The checkpoint state file gs://%s/%s was written by a run that no '
                         'longer holds the lease of this directory (a stalled holder that lost '
                         'it); this run\'s state replaces it.', self._bucket.name, self._name)
         self.claim()
         continue
+      except Exception as e:  # pylint: disable=broad-except  # storage errors of every kind
+        raise self._unwritable(e)
       self._generation = blob.generation
       return
     raise PipelineError('the checkpoint state file gs://%s/%s changed under each of %d writes.'
