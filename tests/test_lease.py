@@ -77,6 +77,28 @@ def _cnn(data_dir, model_dir, *extra):
           '--log_every_n_secs=0.2'] + list(extra)
 
 
+def _wait_until_stopped(proc, log=lambda: ''):
+  """Waits until `proc` is stopped (state T): a SIGSTOP is delivered some time after kill()."""
+  deadline = time.time() + 120
+  while lease_stores.process_state(proc.pid) != 'T':
+    assert proc.poll() is None and time.time() < deadline, log()[-3000:]
+    time.sleep(0.05)
+
+
+def _stopped_in_second_save(args):
+  """trainer.main ARGS in the background under tests/kill_at.py, stopped (SIGSTOP) inside its
+  second checkpoint save, after its files and before the state file; returned once stopped (a
+  BackgroundRun: as a context manager it kills the run)."""
+  run = BackgroundRun(*(['checkpoint:2:STOP', 'trainer.main'] + main_args(args)),
+                      command=[sys.executable, os.path.join(REPO, 'tests', 'kill_at.py')])
+  try:
+    _wait_until_stopped(run.proc, lambda: run.stderr)
+  except BaseException:
+    run.__exit__(None, None, None)
+    raise
+  return run
+
+
 def _bucket_dir():
   return 'gs://bkt/lease-%s' % uuid.uuid4().hex[:12]
 
@@ -143,10 +165,7 @@ def test_a_stopped_holder_keeps_its_lease_and_a_killed_one_is_taken_over_at_once
   directory = str(tmp_path / 'run')
   with Holder(directory) as holder:
     os.kill(holder.proc.pid, signal.SIGSTOP)
-    deadline = time.time() + 30
-    while lease_stores.process_state(holder.proc.pid) != 'T':  # the signal is delivered later
-      assert time.time() < deadline
-      time.sleep(0.05)
+    _wait_until_stopped(holder.proc)
     stale = time.time() - 3600
     os.utime(os.path.join(directory, lease_lib.LEASE_FILE), (stale, stale))
     with pytest.raises(lease_lib.LeaseHeld, match=r'pid %d on .*its process stopped .*`kill '
@@ -243,13 +262,7 @@ def test_a_stopped_trainer_inside_its_checkpoint_save_keeps_the_directory(small_
   model_dir = str(tmp_path / 'model')
   args = _cnn(small_dir, model_dir, '--mode=train', '--train_steps=30',
               '--save_checkpoints_steps=10')
-  stalled = BackgroundRun(*(['checkpoint:2:STOP', 'trainer.main'] + main_args(args)),
-                          command=[sys.executable, os.path.join(REPO, 'tests', 'kill_at.py')])
-  with stalled:
-    deadline = time.time() + 120
-    while lease_stores.process_state(stalled.proc.pid) != 'T':
-      assert stalled.proc.poll() is None and time.time() < deadline, stalled.stderr[-3000:]
-      time.sleep(0.2)
+  with _stopped_in_second_save(args) as stalled:
     stale = time.time() - 3600
     os.utime(os.path.join(model_dir, lease_lib.LEASE_FILE), (stale, stale))
     second = run_main(*args)
@@ -335,13 +348,7 @@ def test_on_gcs_a_stalled_trainer_that_lost_its_lease_lands_no_checkpoint(small_
   model_dir = _bucket_dir()
   args = main_args(_cnn(small_dir, model_dir, '--mode=train', '--train_steps=20',
                         '--save_checkpoints_steps=10', '--lease_expiry_secs=12'))
-  stalled = BackgroundRun(*(['checkpoint:2:STOP', 'trainer.main'] + args),
-                          command=[sys.executable, os.path.join(REPO, 'tests', 'kill_at.py')])
-  with stalled:
-    deadline = time.time() + 120
-    while lease_stores.process_state(stalled.proc.pid) != 'T':
-      assert stalled.proc.poll() is None and time.time() < deadline, stalled.stderr[-3000:]
-      time.sleep(0.2)
+  with _stopped_in_second_save(args) as stalled:
     time.sleep(13)  # its lease unrenewed for the expiry by the storage's clock
     second = ok(run_main(*args))
     assert 'Took over the lease of %s' % model_dir in second.stderr

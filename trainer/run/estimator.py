@@ -131,18 +131,7 @@ def model_fn_of(config, fence=None):
       return pipeline_model_fn(features, labels, mode, params)
   if fence is None:
     return model_fn
-  keep = config.keep_checkpoint_max
-
-  def fenced_model_fn(features, labels, mode, params, config):  # the Estimator reads the names
-    spec = model_fn(features, labels, mode, params, config)
-    if mode != tf.estimator.ModeKeys.TRAIN:
-      return spec
-    if hasattr(spec, 'scaffold_fn'):  # a TPUEstimatorSpec
-      return spec._replace(scaffold_fn=fenced_saver.scaffold_fn_with(spec.scaffold_fn, fence,
-                                                                     keep))
-    return spec._replace(scaffold=fenced_saver.scaffold_fn_with(lambda: spec.scaffold, fence,
-                                                                keep)())
-  return fenced_model_fn
+  return fenced_saver.model_fn_with(model_fn, fence, config.keep_checkpoint_max)
 
 
 def input_fns(config, estimator, start_step=0):

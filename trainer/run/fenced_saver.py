@@ -9,9 +9,10 @@ On gs:// a run's checkpoint prefixes are
 and the step stays last. Local and /gcs/ model_dirs keep TensorFlow's names and its own state
 writes (a local lease is a lock; state_fence.py says why /gcs/ is not fenced).
 
-Used on the TPUEstimator road (a TPU, or the CPU/GPU in one process): `scaffold_fn` makes it the
-graph's Saver, which the Estimator's CheckpointSaverHook, the preemption save and TPU's
-GracefulShutdownHook all use. MirroredStrategy and TF_CONFIG clusters keep TensorFlow's Saver.
+Used on the TPUEstimator road (a TPU, or the CPU/GPU in one process): `model_fn_with` wraps the
+run's model_fn so that the training spec's scaffold makes it the graph's Saver, which the
+Estimator's CheckpointSaverHook, the preemption save and TPU's GracefulShutdownHook all use.
+MirroredStrategy and TF_CONFIG clusters keep TensorFlow's Saver.
 """
 
 import os
@@ -59,6 +60,22 @@ class FencedSaver(tf.train.Saver):
       # pylint: disable-next=protected-access
       self._MaybeDeleteOldCheckpoints(meta_graph_suffix=meta_graph_suffix)
     return path
+
+
+def model_fn_with(model_fn, fence, keep_checkpoint_max):
+  """`model_fn` (features, labels, mode, params, config) whose training spec saves through a
+  FencedSaver: a TPUEstimatorSpec's scaffold_fn, or an EstimatorSpec's scaffold, wrapped by
+  `scaffold_fn_with`. Other modes' specs are `model_fn`'s own."""
+  def fenced_model_fn(features, labels, mode, params, config):  # the Estimator reads the names
+    spec = model_fn(features, labels, mode, params, config)
+    if mode != tf.estimator.ModeKeys.TRAIN:
+      return spec
+    if hasattr(spec, 'scaffold_fn'):  # a TPUEstimatorSpec
+      return spec._replace(scaffold_fn=scaffold_fn_with(spec.scaffold_fn, fence,
+                                                        keep_checkpoint_max))
+    return spec._replace(scaffold=scaffold_fn_with(lambda: spec.scaffold, fence,
+                                                   keep_checkpoint_max)())
+  return fenced_model_fn
 
 
 def scaffold_fn_with(scaffold_fn, fence, keep_checkpoint_max):

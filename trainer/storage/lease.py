@@ -162,7 +162,6 @@ class Lease(object):
 
   def _acquire_local(self):
     try:
-      self._version = 'locked'
       previous = self._store.lock(self._content)
     except lease_stores.Held:
       current = self._store.read()
@@ -315,12 +314,7 @@ class Lease(object):
           self._lose('it was not renewed for %.0f s (the storage did not answer), so another run '
                      'may take it over' % silent)
         else:
-          try:
-            current = self._store.read(quick=True, budget=_period(self.expiry_secs))
-          except Exception:  # pylint: disable=broad-except  # renewed recently: go on
-            current = ({'token': self._content['token']},)
-          if current is None or not self._mine(current[0]):
-            self._lose(self._lost_to(current))
+          self._read_back(quick=True, failed_read_is_mine=True)  # renewed recently
     if self._lost:
       raise LeaseLost('this run lost the writer\'s lease of %s=%s: %s. It stopped without '
                       'writing further; the newest checkpoint it wrote before stays.'
@@ -330,14 +324,20 @@ class Lease(object):
     """Raises LeaseLost unless a read of the storage, made now, shows this run's token (a read
     that fails counts against it): for a decision a stale holder must never take."""
     if not self._local and not self._lost:
-      try:
-        current = self._store.read(budget=_period(self.expiry_secs))
-      except Exception as e:  # pylint: disable=broad-except
-        current = None
-        self._lose('its lease could not be read to confirm it (%s)' % e)
-      if not self._lost and (current is None or not self._mine(current[0])):
-        self._lose(self._lost_to(current))
+      self._read_back(quick=False, failed_read_is_mine=False)
     self.check()
+
+  def _read_back(self, quick, failed_read_is_mine):
+    """Loses the lease (gs://) unless a read, made now and bounded by the heartbeat period,
+    shows this run's token; a read that fails counts for it or against it as told."""
+    try:
+      current = self._store.read(quick=quick, budget=_period(self.expiry_secs))
+    except Exception as e:  # pylint: disable=broad-except  # storage errors of every kind
+      if not failed_read_is_mine:
+        self._lose('its lease could not be read to confirm it (%s)' % e)
+      return
+    if current is None or not self._mine(current[0]):
+      self._lose(self._lost_to(current))
 
   @property
   def token(self):  # this holder's random token (32 hex digits)
@@ -360,17 +360,17 @@ class Lease(object):
     self._stop.set()
     if self._thread:
       self._thread.join()
-    if self._store is None or self._version is None:
+    if self._store is None:
       return
     if self._local:
-      self._store.unlock()
+      self._store.unlock()  # nothing when it never locked
       if self._created_directory:
         try:
           os.rmdir(self.directory)
         except OSError:
           pass
       return
-    if self._lost:
+    if self._lost or self._version is None:
       return
     try:
       self._store.delete(self._version, budget=_period(self.expiry_secs))
