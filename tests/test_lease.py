@@ -245,8 +245,8 @@ def test_on_gcs_a_renewal_that_landed_unanswered_is_kept():
   landed = json.loads(_blob(directory).download_as_bytes())
   landed['beats'] += 1
   _blob(directory).upload_from_string(json.dumps(landed))
-  holder._beat()  # pylint: disable=protected-access  # one heartbeat, now
-  holder._beat()  # pylint: disable=protected-access
+  holder.renew()  # one heartbeat, now
+  holder.renew()
   assert holder.lost is None
   holder.check()
   assert json.loads(_blob(directory).download_as_bytes())['beats'] == landed['beats'] + 1

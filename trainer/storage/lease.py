@@ -259,8 +259,8 @@ class Lease(object):
     return ('another run took it over: %s' % lease_stores.describe(current[0]) if current
             else 'its lease file %s was deleted' % self.path)
 
-  def _beat(self):
-    """One renewal (gs:// only), bounded by the heartbeat period."""
+  def renew(self):
+    """One renewal, now (gs:// only; what the heartbeat does every period), bounded by it."""
     period = _period(self.expiry_secs)
     with self._lock:
       if self._lost:
@@ -295,7 +295,7 @@ class Lease(object):
 
   def _heartbeat(self):
     while not self._stop.wait(_period(self.expiry_secs)):
-      self._beat()
+      self.renew()
       if self._lost:
         return
 
