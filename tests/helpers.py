@@ -19,6 +19,8 @@ from trainer.data import dataset_json
 from trainer.data import shards
 from trainer.data import tokenizer
 
+import forked_main
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -97,13 +99,13 @@ def main_args(args):
   return args + ['--nopredict_step_time']
 
 
-def run_main(*args, env=None, timeout=600):
-  """Runs `python -m trainer.main ARGS` in a fresh process (main_args); returns
-  CompletedProcess."""
+def run_main(*args, env=None, timeout=600, fresh=False):
+  """Runs `python -m trainer.main ARGS` (main_args) in a process of its own, forked from one that
+  has imported the trainer (tests/forked_main.py) or, with `fresh` (for tests of what the import
+  itself does), a fresh interpreter; `env` adds to os.environ. Returns CompletedProcess."""
   full_env = dict(os.environ, **(env or {}))
-  return subprocess.run([sys.executable, '-m', 'trainer.main'] + main_args(args), cwd=REPO,
-                        env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        universal_newlines=True, timeout=timeout)
+  return forked_main.run(['-m', 'trainer.main'] + main_args(args), full_env, timeout,
+                         fresh=fresh)
 
 
 def run_prepare(converter, *args, timeout=600):

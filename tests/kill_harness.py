@@ -4,11 +4,10 @@ it ends."""
 
 import os
 import random
-import subprocess
-import sys
 
 from trainer.errors import EXIT_RESUMABLE
 
+import forked_main
 from helpers import main_args
 from helpers import REPO
 
@@ -40,9 +39,11 @@ def run_until_done(module, args, seed, points, env=None, after_each=None):
   history = []
   for attempt in range(MAX_KILLS + 1):
     spec = ':'.join(map(str, draws[attempt])) if attempt < MAX_KILLS else 'none'
-    proc = subprocess.run([sys.executable, os.path.join(REPO, 'tests', 'kill_at.py'), spec,
-                           module] + list(args), cwd=REPO, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
+    # trainer.main forked from a process that imported it (tests/forked_main.py); the others
+    # (trainer.prepare's Beam, trainer.train_keras' Keras backend) in a fresh interpreter.
+    proc = forked_main.run([os.path.join(REPO, 'tests', 'kill_at.py'), spec, module] + list(args),
+                           dict(os.environ) if env is None else env, timeout=600,
+                           fresh=module != 'trainer.main')
     history.append((spec, proc.returncode))
     if after_each:
       after_each(proc.stderr)

@@ -1,6 +1,7 @@
 """A run's default output leaves out the libraries' deprecation notices and Estimator's config
 dump; `-v 1` shows them again (trainer/cli/log_noise.py). The notices come from TF 2.15's
-tf.estimator: run there only; google-auth's Python 3.7 notice exists only on TF 1.15's Python."""
+tf.estimator: run there only; google-auth's Python 3.7 notice exists only on TF 1.15's Python.
+Each run is a fresh interpreter (run_main's `fresh`): what the import prints is under test."""
 
 import sys
 
@@ -18,11 +19,11 @@ FAKE = ['--fake_data', '--model=cnn', '--image_size=28', '--num_classes=10',
 
 @pytest.mark.one_runtime('TF 1.15 prints few notices; the filter is the same code on both')
 def test_deprecation_notices_only_with_verbosity(tmp_path):
-  quiet = ok(run_main('--model_dir=' + str(tmp_path / 'a'), *FAKE))
+  quiet = ok(run_main('--model_dir=' + str(tmp_path / 'a'), *FAKE, fresh=True))
   assert 'is deprecated' not in quiet.stderr and 'Using config: {' not in quiet.stderr
   assert 'step 1/2 loss' in quiet.stderr  # the run's own progress stays
   assert '"top_1_accuracy"' in quiet.stdout  # and its result
-  verbose = ok(run_main('--model_dir=' + str(tmp_path / 'b'), '-v', '1', *FAKE))
+  verbose = ok(run_main('--model_dir=' + str(tmp_path / 'b'), '-v', '1', *FAKE, fresh=True))
   assert 'is deprecated' in verbose.stderr
 
 
@@ -30,10 +31,10 @@ def test_deprecation_notices_only_with_verbosity(tmp_path):
 def test_google_auths_python37_notice_only_with_verbosity(tmp_path):
   """TF 1.15 loads google-auth with TensorFlow; its notice waits for the flags (and the run's
   own start-up line, the host settings, stays)."""
-  quiet = ok(run_main('--model_dir=' + str(tmp_path / 'a'), *FAKE))
+  quiet = ok(run_main('--model_dir=' + str(tmp_path / 'a'), *FAKE, fresh=True))
   assert 'Python37DeprecationWarning' not in quiet.stderr
   _, settings, _ = threads.current()
   assert 'host CPU: ' in quiet.stderr and 'inter-op %d' % settings.inter_op in quiet.stderr
-  verbose = ok(run_main('--model_dir=' + str(tmp_path / 'b'), '-v', '1', *FAKE))
+  verbose = ok(run_main('--model_dir=' + str(tmp_path / 'b'), '-v', '1', *FAKE, fresh=True))
   # One notice each from google.auth and google.oauth2.
   assert verbose.stderr.count('Python37DeprecationWarning: After') == 2

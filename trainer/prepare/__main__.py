@@ -36,6 +36,7 @@ from trainer.prepare import rotten_tomatoes
 from trainer.prepare import text_csv
 from trainer.storage import lease as lease_lib
 from trainer.storage import outputs
+from trainer.storage import staged
 
 FLAGS = absl_flags.FLAGS
 SOURCES = ('imagenet', 'image_folder', 'fashion_mnist', 'text', 'rotten_tomatoes', 'photos',
@@ -89,10 +90,13 @@ def prepare(source):
     arrays.check_paths(FLAGS.source_dir, FLAGS.output_dir)
   # One writer per output_dir (trainer.storage.lease), taken before the output is checked: a
   # killed conversion's files are only known for what they are once its lease is taken over.
-  with lease_lib.held(FLAGS.output_dir, '--output_dir', command='trainer.prepare') as lease:
+  # Every file this process renames into output_dir checks the lease first (Beam's workers
+  # check the lease's token: beam_convert).
+  with lease_lib.held(FLAGS.output_dir, '--output_dir', command='trainer.prepare') as lease, \
+      staged.commits_checked(FLAGS.output_dir, lambda path: lease.check()):
     overwrite = FLAGS.overwrite or _resumes_killed_conversion(lease)
     shards.check_output_dir(FLAGS.output_dir, overwrite)  # before reading any input
-    return _convert(source, overwrite)
+    return _convert(source, overwrite, lease)
 
 
 def _resumes_killed_conversion(lease):
@@ -111,9 +115,9 @@ def _resumes_killed_conversion(lease):
   return True
 
 
-def _convert(source, overwrite):
+def _convert(source, overwrite, lease):
   if source in ('imagenet', 'image_folder', 'photos'):
-    return _prepare_on_beam(source, overwrite)
+    return _prepare_on_beam(source, overwrite, lease)
   if source == 'arrays':
     return arrays.prepare(FLAGS.source_dir, FLAGS.output_dir, FLAGS.image_size,
                           FLAGS.crop_padding, overwrite=overwrite)
@@ -134,8 +138,8 @@ def _convert(source, overwrite):
       **_text_options(overwrite))
 
 
-def _prepare_on_beam(source, overwrite):
-  """prepare() for the converters that run on Apache Beam."""
+def _prepare_on_beam(source, overwrite, lease):
+  """prepare() for the converters that run on Apache Beam, for the holder of `lease`."""
   beam_convert, image_folder, imagenet, photos = _beam_converters()
   options = beam_options(beam_convert)
   if source == 'imagenet':
@@ -146,18 +150,20 @@ def _prepare_on_beam(source, overwrite):
                       else ilsvrc_layout.DEFAULT_TRAIN_SHARDS),
         validation_shards=(FLAGS.validation_shards if FLAGS['validation_shards'].present
                            else ilsvrc_layout.DEFAULT_VALIDATION_SHARDS),
-        skip_unreadable=FLAGS.skip_unreadable, overwrite=overwrite, shuffle_seed=FLAGS.seed)
+        skip_unreadable=FLAGS.skip_unreadable, overwrite=overwrite, shuffle_seed=FLAGS.seed,
+        lease=lease)
   if source == 'image_folder':
     return image_folder.prepare(FLAGS.source_dir, FLAGS.output_dir,
                                 FLAGS.validation_fraction or 0.1, FLAGS.train_shards,
                                 FLAGS.validation_shards, options=options,
                                 skip_unreadable=FLAGS.skip_unreadable, overwrite=overwrite,
-                                shuffle_seed=FLAGS.seed)
+                                shuffle_seed=FLAGS.seed, lease=lease)
   if FLAGS.runner != 'DirectRunner':
     raise PipelineError('photos runs on this machine only (it cuts its images into a local '
                         'temporary folder): leave out --runner.')
   return photos.prepare(FLAGS.output_dir, FLAGS.num_images, FLAGS.train_shards,
-                        FLAGS.validation_shards, options=options, overwrite=overwrite)
+                        FLAGS.validation_shards, options=options, overwrite=overwrite,
+                        lease=lease)
 
 
 def main(argv):

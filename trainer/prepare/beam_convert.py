@@ -21,6 +21,7 @@ import collections
 import json
 import os
 import random
+import re
 import uuid
 
 from absl import logging
@@ -33,15 +34,19 @@ from trainer.data import dataset_json
 from trainer.data import records
 from trainer.data import shards
 from trainer.errors import PipelineError
+from trainer.prepare import beam_job
 from trainer.prepare import image_coder
 from trainer.storage import lease
 from trainer.storage import staged
+from trainer.storage import writer_token
 
 PLAN_DIR = shards.PLAN_DIR
 SHARDS_PER_PLAN_FILE = 64
 # Images read and checked per session call (ImageCoder.convert_many); about 3.5 MB of ImageNet
 # JPEGs held at a time per worker.
 IMAGES_PER_CALL = 32
+# How a worker's error appears in the text of the exception a runner raises (pipeline_error).
+_WORKER_ERROR = re.compile(r'\b(?:PipelineError|LeaseLost): ')
 
 # One image to convert: where its bytes are, its label as stored, its class name (synset) and the
 # name recorded as image/filename.
@@ -154,9 +159,12 @@ class WriteShard(beam.DoFn):
   error line, and the driver (`convert`) words the error from that file instead.
   """
 
-  def __init__(self, output_dir, jpeg_only, skip_unreadable, with_stats):
+  def __init__(self, output_dir, jpeg_only, skip_unreadable, with_stats, writer=None):
+    """writer: the lease holder's writer_token.WriterToken, checked before a shard is renamed
+    into place (None: no lease)."""
     super(WriteShard, self).__init__()
     self._output_dir = output_dir.rstrip('/')
+    self._writer = writer
     self._jpeg_only = jpeg_only
     self._skip_unreadable = skip_unreadable
     self._with_stats = with_stats
@@ -196,6 +204,8 @@ class WriteShard(beam.DoFn):
           if summary['unreadable']:
             break
       if not summary['unreadable']:
+        if self._writer:  # LeaseLost once another conversion holds output_dir
+          self._writer.check(final)
         tf.io.gfile.rename(temporary, final, overwrite=True)
     finally:
       if tf.io.gfile.exists(temporary):
@@ -249,11 +259,12 @@ def _median(counts):
       return int(value)
 
 
-def write_dataset_json(summary, output_dir, info):
+def write_dataset_json(summary, output_dir, info, writer=None):
   """The pipeline's last step: completes `info` (the dataset.json dict without the figures
   only the conversion knows) from the combined summary, writes dataset.json and removes the
   plan. Returns the written dict; None, writing nothing, when the conversion failed
-  (`problems_found` says why)."""
+  (`problems_found` says why). writer: as WriteShard's (LeaseLost, nothing written or removed,
+  once another conversion holds output_dir)."""
   if summary['unreadable'] or problems_found(output_dir):  # (a retried shard reports none)
     return None
   empty = [split for split in (shards.TRAIN_SPLIT, shards.EVAL_SPLIT)
@@ -263,6 +274,8 @@ def write_dataset_json(summary, output_dir, info):
                     'dataset.json was not written.' % (' and '.join(empty),
                                                        len(summary['skipped'])))
     return None
+  if writer:
+    writer.check(dataset_json.path_of(output_dir))
   # Files of workers killed mid-shard; the lease's own are its heartbeat's.
   staged.remove_leftovers(output_dir, but=(lease.LEASE_FILE,))
   info = dict(info)
@@ -301,11 +314,11 @@ def pipeline_error(error):
   """The PipelineError inside an exception a Beam runner raised (its text is all a runner keeps
   of a worker's exception), or None."""
   text = str(error)
-  marker = 'PipelineError: '
+  markers = list(_WORKER_ERROR.finditer(text))
   if isinstance(error, PipelineError):
     message = text
-  elif marker in text:
-    message = text[text.rindex(marker) + len(marker):].strip()
+  elif markers:
+    message = text[markers[-1].end():].strip()
   else:
     return None
   # A runner appends its own context ("[while running ...]") after the worker's message.
@@ -313,7 +326,7 @@ def pipeline_error(error):
 
 
 def convert(splits, output_dir, info, num_shards, options, jpeg_only=False,
-            skip_unreadable=False, with_stats=False, shuffle_seed=0, overwrite=False):
+            skip_unreadable=False, with_stats=False, shuffle_seed=0, overwrite=False, lease=None):
   """Converts image files into TFRecord shards and dataset.json with one Beam pipeline.
 
   Args:
@@ -329,6 +342,9 @@ def convert(splits, output_dir, info, num_shards, options, jpeg_only=False,
     with_stats: compute the training images' per-channel mean and stddev.
     shuffle_seed: seed of the training examples' order across shards.
     overwrite: replace an earlier conversion in output_dir instead of refusing.
+    lease: the held trainer.storage.lease.Lease of output_dir, or None: the workers check its
+      token before each shard and dataset.json, and a Dataflow job's id is recorded in it while
+      the job runs (a taker refuses meanwhile).
 
   Returns:
     The dataset.json dict written.
@@ -352,16 +368,19 @@ def convert(splits, output_dir, info, num_shards, options, jpeg_only=False,
   logging.info('converting %s images in %d shards to %s',
                ' + '.join('%d %s' % (len(v), k) for k, v in splits.items()), len(shard_plans),
                output_dir)
+  writer = (writer_token.WriterToken(lease.directory, lease.token, lease.flag) if lease
+            else None)
+  pipeline = beam.Pipeline(options=options)
+  _ = (pipeline
+       | 'Plan' >> beam.Create(plan_paths)
+       | 'ReadPlan' >> beam.FlatMap(read_plan)
+       | 'Spread' >> beam.Reshuffle()
+       | 'WriteShards' >> beam.ParDo(WriteShard(output_dir, jpeg_only, skip_unreadable,
+                                                with_stats, writer))
+       | 'Combine' >> beam.CombineGlobally(merge_summaries)
+       | 'WriteDatasetJson' >> beam.Map(write_dataset_json, output_dir, info, writer))
   try:
-    with beam.Pipeline(options=options) as p:
-      _ = (p
-           | 'Plan' >> beam.Create(plan_paths)
-           | 'ReadPlan' >> beam.FlatMap(read_plan)
-           | 'Spread' >> beam.Reshuffle()
-           | 'WriteShards' >> beam.ParDo(WriteShard(output_dir, jpeg_only, skip_unreadable,
-                                                    with_stats))
-           | 'Combine' >> beam.CombineGlobally(merge_summaries)
-           | 'WriteDatasetJson' >> beam.Map(write_dataset_json, output_dir, info))
+    beam_job.run_to_end(pipeline, options, lease)
   except Exception as e:  # pylint: disable=broad-except
     error = pipeline_error(e)
     if error is None:

@@ -168,7 +168,7 @@ def _list_image_folder(source_dir, validation_fraction, skip_unreadable=False):
 
 def prepare(source_dir, output_dir, validation_fraction=0.1, train_shards=16,
             validation_shards=4, options=None, skip_unreadable=False, overwrite=False,
-            shuffle_seed=0):
+            shuffle_seed=0, lease=None):
   """Converts a folder-per-class tree of JPEG/PNG files (either SOURCE/class/x.jpg, split by a
   stable hash, or SOURCE/{train,validation}/class/x.jpg) on the Beam engine
   (trainer/prepare/beam_convert.py). JPEG and PNG bytes are kept as they are; labels are 0-based
@@ -176,7 +176,7 @@ def prepare(source_dir, output_dir, validation_fraction=0.1, train_shards=16,
 
   Args:
     options: Beam PipelineOptions (default: DirectRunner on every core).
-    skip_unreadable, overwrite, shuffle_seed: as in beam_convert.convert.
+    skip_unreadable, overwrite, shuffle_seed, lease: as in beam_convert.convert.
 
   Returns:
     The dataset.json dict.
@@ -207,4 +207,4 @@ def prepare(source_dir, output_dir, validation_fraction=0.1, train_shards=16,
       {shards.TRAIN_SPLIT: train_shards, shards.EVAL_SPLIT: validation_shards},
       options or beam_convert.pipeline_options_for(), jpeg_only=False,
       skip_unreadable=skip_unreadable, with_stats=True, shuffle_seed=shuffle_seed,
-      overwrite=overwrite)
+      overwrite=overwrite, lease=lease)

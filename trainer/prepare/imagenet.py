@@ -134,7 +134,7 @@ def list_images(source_dir, validation_labels=None, synsets=None):
 
 def prepare(source_dir, output_dir, options, validation_labels=None, synsets=None,
             train_shards=DEFAULT_TRAIN_SHARDS, validation_shards=DEFAULT_VALIDATION_SHARDS,
-            skip_unreadable=False, overwrite=False, shuffle_seed=0):
+            skip_unreadable=False, overwrite=False, shuffle_seed=0, lease=None):
   """Converts the ILSVRC layout under `source_dir` into train-NNNNN-of-01024 and
   validation-NNNNN-of-00128 shards (by default) plus dataset.json in `output_dir`.
 
@@ -170,4 +170,4 @@ def prepare(source_dir, output_dir, options, validation_labels=None, synsets=Non
       splits, output_dir, info,
       {shards.TRAIN_SPLIT: train_shards, shards.EVAL_SPLIT: validation_shards}, options,
       jpeg_only=True, skip_unreadable=skip_unreadable, with_stats=False,
-      shuffle_seed=shuffle_seed, overwrite=overwrite)
+      shuffle_seed=shuffle_seed, overwrite=overwrite, lease=lease)

@@ -76,11 +76,11 @@ def write_crops(tree, num_images, seed=0):
 
 
 def prepare(output_dir, num_images, train_shards=8, validation_shards=2, options=None,
-            overwrite=False):
+            overwrite=False, lease=None):
   """Real-photo records for the input benchmark: `num_images` JPEG crops of 400x350 cut from the
   scikit-image sample photos (`write_crops`), one class per photo, 10% held out by a stable
-  hash, converted by image_folder (Beam `options`, `overwrite` as there). Returns the dataset.json
-  dict.
+  hash, converted by image_folder (Beam `options`, `overwrite`, `lease` as there). Returns the
+  dataset.json dict.
 
   Raises:
     PipelineError: scikit-image missing, or fewer than two images per photo.
@@ -92,7 +92,7 @@ def prepare(output_dir, num_images, train_shards=8, validation_shards=2, options
   try:
     write_crops(tree, num_images)
     info = image_folder.prepare(tree, output_dir, 0.1, train_shards, validation_shards,
-                                options=options, overwrite=overwrite)
+                                options=options, overwrite=overwrite, lease=lease)
   finally:
     shutil.rmtree(tree, ignore_errors=True)
   info.update(name='photos', source='scikit-image sample photos: %s' % ', '.join(PHOTOS))

@@ -4,29 +4,29 @@ TensorFlow has no lock on a model_dir: a second writer deletes checkpoints it di
 (tensorflow/tensorflow#34234) or overwrites the `checkpoint` state file. So every command that
 writes a run directory (trainer.main's training modes, trainer.train_keras, trainer.prepare)
 holds `<directory>/writer.lease` while it writes, naming its holder (host, pid, job id, command,
-start time) for the message of a run it refuses (`LeaseHeld`, exit status 2). docs/reliability.md
-says what it promises, per store:
+start time, a Dataflow job it started) for the message of a run it refuses (`LeaseHeld`, exit
+status 2). What it promises, per store (docs/reliability.md):
 
-- **Local disk (and NFS)**: the holder keeps the file locked with flock(2) (LocalStore). Only
-  the kernel decides: a second run is refused while the holder's process exists, stopped or hung
-  included, and takes over the moment it is gone, however it ended. No heartbeat, no clock.
-- **gs:// and Vertex AI's `/gcs/BUCKET/...` mount** (FUSE locks only on its own machine): an
-  object created with `ifGenerationMatch=0`, renewed every `expiry_secs / 6` and deleted with a
-  generation match (https://cloud.google.com/storage/docs/request-preconditions).
-  GCS allows about one write per second to an object (https://cloud.google.com/storage/quotas):
-  the expiry is at least 12 s. One clock decides: the holder gives up after 2/3 of the expiry
-  without a renewal (its monotonic clock, from when the renewal was sent); a taker on another
-  machine takes over only after seeing the same generation unchanged for the holder's whole
-  expiry by its own monotonic clock (as etcd and Chubby do); the storage's timestamps only decide
-  whether to refuse at once or to start watching. A holder on this machine whose process is
-  gone, or a damaged lease object, is taken over at once. Calls of the heartbeat and check() are
-  bounded by the heartbeat period, never made under the state's lock. A save stalled past a
-  takeover is fenced by the state file's generation (state_fence.py).
+- **Local disk (and NFS)**: the holder keeps the file locked with flock(2) (LocalStore): a second
+  run is refused while the holder's process exists, stopped or hung included, and takes over the
+  moment it is gone. No heartbeat, no clock.
+- **gs:// and Vertex AI's `/gcs/BUCKET/...` mount**: an object created with `ifGenerationMatch=0`,
+  renewed every `expiry_secs / 6`, deleted with a generation match
+  (https://cloud.google.com/storage/docs/request-preconditions); the expiry is at least 12 s (about
+  one write per second per object: https://cloud.google.com/storage/quotas). One clock decides:
+  the holder gives up after 2/3 of the expiry without a renewal (its own clock, from when the
+  renewal was sent); a taker elsewhere takes over only after seeing one generation unchanged for
+  the holder's whole expiry by its own clock (as etcd and Chubby do). A holder on this machine
+  whose process is gone, or a damaged lease, is taken over at once; one whose Dataflow job may
+  still run, never. Calls are bounded by the heartbeat period, never made under the state's lock.
+  A save stalled past a takeover is fenced by the state file's generation (state_fence.py).
 
 Ownership is the holder's random token only (a renewal that landed unanswered is kept). `check()`
-is called before every checkpoint and output. Read-only commands take no lease.
+is called before every checkpoint and output; workers writing for the holder check its token
+(writer_token.py). Read-only commands take no lease.
 """
 
+import contextlib
 import errno
 import os
 import threading
@@ -42,7 +42,6 @@ LEASE_FILE = 'writer.lease'
 DEFAULT_EXPIRY_SECS = 180
 MIN_EXPIRY_SECS = 12
 GIVE_UP_FRACTION = 2.0 / 3  # of the expiry: the holder stops writing this long without a renewal
-GCS_FUSE_MOUNT = '/gcs/'  # Vertex AI mounts gs://BUCKET at /gcs/BUCKET (Cloud Storage FUSE)
 
 
 class LeaseHeld(PipelineError):
@@ -51,16 +50,6 @@ class LeaseHeld(PipelineError):
 
 class LeaseLost(PipelineError):
   """This run's lease was taken over, or could not be renewed for 2/3 of its expiry."""
-
-
-def object_path(directory):
-  """The gs:// path of a directory on Vertex AI's Cloud Storage FUSE mount (`/gcs/BUCKET/...`),
-  of a gs:// path itself, or None for any other (local) directory."""
-  if directory.startswith('gs://'):
-    return directory
-  if directory.startswith(GCS_FUSE_MOUNT) and len(directory) > len(GCS_FUSE_MOUNT):
-    return 'gs://' + directory[len(GCS_FUSE_MOUNT):]
-  return None
 
 
 def _clock():
@@ -88,33 +77,26 @@ class Lease(object):
     self.expiry_secs = max(MIN_EXPIRY_SECS, expiry_secs)
     self._wall_clock = wall_clock
     self._store = None
-    self._local = object_path(self.directory) is None
+    self._local = lease_stores.object_path(self.directory) is None
     self._content = dict(lease_stores.this_process(command), token=uuid.uuid4().hex, beats=0,
                          expiry_secs=self.expiry_secs)
     self._version = None
     self._renewed = None  # _clock() when the last successful write was sent
     self._lost = None  # why, once lost
     self._lock = threading.Lock()  # the state below, between the heartbeat and check()
+    self._write_lock = threading.Lock()
     self._stop = threading.Event()
     self._thread = None
     self._created_directory = False
     self.took_over = None  # the content of the dead holder's lease, when acquire() took it over
 
   def _open_store(self):
-    if not self._local:
-      try:
-        return lease_stores.GcsStore('%s/%s' % (object_path(self.directory), LEASE_FILE))
-      except ImportError:
-        raise PipelineError('%s=%s is on Google Cloud Storage, and its writer\'s lease needs '
-                            'google-cloud-storage: pip install google-cloud-storage.'
-                            % (self.flag, self.directory))
-    if not os.path.isdir(self.directory):
-      try:
-        os.makedirs(self.directory)
-        self._created_directory = True
-      except FileExistsError:  # another run created it meanwhile
-        pass
-    return lease_stores.LocalStore(self.path)
+    try:
+      self._store, self._created_directory = lease_stores.open_store(self.directory, self.path)
+    except ImportError:
+      raise PipelineError('%s=%s is on Google Cloud Storage, and its writer\'s lease needs '
+                          'google-cloud-storage: pip install google-cloud-storage.'
+                          % (self.flag, self.directory))
 
   def _mine(self, content):
     """Whether a lease read back is this run's (its token: a renewal whose answer was lost but
@@ -130,7 +112,7 @@ class Lease(object):
         lease's path holds a symbolic link or a directory.
     """
     try:
-      self._store = self._open_store()
+      self._open_store()
       if self._local:
         self._acquire_local()
       else:
@@ -223,6 +205,9 @@ class Lease(object):
     Raises LeaseHeld when it is, or may be, alive."""
     if 'damaged' in holder:
       return 'no run can renew a damaged lease'
+    if holder.get('dataflow_job'):  # its workers may write on, whatever became of the holder
+      raise LeaseHeld(self._held_message(lease_stores.describe(holder, age),
+                                         lease_stores.dataflow_hint(holder, self.path)))
     if lease_stores.holder_is_gone(holder):
       return 'its process is gone'
     expiry = lease_stores.expiry_of(holder, self.expiry_secs, MIN_EXPIRY_SECS)
@@ -261,7 +246,10 @@ class Lease(object):
 
   def renew(self):
     """One renewal, now (gs:// only; what the heartbeat does every period), bounded by it."""
-    period = _period(self.expiry_secs)
+    with self._write_lock:  # the heartbeat's and record()'s writes, one at a time
+      self._renew(_period(self.expiry_secs))
+
+  def _renew(self, period):
     with self._lock:
       if self._lost:
         return
@@ -276,8 +264,8 @@ class Lease(object):
       except Exception:  # pylint: disable=broad-except  # judged at the next beat
         return
       if current is not None and self._mine(current[0]):  # a renewal that landed unanswered
-        with self._lock:
-          self._content, self._version = dict(current[0]), current[1]
+        with self._lock:  # its beats; fields record() added meanwhile stay
+          self._content['beats'], self._version = current[0].get('beats', 0), current[1]
         return
       self._lose(self._lost_to(current))
       return
@@ -290,8 +278,8 @@ class Lease(object):
       self._lose('it could not be renewed for %.0f s (%s), so another run may take it over'
                  % (silent, e))
       return
-    with self._lock:
-      self._content, self._version, self._renewed = content, version, sent
+    with self._lock:  # fields record() added meanwhile stay
+      self._content['beats'], self._version, self._renewed = content['beats'], version, sent
 
   def _heartbeat(self):
     while not self._stop.wait(_period(self.expiry_secs)):
@@ -317,7 +305,7 @@ class Lease(object):
           self._read_back(quick=True, failed_read_is_mine=True)  # renewed recently
     if self._lost:
       raise LeaseLost('this run lost the writer\'s lease of %s=%s: %s. It stopped without '
-                      'writing further; the newest checkpoint it wrote before stays.'
+                      'writing further; what it wrote before (its newest checkpoint) stays.'
                       % (self.flag, self.directory, self._lost))
 
   def confirm(self):
@@ -347,6 +335,15 @@ class Lease(object):
   def lost(self):  # why the heartbeat or a check found the lease lost, or None
     return self._lost
 
+  def record(self, **fields):
+    """Adds `fields` to the holder's record, written now (`dataflow_job`: a taker refuses)."""
+    with self._lock:
+      self._content.update(fields)
+    if self._local:
+      self._store.rewrite(self._content)
+    else:
+      self.renew()
+
   def start_heartbeat(self):
     """Renews a gs:// lease in a thread (a local lease is held by its lock: no heartbeat)."""
     if self._local:
@@ -372,6 +369,10 @@ class Lease(object):
       return
     if self._lost or self._version is None:
       return
+    if self._content.get('dataflow_job'):  # it may still write: the lease keeps saying so
+      logging.error('Keeping the lease %s: %s', self.path,
+                    lease_stores.dataflow_hint(self._content, self.path))
+      return
     try:
       self._store.delete(self._version, budget=_period(self.expiry_secs))
     except lease_stores.Conflict:
@@ -381,20 +382,18 @@ class Lease(object):
                       'after its last renewal.', self.path, e, self.expiry_secs)
 
 
-class held(object):  # pylint: disable=invalid-name
+@contextlib.contextmanager
+def held(directory, flag, expiry_secs=DEFAULT_EXPIRY_SECS, command='', needed=True):
   """`with lease.held(directory, flag, expiry_secs, command) as lease:` takes the lease (or, with
   `needed=False`, nothing: `lease` is None), renews it while the block runs and releases it
   after, whatever ends the block."""
-
-  def __init__(self, directory, flag, expiry_secs=DEFAULT_EXPIRY_SECS, command='', needed=True):
-    self._lease = Lease(directory, flag, expiry_secs, command) if needed else None
-
-  def __enter__(self):
-    if self._lease:
-      self._lease.acquire()
-      self._lease.start_heartbeat()
-    return self._lease
-
-  def __exit__(self, *exc):
-    if self._lease:
-      self._lease.release()
+  if not needed:
+    yield None
+    return
+  lease = Lease(directory, flag, expiry_secs, command)
+  lease.acquire()
+  try:
+    lease.start_heartbeat()
+    yield lease
+  finally:
+    lease.release()

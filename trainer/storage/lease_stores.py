@@ -134,6 +134,53 @@ def process_state(pid):
   return stat.rpartition(')')[2].split()[0] if stat else ''
 
 
+GCS_FUSE_MOUNT = '/gcs/'  # Vertex AI mounts gs://BUCKET at /gcs/BUCKET (Cloud Storage FUSE)
+
+
+def object_path(directory):
+  """The gs:// path of a directory on Vertex AI's Cloud Storage FUSE mount (`/gcs/BUCKET/...`),
+  of a gs:// path itself, or None for any other (local) directory."""
+  if directory.startswith('gs://'):
+    return directory
+  if directory.startswith(GCS_FUSE_MOUNT) and len(directory) > len(GCS_FUSE_MOUNT):
+    return 'gs://' + directory[len(GCS_FUSE_MOUNT):]
+  return None
+
+
+def open_store(directory, path):
+  """(the store of the lease file `path` of `directory`, whether this call created the local
+  directory). Raises ImportError: gs:// without google-cloud-storage."""
+  gcs = object_path(directory)
+  if gcs:
+    return GcsStore('%s/%s' % (gcs, os.path.basename(path))), False
+  if os.path.isdir(directory):
+    return LocalStore(path), False
+  try:
+    os.makedirs(directory)
+  except FileExistsError:  # another run created it meanwhile
+    return LocalStore(path), False
+  return LocalStore(path), True
+
+
+def _write_over(fd, content):
+  os.ftruncate(fd, 0)
+  os.pwrite(fd, (json.dumps(content, sort_keys=True) + '\n').encode('utf-8'), 0)
+  os.fsync(fd)
+
+
+def dataflow_hint(holder, lease_path):
+  """What to do about the Dataflow job a dead holder's lease names (str)."""
+  where = ' '.join('--%s=%s' % (name, holder['dataflow_' + name])
+                   for name in ('project', 'region') if holder.get('dataflow_' + name))
+  command = 'gcloud dataflow jobs %%s %s %s' % (holder['dataflow_job'], where)
+  lease_path = object_path(lease_path) or lease_path  # gcloud takes gs://, not /gcs/
+  return ('It started Dataflow job %s, whose workers may still be writing this directory, '
+          'whatever became of the command itself: see it with `%s`; once it has ended (or `%s`), '
+          'delete the lease (`gcloud storage rm %s`) and run again.'
+          % (holder['dataflow_job'], (command % 'describe').strip(),
+             (command % 'cancel').strip(), lease_path))
+
+
 class LocalStore(object):
   """The lease as a local file that its holder keeps open under an exclusive flock(2) for the
   whole run: the kernel decides who holds it and releases it when the holder's process ends,
@@ -179,9 +226,7 @@ class LocalStore(object):
           same = False
         if same:
           previous = os.read(fd, 1 << 16).decode('utf-8', 'replace')
-          os.ftruncate(fd, 0)
-          os.pwrite(fd, (json.dumps(content, sort_keys=True) + '\n').encode('utf-8'), 0)
-          os.fsync(fd)
+          _write_over(fd, content)
       except BlockingIOError:
         os.close(fd)
         raise Held()
@@ -192,6 +237,10 @@ class LocalStore(object):
         self._fd = fd
         return parse(previous) if previous else None
       os.close(fd)  # a holder released (deleted) it between our open and our lock: again
+
+  def rewrite(self, content):
+    """Writes `content` over the locked lease file's (the holder's own record)."""
+    _write_over(self._fd, content)
 
   def read(self, quick=False):
     """(content, None, when it was written in seconds since the epoch), or None when there is

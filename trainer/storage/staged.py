@@ -9,6 +9,9 @@ extension take it (Keras: `.keras`, `.weights.h5`). Earlier versions wrote NAME.
 for shards .NAME.tmp-HEX32, for a lease taken over NAME.stale-HEX: `final_name` reads those too,
 so `remove_leftovers` removes them (not the Keras trainer's checkpoints/tmp-HEX.* of versions
 before 2026-11-29: delete those by hand).
+
+A writer that holds a directory's lease has every rename into that directory checked first
+(`commits_checked`): one that lost its lease makes nothing more visible there.
 """
 
 import contextlib
@@ -27,6 +30,9 @@ _ASIDE = re.compile(r'^\.partial-[0-9a-f]{12}\.(.+)$')
 _EARLIER = (re.compile(r'^(.+)\.partial-[0-9a-f]{12}(\.\w+)?$'),
             re.compile(r'^\.(.+)\.tmp-[0-9a-f]{32}()$'),
             re.compile(r'^(.+)\.stale-[0-9a-f]{12}()$'))
+# directory (with a trailing '/') -> check(path), called before a staged write of this process is
+# renamed onto `path` in that directory or below (`commits_checked`).
+_COMMIT_CHECKS = {}
 
 
 def aside_name(path):
@@ -74,10 +80,32 @@ def staged_path(path):
   temporary = aside_name(path)
   try:
     yield temporary
+    _check_commit(path)
     gfile.rename(temporary, path, overwrite=True)
   finally:
     if gfile.exists(temporary):
       gfile.remove(temporary)
+
+
+@contextlib.contextmanager
+def commits_checked(directory, check):
+  """Within the block, every staged write of this process into `directory` (or below) calls
+  `check(final path)` just before its rename; an exception it raises (a lost lease's
+  LeaseLost) leaves the file unwritten and goes to the writer. For a command whose writes go
+  through several modules (trainer.prepare's converters): the lease is checked at the moment a
+  write would become visible, by the one function that makes it so."""
+  key = directory.rstrip('/') + '/'
+  _COMMIT_CHECKS[key] = check
+  try:
+    yield
+  finally:
+    _COMMIT_CHECKS.pop(key, None)
+
+
+def _check_commit(path):
+  for directory, check in list(_COMMIT_CHECKS.items()):
+    if path.startswith(directory):
+      check(path)
 
 
 def remove_leftovers(directory, of=None, but=(), older_than_secs=0):

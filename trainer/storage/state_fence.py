@@ -26,7 +26,7 @@ this: their lease is a lock no live process loses (lease_stores.LocalStore).
 from absl import logging
 
 from trainer.errors import PipelineError
-from trainer.storage import lease as lease_lib
+from trainer.storage import lease_stores
 
 STATE_FILE = 'checkpoint'  # TensorFlow's name for it (checkpoint_management)
 _ATTEMPTS = 5
@@ -39,7 +39,7 @@ class StateFence(object):
   def __init__(self, model_dir, lease):
     from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
     from google.cloud import storage  # pylint: disable=g-import-not-at-top
-    path = lease_lib.object_path(model_dir.rstrip('/'))
+    path = lease_stores.object_path(model_dir.rstrip('/'))
     if path is None:
       raise ValueError('%s is not on Cloud Storage: its lease is a lock, no fence' % model_dir)
     bucket, _, prefix = path[len('gs://'):].partition('/')
