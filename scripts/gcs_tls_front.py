@@ -5,6 +5,10 @@ usage: gcs_tls_front.py LISTEN_PORT CERT KEY BACKEND_PORT     (both on 127.0.0.1
 Buckets named in $GCS_DENIED_BUCKETS (space separated) answer every request with 403, as GCS does
 for an identity without access, and those in $GCS_READONLY_BUCKETS answer 403 to writes and
 deletes (an identity with a viewer role): the emulator itself has no permissions to test against.
+Those in $GCS_OBJECT_ONLY_BUCKETS serve their objects but answer 403 to requests on the bucket
+itself (its metadata, `storage.buckets.get`), as GCS does for an identity holding only
+roles/storage.objectAdmin or objectViewer, whose permissions are `storage.objects.*`
+(https://cloud.google.com/storage/docs/access-control/iam-roles).
 
 Generation preconditions on deletes (`ifGenerationMatch`), which the emulator ignores there, are
 checked here against the object's generation, with GCS's 412 answer.
@@ -81,14 +85,22 @@ class _Front(http.server.BaseHTTPRequestHandler):
     return conn
 
   def _denied(self):
+    """The message of this request's 403, or None when it is allowed."""
     match = re.match(r'^(?:/upload)?(?:/storage/v1/b/|/)([^/?]+)', self.path)
     if not match:
-      return False
+      return None
     bucket = match.group(1)
     if bucket in os.environ.get('GCS_DENIED_BUCKETS', '').split():
-      return True
-    return (self.command in ('POST', 'PUT', 'PATCH', 'DELETE')
-            and bucket in os.environ.get('GCS_READONLY_BUCKETS', '').split())
+      return 'sandbox: access to this bucket is denied'
+    if (bucket in os.environ.get('GCS_OBJECT_ONLY_BUCKETS', '').split()
+        and re.match(r'^/storage/v1/b/[^/?]+/?(\?|$)', self.path)):  # the bucket's metadata
+      return ('sandbox: the caller does not have storage.buckets.get access to the Google Cloud '
+              'Storage bucket. Permission \'storage.buckets.get\' denied on resource (or it may '
+              'not exist).')
+    if (self.command in ('POST', 'PUT', 'PATCH', 'DELETE')
+        and bucket in os.environ.get('GCS_READONLY_BUCKETS', '').split()):
+      return 'sandbox: access to this bucket is denied'
+    return None
 
   def _outage(self):
     """The outage mode ('503' or 'drop') of the outage file that applies to this request, or
@@ -154,10 +166,10 @@ class _Front(http.server.BaseHTTPRequestHandler):
     if outage:
       self._send_error(503, 'Service Unavailable', {'code': 503, 'message': 'sandbox: outage'})
       return
-    if self._denied():
+    denied = self._denied()
+    if denied:
       self._send_error(403, 'Forbidden', {
-          'code': 403, 'message': 'sandbox: access to this bucket is denied',
-          'errors': [{'reason': 'forbidden'}]})
+          'code': 403, 'message': denied, 'errors': [{'reason': 'forbidden'}]})
       return
     if self.command == 'DELETE' and self._delete_precondition_fails():
       self._send_error(412, 'Precondition Failed', {

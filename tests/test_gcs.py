@@ -153,6 +153,25 @@ def test_permission_denied_names_the_identity_to_grant(small_dir):
   assert 'cloud-tpu.iam.gserviceaccount.com' not in proc.stderr  # no TPU in this run
 
 
+def test_a_bucket_granted_only_the_object_roles_passes_the_checks_and_trains():
+  """gs://objects-only answers 403 to its own metadata (`storage.buckets.get`), as GCS does for an
+  identity holding only roles/storage.objectAdmin: the start-up checks ask only object
+  permissions, so the role a 403 names (test above) is one that lets the run through, and
+  TensorFlow's own client trains and checkpoints there. A denied data path names objectViewer."""
+  from trainer.cloud import gcs_preflight  # pylint: disable=g-import-not-at-top
+  from trainer.errors import PipelineError  # pylint: disable=g-import-not-at-top
+  directory = 'gs://objects-only/run-%s' % uuid.uuid4().hex[:8]
+  gcs_preflight.check_path_usable(directory + '/data', 'data_dir')
+  gcs_preflight.check_path_usable(directory + '/model', 'model_dir')
+  proc = run_main('--fake_data', '--model=cnn', '--image_size=28', '--num_classes=10',
+                  '--train_batch_size=8', '--train_steps=2', '--mode=train',
+                  '--model_dir=%s/model' % directory)
+  ok(proc)
+  assert tf.io.gfile.glob(directory + '/model/model.ckpt-*2.index'), proc.stderr[-3000:]
+  with pytest.raises(PipelineError, match=r'Grant .* roles/storage.objectViewer on the bucket'):
+    gcs_preflight.check_path_usable('gs://denied/data', 'data_dir')
+
+
 def test_permission_denied_with_use_tpu_names_the_tpu_service_account():
   proc = _fast(lambda: _prepare_denied_tpu_run())
   refused(proc, 'permission denied on bucket gs://denied for --data_dir')
