@@ -285,6 +285,13 @@ def test_machines_the_service_offers_but_the_image_cannot_use(flags, pool, submi
   _refused(_submit(tmp_path, *FLAGS, *flags, '--', *ARGS), submit_says)
 
 
+def test_a_tpu_v5p_machine_gets_the_pjrt_explanation(tmp_path):
+  """ct5p (TPU v5p) is refused as v5e is, saying why (PJRT), not as an unknown machine."""
+  proc = _submit(tmp_path, *FLAGS, '--machine_type=ct5p-hightpu-4t', '--', *ARGS)
+  _refused(proc, 'TPU v5p, released after v5e')
+  assert 'only support PJRT' in proc.stderr
+
+
 @pytest.mark.parametrize('body, service_says', [
     (_job(dict(_pool('n1-standard-8'), replicaCount='2')), 'replica_count must be 1'),
     (_job(dict(_pool('n1-standard-8'), containerSpec={

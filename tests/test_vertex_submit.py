@@ -198,11 +198,22 @@ def test_bad_requests_are_refused_before_any_upload(overrides, message):
   assert message in str(raised.value)
 
 
+def test_a_domain_scoped_project_id_is_a_project_id():
+  vertex_job.validate(_job(project='example.com:my-project'), today=BEFORE_END)
+  with pytest.raises(PipelineError, match='is not a project ID'):
+    vertex_job.validate(_job(project='example.com:My Project'), today=BEFORE_END)
+
+
 def test_durations_read_as_seconds():
   assert [scheduling.seconds('timeout', t) for t in ('90', '90s', '30m', '12h', '7d', None)] == [
       90, 90, 1800, 43200, 604800, None]
   with pytest.raises(PipelineError, match=r'--timeout=1\.5h is not a duration'):
     scheduling.seconds('timeout', '1.5h')
+  # google.protobuf.Duration's limit, 315,576,000,000 s: the longest the API takes.
+  assert scheduling.seconds('timeout', '3652500d') == 315576000000
+  with pytest.raises(PipelineError, match=r'--timeout=99999999d is 8639999913600 s, longer than '
+                     r'the longest duration Vertex AI takes'):
+    scheduling.seconds('timeout', '99999999d')
 
 
 def test_spot_needs_a_client_library_that_knows_it(tmp_path):

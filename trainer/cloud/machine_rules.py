@@ -37,8 +37,8 @@ MACHINE_TYPE = re.compile(
     r'^(?:(?P<family>n1|n2|n2d|n4|e2|c2|m1|a2|a3|a4|a4x|g2|g4)-(?:standard|highmem|highcpu|'
     r'highgpu|megagpu|ultragpu|ultramem|megamem)-\d+g?|cloud-tpu)$')
 # TPU machine types of generations TPUEstimator cannot use (TABLE's tpus_without_tpuestimator).
-_NEWER_TPU_MACHINE = re.compile(r'^(?P<kind>ct5lp|ct6e|tpu7x)-[a-z]+-\d+t$')
-_KEYS_OF_TPU_MACHINE = {'ct5lp': 'TPU_V5_LITEPOD', 'ct6e': 'ct6e', 'tpu7x': 'tpu7x'}
+_NEWER_TPU_MACHINE = re.compile(r'^(?P<kind>ct5lp|ct5p|ct6e|tpu7x)-[a-z]+-\d+t$')
+_KEYS_OF_TPU_MACHINE = {'ct5lp': 'TPU_V5_LITEPOD', 'ct5p': 'ct5p', 'ct6e': 'ct6e', 'tpu7x': 'tpu7x'}
 _NEWER_TPU_ACCELERATORS = ('TPU_V5_LITEPOD', 'TPU_V4_POD')  # AcceleratorType names
 KERAS_ROAD = ('see the Keras road, trainer.train_keras on JAX (docs/migration.md; not run on '
               'them here)')

@@ -24,6 +24,9 @@ Scheduling = collections.namedtuple(
 _FLEX = machine_rules.TABLE['flex_start']
 _DURATION = re.compile(r'^(\d+)([smhd]?)$')
 _UNIT_SECONDS = {'': 1, 's': 1, 'm': 60, 'h': 3600, 'd': 86400}
+# google.protobuf.Duration's range: +-315,576,000,000 s, about 10,000 years
+# (google/protobuf/duration.proto); a longer one is refused by the API, not by the client library.
+MAX_DURATION_SECONDS = 315576000000
 
 
 def seconds(flag, text):
@@ -33,7 +36,7 @@ def seconds(flag, text):
     None for None, else the whole number of seconds (int, >= 0).
 
   Raises:
-    PipelineError: not such a duration.
+    PipelineError: not such a duration, or longer than MAX_DURATION_SECONDS.
   """
   if text is None:
     return None
@@ -41,7 +44,13 @@ def seconds(flag, text):
   if not match:
     raise PipelineError('--%s=%s is not a duration: give a whole number with s, m, h or d (e.g. '
                         '--%s=12h).' % (flag, text, flag))
-  return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+  value = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+  if value > MAX_DURATION_SECONDS:
+    raise PipelineError('--%s=%s is %d s, longer than the longest duration Vertex AI takes '
+                        '(google.protobuf.Duration: %d s, about 10,000 years): give a shorter '
+                        'one (a job\'s --timeout is at most 7 days by default).'
+                        % (flag, text, value, MAX_DURATION_SECONDS))
+  return value
 
 
 def check(job, warnings):

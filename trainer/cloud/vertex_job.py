@@ -29,7 +29,10 @@ JobRequest = collections.namedtuple(
 
 PYTHON_MODULE = 'trainer.main'
 _CLOUD_STORAGE_PATH = re.compile(r'^(gs://|/gcs/)[^/]+')  # with a bucket
-_PROJECT = re.compile(r'^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|\d+)$')
+# A project ID (6-30 characters), a domain-scoped one (`example.com:my-project`, the projects of
+# a Workspace domain: cloud.google.com/resource-manager/docs/creating-managing-projects)
+# or a project number.
+_PROJECT = re.compile(r'^(?:(?:[a-z0-9][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]|\d+)$')
 _REGION = re.compile(r'^[a-z]+-[a-z]+\d+$')
 _DISPLAY_NAME_MAX = machine_rules.TABLE['display_name_max']
 # An image reference: [HOST[:PORT]/]PATH[:TAG][@DIGEST], lowercase path.
@@ -182,8 +185,9 @@ def validate(job, today=None):
   """
   warnings = []
   if not _PROJECT.match(job.project):
-    raise PipelineError('project %r is not a project ID (6-30 lowercase letters, digits, hyphens) '
-                        'nor a project number.' % job.project)
+    raise PipelineError('project %r is not a project ID (6-30 lowercase letters, digits, hyphens, '
+                        'after `DOMAIN:` for a domain-scoped one) nor a project number.'
+                        % job.project)
   if not _REGION.match(job.region):
     raise PipelineError('--region=%s is not a region name such as us-central1.' % job.region)
   _gcs_path('base_output_dir', job.base_output_dir, required=False)
