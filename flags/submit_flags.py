@@ -34,6 +34,7 @@ VERTEX_ONLY = {
     'staging_bucket': 'use --job_dir',
     'base_output_dir': 'use --job_dir',
     'machine_type': 'use --scale_tier or --config',
+    'allow_unlisted_machine': 'use --scale_tier or --config',
     'accelerator_type': 'use --scale_tier or --config',
     'accelerator_count': 'use --config',
     'worker_count': 'use --config',
@@ -94,6 +95,10 @@ def _define_vertex_flags():
                       'AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR under it for the trainer.')
   flags.DEFINE_string('machine_type', 'n1-standard-8',
                       'Vertex AI: machine type of every worker pool (cloud-tpu for a TPU VM).')
+  flags.DEFINE_bool('allow_unlisted_machine', False,
+                    'Vertex AI: send a --machine_type that this pipeline\'s table of Vertex AI '
+                    'machines (trainer/cloud/vertex_machines.json) does not list, unchecked, with '
+                    'a warning (a family newer than the table); Vertex AI decides at create.')
   flags.DEFINE_string('accelerator_type', None,
                       'NVIDIA_TESLA_T4, NVIDIA_TESLA_V100, NVIDIA_L4, NVIDIA_TESLA_A100, ... or '
                       'TPU_V2 / TPU_V3 (with --machine_type=cloud-tpu). Default: none (CPU).')

@@ -198,6 +198,22 @@ def test_bad_requests_are_refused_before_any_upload(overrides, message):
   assert message in str(raised.value)
 
 
+def test_a_machine_newer_than_the_table_is_sent_only_with_allow_unlisted_machine(tmp_path):
+  """c3-standard-8 is outside the table (trainer/cloud/vertex_machines.json): refused, naming the
+  flag; with --allow_unlisted_machine the request carries it, with a warning."""
+  args = [a for a in DISTRIBUTED if not a.startswith(('--machine_type', '--accelerator'))]
+  proc = _submit(tmp_path, '--dry_run', *args, '--machine_type=c3-standard-8', '--',
+                 *TRAINER_ARGS)
+  assert proc.returncode == 2 and '--allow_unlisted_machine sends it unchecked' in proc.stderr
+  proc = _submit(tmp_path, '--dry_run', *args, '--machine_type=c3-standard-8',
+                 '--allow_unlisted_machine', '--', *TRAINER_ARGS)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert 'is not in this pipeline\'s table of Vertex AI machines' in proc.stderr
+  body, _, _ = _dry_run_parts(proc.stdout)
+  assert {p['machineSpec']['machineType'] for p in body['jobSpec']['workerPoolSpecs'] if p} == {
+      'c3-standard-8'}
+
+
 def test_a_domain_scoped_project_id_is_a_project_id():
   vertex_job.validate(_job(project='example.com:my-project'), today=BEFORE_END)
   with pytest.raises(PipelineError, match='is not a project ID'):

@@ -107,6 +107,7 @@ def vertex_request(trainer_args):
       project=vertex_job.project_from(FLAGS.project), region=FLAGS.region,
       staging_bucket=FLAGS.staging_bucket, base_output_dir=FLAGS.base_output_dir,
       machine_type=FLAGS.machine_type, accelerator_type=FLAGS.accelerator_type,
+      allow_unlisted_machine=FLAGS.allow_unlisted_machine,
       accelerator_count=vertex_job.resolve_accelerator_count(
           FLAGS.accelerator_type, FLAGS.accelerator_count, FLAGS.machine_type),
       worker_count=FLAGS.worker_count, ps_count=FLAGS.ps_count,

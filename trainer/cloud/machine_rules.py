@@ -33,6 +33,7 @@ GPUS = tuple(sorted(set(N1_GPUS) | {g for g, _ in FIXED_GPU_MACHINES.values()}))
 _HOPPER = TABLE['gpu_generations']['hopper']
 BLACKWELL = tuple(TABLE['gpu_generations']['blackwell'])
 _NO_TPUESTIMATOR = TABLE['tpus_without_tpuestimator']
+TABLE_READ = TABLE['about'].rsplit('Read ', 1)[-1].rstrip('.')  # 'YYYY-MM-DD', when it was read
 MACHINE_TYPE = re.compile(
     r'^(?:(?P<family>n1|n2|n2d|n4|e2|c2|m1|a2|a3|a4|a4x|g2|g4)-(?:standard|highmem|highcpu|'
     r'highgpu|megagpu|ultragpu|ultramem|megamem)-\d+g?|cloud-tpu)$')
@@ -167,10 +168,17 @@ def check(job, warnings):
   machine, accelerator, count = job.machine_type, job.accelerator_type, job.accelerator_count
   _refuse_newer_tpu(machine, accelerator)
   if not MACHINE_TYPE.match(machine):
+    if job.allow_unlisted_machine:  # a family newer than the table: the service decides
+      warnings.append('--machine_type=%s is not in this pipeline\'s table of Vertex AI machines '
+                      '(trainer/cloud/vertex_machines.json, read %s): sent unchecked '
+                      '(--allow_unlisted_machine); Vertex AI refuses it at create if it does not '
+                      'offer it for training.' % (machine, TABLE_READ))
+      return
     raise PipelineError('unknown --machine_type=%s: a Vertex AI training machine type such as '
                         'n1-standard-8, a2-highgpu-1g, g2-standard-8, a3-megagpu-8g, or cloud-tpu '
-                        '(https://cloud.google.com/vertex-ai/docs/training/configure-compute).'
-                        % machine)
+                        '(https://cloud.google.com/vertex-ai/docs/training/configure-compute). One '
+                        'newer than this pipeline\'s table (read %s): --allow_unlisted_machine '
+                        'sends it unchecked.' % (machine, TABLE_READ))
   if machine == TPU_MACHINE_TYPE and accelerator not in TPUS:
     raise PipelineError('--machine_type=cloud-tpu needs --accelerator_type=TPU_V2 or TPU_V3.')
   if accelerator is None:

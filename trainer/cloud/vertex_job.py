@@ -25,7 +25,8 @@ from trainer.errors import PipelineError
 JobRequest = collections.namedtuple(
     'JobRequest', 'project region staging_bucket base_output_dir machine_type accelerator_type '
     'accelerator_count worker_count ps_count container_uri display_name trainer_args '
-    'executor_image_uri tensorboard service_account scheduling', defaults=(None,) * 4)
+    'executor_image_uri tensorboard service_account scheduling allow_unlisted_machine',
+    defaults=(None,) * 4 + (False,))
 
 PYTHON_MODULE = 'trainer.main'
 _CLOUD_STORAGE_PATH = re.compile(r'^(gs://|/gcs/)[^/]+')  # with a bucket
