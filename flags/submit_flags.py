@@ -35,6 +35,7 @@ VERTEX_ONLY = {
     'base_output_dir': 'use --job_dir',
     'machine_type': 'use --scale_tier or --config',
     'allow_unlisted_machine': 'use --scale_tier or --config',
+    'labels': 'drop it (AI Platform is shut down: submit to Vertex AI)',
     'accelerator_type': 'use --scale_tier or --config',
     'accelerator_count': 'use --config',
     'worker_count': 'use --config',
@@ -95,6 +96,10 @@ def _define_vertex_flags():
                       'AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR under it for the trainer.')
   flags.DEFINE_string('machine_type', 'n1-standard-8',
                       'Vertex AI: machine type of every worker pool (cloud-tpu for a TPU VM).')
+  flags.DEFINE_string('labels', None,
+                      'Vertex AI: the job\'s labels, KEY=VALUE,... (e.g. '
+                      'team=vision,cost-center=cc42; lowercase letters, digits, _ and -), for cost '
+                      'attribution.')
   flags.DEFINE_bool('allow_unlisted_machine', False,
                     'Vertex AI: send a --machine_type that this pipeline\'s table of Vertex AI '
                     'machines (trainer/cloud/vertex_machines.json) does not list, unchecked, with '

@@ -285,6 +285,26 @@ def test_machines_the_service_offers_but_the_image_cannot_use(flags, pool, submi
   _refused(_submit(tmp_path, *FLAGS, *flags, '--', *ARGS), submit_says)
 
 
+@pytest.mark.parametrize('hptuning', [False, True])
+def test_labels_go_into_the_request_and_break_no_rule_of_the_service(hptuning, standin, tmp_path):
+  """--labels=team=vision,cost-center=cc42 is the request's `labels` (CustomJob field 11, tuning
+  job 16), which the stand-in takes; a label with an uppercase letter, which the service refuses,
+  the submitter refuses first."""
+  extra = ()
+  if hptuning:
+    config = tmp_path / 'study.json'
+    config.write_text(json.dumps({'studySpec': STUDY, 'maxTrialCount': 4,
+                                  'parallelTrialCount': 2}))
+    extra = ('--hptuning_config=' + str(config),)
+  body = _dry_run_body(_submit(tmp_path, *FLAGS, '--labels=team=vision,cost-center=cc42', *extra,
+                               '--', *ARGS))
+  assert body['labels'] == {'team': 'vision', 'cost-center': 'cc42'}
+  assert _send(standin, body, hptuning=hptuning) is None
+  assert 'lowercase letters' in _send(standin, dict(body, labels={'Team': 'vision'}),
+                                      hptuning=hptuning)
+  _refused(_submit(tmp_path, *FLAGS, '--labels=Team=vision', '--', *ARGS), "label key 'Team'")
+
+
 def test_a_tpu_v5p_machine_gets_the_pjrt_explanation(tmp_path):
   """ct5p (TPU v5p) is refused as v5e is, saying why (PJRT), not as an unknown machine."""
   proc = _submit(tmp_path, *FLAGS, '--machine_type=ct5p-hightpu-4t', '--', *ARGS)

@@ -259,6 +259,21 @@ def custom_job_spec(spec, path, region, today):
   return _scheduling(spec, pools, path)
 
 
+def _labels(body):
+  """CustomJob.labels (field 11), HyperparameterTuningJob.labels (16), custom_job.proto v1: "Label
+  keys and values can be no longer than 64 characters (Unicode codepoints), can only contain
+  lowercase letters, numeric characters, underscores and dashes. International characters are
+  allowed." """
+  for key, value in sorted((body.get('labels') or {}).items()):
+    for text in (key, value):
+      if len(text) > 64 or not all(c in '_-' or c.isdigit() or (c.isalpha() and not c.isupper())
+                                   for c in text):
+        return ('Invalid labels: keys and values can be no longer than 64 characters and can only '
+                'contain lowercase letters, numeric characters, underscores and dashes; got %r.'
+                % text)
+  return None
+
+
 def refusal(collection, body, region, today=None):
   """The INVALID_ARGUMENT message of a create request to `collection` (customJobs or
   hyperparameterTuningJobs), or None when the service would take it."""
@@ -267,6 +282,8 @@ def refusal(collection, body, region, today=None):
   if len(body.get('displayName') or '') > TABLE['display_name_max']:
     return ('Invalid display_name: it can be up to %d characters long; got %d.'
             % (TABLE['display_name_max'], len(body['displayName'])))
+  if _labels(body):
+    return _labels(body)
   if collection == 'customJobs':
     return (_missing(body, '', _REQUIRED_CUSTOM_JOB) or
             custom_job_spec(body['jobSpec'], 'job_spec.', region, today))

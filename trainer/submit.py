@@ -34,6 +34,7 @@ from absl import logging
 from trainer.cli import help_text
 from trainer.cloud import aiplatform_job
 from trainer.cloud import image_build
+from trainer.cloud import job_labels
 from trainer.cloud import scheduling
 from trainer.cloud import user_package
 from trainer.cloud import vertex_job
@@ -108,6 +109,7 @@ def vertex_request(trainer_args):
       staging_bucket=FLAGS.staging_bucket, base_output_dir=FLAGS.base_output_dir,
       machine_type=FLAGS.machine_type, accelerator_type=FLAGS.accelerator_type,
       allow_unlisted_machine=FLAGS.allow_unlisted_machine,
+      labels=job_labels.parse(FLAGS.labels),
       accelerator_count=vertex_job.resolve_accelerator_count(
           FLAGS.accelerator_type, FLAGS.accelerator_count, FLAGS.machine_type),
       worker_count=FLAGS.worker_count, ps_count=FLAGS.ps_count,

@@ -25,8 +25,8 @@ from trainer.errors import PipelineError
 JobRequest = collections.namedtuple(
     'JobRequest', 'project region staging_bucket base_output_dir machine_type accelerator_type '
     'accelerator_count worker_count ps_count container_uri display_name trainer_args '
-    'executor_image_uri tensorboard service_account scheduling allow_unlisted_machine',
-    defaults=(None,) * 4 + (False,))
+    'executor_image_uri tensorboard service_account scheduling allow_unlisted_machine labels',
+    defaults=(None,) * 4 + (False, None))
 
 PYTHON_MODULE = 'trainer.main'
 _CLOUD_STORAGE_PATH = re.compile(r'^(gs://|/gcs/)[^/]+')  # with a bucket
@@ -278,7 +278,10 @@ def custom_job_spec(job, package_uri=None):
 
 def custom_job(job, package_uri=None):
   """The CustomJob request body of `job`."""
-  return {'displayName': job.display_name, 'jobSpec': custom_job_spec(job, package_uri)}
+  body = {'displayName': job.display_name, 'jobSpec': custom_job_spec(job, package_uri)}
+  if job.labels:
+    body['labels'] = dict(job.labels)
+  return body
 
 
 def hyperparameter_tuning_job(job, package_uri, config):
@@ -314,6 +317,8 @@ def hyperparameter_tuning_job(job, package_uri, config):
                         'it runs --mode=train_and_eval (the default): drop --mode.'
                         % (modes[-1], metric))
   body = {'displayName': job.display_name}
+  if job.labels:
+    body['labels'] = dict(job.labels)
   body.update((k, config[k]) for k in allowed if k in config)
   body['trialJobSpec'] = custom_job_spec(job, package_uri)
   # The trainer reports the metric named by $CLOUD_ML_HP_METRIC_TAG (aiplatform_env). Set it in
