@@ -170,6 +170,9 @@ def test_a_bucket_granted_only_the_object_roles_passes_the_checks_and_trains():
   assert tf.io.gfile.glob(directory + '/model/model.ckpt-*2.index'), proc.stderr[-3000:]
   with pytest.raises(PipelineError, match=r'Grant .* roles/storage.objectViewer on the bucket'):
     gcs_preflight.check_path_usable('gs://denied/data', 'data_dir')
+  with pytest.raises(PipelineError, match=r'bucket gs://no-such-bucket \(from --data_dir\) does '
+                     r'not exist'):
+    gcs_preflight.check_path_usable('gs://no-such-bucket/data', 'data_dir')
 
 
 def test_permission_denied_with_use_tpu_names_the_tpu_service_account():

@@ -296,12 +296,14 @@ def test_labels_go_into_the_request_and_break_no_rule_of_the_service(hptuning, s
     config.write_text(json.dumps({'studySpec': STUDY, 'maxTrialCount': 4,
                                   'parallelTrialCount': 2}))
     extra = ('--hptuning_config=' + str(config),)
-  body = _dry_run_body(_submit(tmp_path, *FLAGS, '--labels=team=vision,cost-center=cc42', *extra,
-                               '--', *ARGS))
+  proc = _submit(tmp_path, *FLAGS, '--labels=team=vision,cost-center=cc42,', *extra, '--', *ARGS)
+  body = _dry_run_body(proc)
   assert body['labels'] == {'team': 'vision', 'cost-center': 'cc42'}
+  # gcloud's config file of a CustomJob holds its spec only: the labels go on the command.
+  assert ('--labels=cost-center=cc42,team=vision' in proc.stdout) != hptuning
   assert _send(standin, body, hptuning=hptuning) is None
-  assert 'lowercase letters' in _send(standin, dict(body, labels={'Team': 'vision'}),
-                                      hptuning=hptuning)
+  for labels in ({'Team': 'vision'}, {'1st': 'x'}):
+    assert 'Invalid labels' in _send(standin, dict(body, labels=labels), hptuning=hptuning)
   _refused(_submit(tmp_path, *FLAGS, '--labels=Team=vision', '--', *ARGS), "label key 'Team'")
 
 

@@ -212,12 +212,20 @@ def test_a_machine_newer_than_the_table_is_sent_only_with_allow_unlisted_machine
   body, _, _ = _dry_run_parts(proc.stdout)
   assert {p['machineSpec']['machineType'] for p in body['jobSpec']['workerPoolSpecs'] if p} == {
       'c3-standard-8'}
+  # Only the table is skipped: a TPU still needs cloud-tpu.
+  proc = _submit(tmp_path, '--dry_run', *args, '--machine_type=c3-standard-8',
+                 '--allow_unlisted_machine', '--accelerator_type=TPU_V3', '--', *TRAINER_ARGS)
+  assert proc.returncode == 2 and 'runs on --machine_type=cloud-tpu' in proc.stderr, proc.stderr
 
 
 def test_a_domain_scoped_project_id_is_a_project_id():
   vertex_job.validate(_job(project='example.com:my-project'), today=BEFORE_END)
-  with pytest.raises(PipelineError, match='is not a project ID'):
-    vertex_job.validate(_job(project='example.com:My Project'), today=BEFORE_END)
+  for project in ('example.com:My Project', 'nodot:my-project'):
+    with pytest.raises(PipelineError, match='is not a project ID'):
+      vertex_job.validate(_job(project=project), today=BEFORE_END)
+  # Artifact Registry writes a domain-scoped project as DOMAIN/PROJECT.
+  assert vertex_job.ARTIFACT_REGISTRY_IMAGE.match(
+      'us-central1-docker.pkg.dev/example.com/my-project/trainer/tp:gpu')
 
 
 def test_durations_read_as_seconds():

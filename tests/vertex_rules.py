@@ -264,10 +264,15 @@ def _labels(body):
   keys and values can be no longer than 64 characters (Unicode codepoints), can only contain
   lowercase letters, numeric characters, underscores and dashes. International characters are
   allowed." """
-  for key, value in sorted((body.get('labels') or {}).items()):
+  labels = body.get('labels') or {}
+  if len(labels) > 64:  # Resource Manager's labels-overview: at most 64 labels a resource
+    return 'Invalid labels: at most 64 labels; got %d.' % len(labels)
+  for key, value in sorted(labels.items()):
+    if not key or not (key[0].isalpha() and not key[0].isupper()):  # the same page: keys
+      return 'Invalid labels: a key must start with a lowercase letter; got %r.' % key
     for text in (key, value):
-      if len(text) > 64 or not all(c in '_-' or c.isdigit() or (c.isalpha() and not c.isupper())
-                                   for c in text):
+      if (not isinstance(text, str) or len(text) > 64 or
+          not all(c in '_-' or c.isdigit() or (c.isalpha() and not c.isupper()) for c in text)):
         return ('Invalid labels: keys and values can be no longer than 64 characters and can only '
                 'contain lowercase letters, numeric characters, underscores and dashes; got %r.'
                 % text)

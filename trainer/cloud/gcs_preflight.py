@@ -65,7 +65,10 @@ def _check_bucket(path, flag, writable=False, use_tpu=False):
       name = '.write-check-' + uuid.uuid4().hex
       marker = bucket.blob(directory + '/' + name if directory else name)
       marker.upload_from_string(b'', timeout=GCS_TIMEOUT_SECONDS, retry=None)
-      marker.delete(timeout=GCS_TIMEOUT_SECONDS, retry=None)
+      try:
+        marker.delete(timeout=GCS_TIMEOUT_SECONDS, retry=None)
+      except exceptions.NotFound:  # already gone: nothing of ours is left (not a missing bucket)
+        pass
     else:
       list(client.list_blobs(bucket, prefix=directory, max_results=1,
                              timeout=GCS_TIMEOUT_SECONDS, retry=None))

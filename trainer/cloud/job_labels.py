@@ -47,7 +47,7 @@ def parse(text, flag='--labels'):
   if not text:
     return None
   labels = {}
-  for pair in text.split(','):
+  for pair in filter(None, (p.strip() for p in text.split(','))):  # 'a=b,' as gcloud takes it
     key, sep, value = pair.partition('=')
     if not sep:
       raise PipelineError('%s=%s: give KEY=VALUE pairs separated by commas (e.g. '

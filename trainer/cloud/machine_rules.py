@@ -167,13 +167,13 @@ def check(job, warnings):
   """
   machine, accelerator, count = job.machine_type, job.accelerator_type, job.accelerator_count
   _refuse_newer_tpu(machine, accelerator)
-  if not MACHINE_TYPE.match(machine):
-    if job.allow_unlisted_machine:  # a family newer than the table: the service decides
-      warnings.append('--machine_type=%s is not in this pipeline\'s table of Vertex AI machines '
-                      '(trainer/cloud/vertex_machines.json, read %s): sent unchecked '
-                      '(--allow_unlisted_machine); Vertex AI refuses it at create if it does not '
-                      'offer it for training.' % (machine, TABLE_READ))
-      return
+  unlisted = not MACHINE_TYPE.match(machine)
+  if unlisted and job.allow_unlisted_machine:  # a family newer than the table: the service decides
+    warnings.append('--machine_type=%s is not in this pipeline\'s table of Vertex AI machines '
+                    '(trainer/cloud/vertex_machines.json, read %s): its pairing with an '
+                    'accelerator is not checked (--allow_unlisted_machine); Vertex AI refuses it '
+                    'at create if it does not offer it for training.' % (machine, TABLE_READ))
+  elif unlisted:
     raise PipelineError('unknown --machine_type=%s: a Vertex AI training machine type such as '
                         'n1-standard-8, a2-highgpu-1g, g2-standard-8, a3-megagpu-8g, or cloud-tpu '
                         '(https://cloud.google.com/vertex-ai/docs/training/configure-compute). One '
@@ -197,7 +197,10 @@ def check(job, warnings):
   if accelerator in TPUS:
     _check_tpu(job, warnings)
     return
-  _check_gpu(machine, accelerator, count, warnings)
+  if unlisted:
+    _refuse_for_the_image(machine, accelerator)
+  else:
+    _check_gpu(machine, accelerator, count, warnings)
   warnings.append('whether --region=%s offers %s for training is not checked here: see '
                   'https://cloud.google.com/vertex-ai/docs/general/locations#accelerators.'
                   % (job.region, accelerator))

@@ -33,7 +33,8 @@ _CLOUD_STORAGE_PATH = re.compile(r'^(gs://|/gcs/)[^/]+')  # with a bucket
 # A project ID (6-30 characters), a domain-scoped one (`example.com:my-project`, the projects of
 # a Workspace domain: cloud.google.com/resource-manager/docs/creating-managing-projects)
 # or a project number.
-_PROJECT = re.compile(r'^(?:(?:[a-z0-9][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]|\d+)$')
+_PROJECT = re.compile(
+    r'^(?:(?:[a-z0-9-]+(?:\.[a-z0-9-]+)+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]|\d+)$')
 _REGION = re.compile(r'^[a-z]+-[a-z]+\d+$')
 _DISPLAY_NAME_MAX = machine_rules.TABLE['display_name_max']
 # An image reference: [HOST[:PORT]/]PATH[:TAG][@DIGEST], lowercase path.
@@ -41,7 +42,8 @@ _IMAGE = re.compile(r'^[a-z0-9.-]+(?::\d+)?/[a-z0-9._/-]+(?::[\w][\w.-]{0,127})?
                     r'(?:@sha256:[0-9a-f]{64})?$')
 # An Artifact Registry image: REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE[:TAG].
 ARTIFACT_REGISTRY_IMAGE = re.compile(
-    r'^[a-z0-9-]+-docker\.pkg\.dev/[a-z0-9-]+/[a-z0-9._-]+/[a-z0-9._/-]+(?::[\w][\w.-]{0,127})?$')
+    r'^[a-z0-9-]+-docker\.pkg\.dev/(?:[a-z0-9.-]+/)?[a-z0-9-]+/[a-z0-9._-]+/[a-z0-9._/-]+'
+    r'(?::[\w][\w.-]{0,127})?$')  # a domain-scoped project: DOMAIN/PROJECT
 # CustomJobSpec.tensorboard (custom_job.proto): projects/{project}/locations/{location}/
 # tensorboards/{tensorboard}.
 _TENSORBOARD = re.compile(r'^projects/[^/]+/locations/(?P<location>[^/]+)/tensorboards/[^/]+$')
@@ -366,6 +368,8 @@ def gcloud_commands(job, body, hptuning=False):
   command = ['gcloud', 'ai', 'hp-tuning-jobs' if hptuning else 'custom-jobs', 'create',
              '--project=' + job.project, '--region=' + job.region,
              '--display-name=' + job.display_name, '--config=' + name]
+  if not hptuning and body.get('labels'):  # a CustomJob's, outside the CustomJobSpec file
+    command.append('--labels=' + ','.join('%s=%s' % kv for kv in sorted(body['labels'].items())))
   return ["cat > %s <<'EOF'" % name, json.dumps(config, indent=2), 'EOF',
           ' '.join(shlex.quote(c) for c in command)]
 
