@@ -240,6 +240,13 @@ def _dry_run_body(proc):
 SPOT = ('--scheduling_strategy=SPOT', '--timeout=36h', '--restart_job_on_worker_restart')
 
 
+def _tuning_flags(tmp_path):
+  """trainer.submit's flags for a tuning study of STUDY (4 trials, 2 at a time)."""
+  config = tmp_path / 'study.json'
+  config.write_text(json.dumps({'studySpec': STUDY, 'maxTrialCount': 4, 'parallelTrialCount': 2}))
+  return ('--hptuning_config=' + str(config),)
+
+
 @pytest.mark.parametrize('flags, hptuning', [
     (('--machine_type=a3-megagpu-8g', '--accelerator_type=NVIDIA_H100_MEGA_80GB'), False),
     (('--machine_type=a3-highgpu-1g', '--accelerator_type=NVIDIA_H100_80GB'), False),
@@ -251,12 +258,7 @@ SPOT = ('--scheduling_strategy=SPOT', '--timeout=36h', '--restart_job_on_worker_
 ])
 def test_todays_machines_and_spot_jobs_pass_both(flags, hptuning, standin, tmp_path):
   """What trainer.submit takes, the service takes: a Spot CustomJob and a Spot tuning study."""
-  extra = ()
-  if hptuning:
-    config = tmp_path / 'study.json'
-    config.write_text(json.dumps({'studySpec': STUDY, 'maxTrialCount': 4,
-                                  'parallelTrialCount': 2}))
-    extra = ('--hptuning_config=' + str(config),)
+  extra = _tuning_flags(tmp_path) if hptuning else ()
   body = _dry_run_body(_submit(tmp_path, *FLAGS, *flags, *extra, '--', *ARGS))
   spec = body['trialJobSpec'] if hptuning else body['jobSpec']
   if '--scheduling_strategy=SPOT' in flags:
@@ -290,12 +292,7 @@ def test_labels_go_into_the_request_and_break_no_rule_of_the_service(hptuning, s
   """--labels=team=vision,cost-center=cc42 is the request's `labels` (CustomJob field 11, tuning
   job 16), which the stand-in takes; a label with an uppercase letter, which the service refuses,
   the submitter refuses first."""
-  extra = ()
-  if hptuning:
-    config = tmp_path / 'study.json'
-    config.write_text(json.dumps({'studySpec': STUDY, 'maxTrialCount': 4,
-                                  'parallelTrialCount': 2}))
-    extra = ('--hptuning_config=' + str(config),)
+  extra = _tuning_flags(tmp_path) if hptuning else ()
   proc = _submit(tmp_path, *FLAGS, '--labels=team=vision,cost-center=cc42,', *extra, '--', *ARGS)
   body = _dry_run_body(proc)
   assert body['labels'] == {'team': 'vision', 'cost-center': 'cc42'}
