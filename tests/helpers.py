@@ -22,6 +22,9 @@ from trainer.data import tokenizer
 import forked_main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IN_GCS_SANDBOX = os.environ.get('GCS_SANDBOX') == '1'
+needs_gcs = pytest.mark.skipif(not IN_GCS_SANDBOX, reason='needs the GCS emulator: run inside '
+                               'scripts/gcs-sandbox (root, unshare), as `make test` does')
 
 
 def network_isolated():

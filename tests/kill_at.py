@@ -8,6 +8,11 @@ itself SIGNAL: KILL (kill -9: nothing more runs) or TERM (the command's own pree
 goes on from there). The points, each reached from the pipeline's real code paths:
 
   step        after a training step of trainer.main (its progress hook)
+  data        inside a Saver's data write (a checkpoint's, or the SavedModel export's variables):
+              a thread watching the save's folder kills the process (KILL) once TensorFlow's
+              save op has created its temporary folder (PREFIX_temp..., whose files it merges
+              into the checkpoint's); a save that ends before the watcher saw it is killed right
+              after (the message says which)
   checkpoint  inside a checkpoint save: the Saver has written the new checkpoint's files and is
               about to name it in the `checkpoint` state file (TensorFlow's write, or on gs://
               the state fence's: trainer/storage/state_fence.py)
@@ -22,6 +27,7 @@ import os
 import runpy
 import signal
 import sys
+import threading
 import traceback
 
 
@@ -44,10 +50,46 @@ def _patch(module_name, owner, name, point, state):
   setattr(target, name, wrapped)
 
 
+def _kill(point, state, where):
+  sys.stderr.write('kill_at: %s #%d: SIG%s, %s\n' % (point, state['n'], state['signal'], where))
+  sys.stderr.flush()
+  os.kill(os.getpid(), getattr(signal, 'SIG' + state['signal']))
+
+
+def _patch_data_write(state):
+  """Wraps Saver.save: its n-th call is killed while the save op writes (see `data` above)."""
+  from tensorflow.python.training import saver  # pylint: disable=g-import-not-at-top
+  original = saver.Saver.save
+
+  def save(self, sess, save_path, *args, **kwargs):
+    state['calls'] += 1
+    if state['calls'] != state['n']:
+      return original(self, sess, save_path, *args, **kwargs)
+    folder, done = os.path.dirname(save_path) or '.', threading.Event()
+
+    def watch():  # os.listdir releases the GIL: the save op's thread runs on
+      while not done.is_set():
+        temporary = [name for name in os.listdir(folder) if '_temp' in name]
+        if temporary:
+          _kill('data', state, 'inside the data write (%s exists)' % temporary[0])
+          return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    result = original(self, sess, save_path, *args, **kwargs)
+    done.set()
+    watcher.join()
+    _kill('data', state, 'after the data write (the watcher did not see it)')
+    return result
+  saver.Saver.save = save
+
+
 def install(point, n, signal_name):
   state = {'calls': 0, 'n': n, 'signal': signal_name}
   if point == 'step':
     _patch('trainer.run.hooks', 'ProgressHook', 'after_run', point, state)
+  elif point == 'data':
+    _patch_data_write(dict(state, signal='KILL'))  # a SIGTERM waits for the main thread
   elif point == 'checkpoint':
     try:
       _patch('tensorflow.python.checkpoint.checkpoint_management', None,

@@ -3,6 +3,7 @@ object storage leaves it) is detected, moved aside and the run goes on from the 
 one; with none intact, a clear error."""
 
 import os
+import uuid
 
 import pytest
 import tensorflow.compat.v1 as tf
@@ -10,6 +11,7 @@ import tensorflow.compat.v1 as tf
 from trainer.errors import PipelineError
 from trainer.run import checkpoints
 
+from helpers import needs_gcs
 from helpers import ok
 from helpers import refused
 from helpers import results_of
@@ -159,3 +161,26 @@ def test_an_error_that_is_not_damage_moves_nothing(tmp_path, monkeypatch):
   with pytest.raises(tf.errors.UnavailableError):
     checkpoints.newest_intact_checkpoint(model_dir)
   assert not os.path.exists(os.path.join(model_dir, checkpoints.DAMAGED_DIR))
+
+
+@pytest.mark.parametrize('where', ['local', pytest.param('gs', marks=needs_gcs)])
+def test_the_folders_of_saves_killed_before_their_merge_are_deleted_and_nothing_else(where,
+                                                                                     tmp_path):
+  """What a save killed inside its data write leaves (tests/test_kill_anywhere.py makes it for
+  real): PREFIX_temp_HEX/ (TF 1.15) or PREFIX_temp/ (TF 2.x), with a partial data file."""
+  model_dir = str(tmp_path) if where == 'local' else 'gs://bkt/%s' % uuid.uuid4().hex[:12]
+  prefixes = _write_checkpoints(model_dir, steps=(6,))
+  unfinished = ['model.ckpt-12_temp_' + 'ab' * 16, 'model.ckpt-0123abcd-18_temp']
+  kept = ['notes_temp', 'model.ckpt-12_temporary']
+  for name in unfinished + kept:
+    tf.io.gfile.makedirs('%s/%s' % (model_dir, name))
+    with tf.io.gfile.GFile('%s/%s/part-00000-of-00001.data-00000-of-00001' % (model_dir, name),
+                           'w') as f:
+      f.write('partial')
+  with tf.io.gfile.GFile(model_dir + '/model.ckpt-24_temp', 'w') as f:  # a file, not a save's
+    f.write('x')
+  assert checkpoints.remove_unfinished_saves(model_dir) == sorted(unfinished)
+  left = {name.rstrip('/') for name in tf.io.gfile.listdir(model_dir)}
+  assert left == {'checkpoint', 'model.ckpt-24_temp', 'model.ckpt-6.data-00000-of-00001',
+                  'model.ckpt-6.index', 'model.ckpt-6.meta'} | set(kept), left
+  assert tf.train.latest_checkpoint(model_dir) == prefixes[0]

@@ -25,16 +25,13 @@ from trainer.storage import staged
 
 from helpers import BackgroundRun
 from helpers import main_args
+from helpers import needs_gcs
 from helpers import ok
 from helpers import refused
 from helpers import REPO
 from helpers import results_of
 from helpers import run_main
 from helpers import run_prepare
-
-IN_GCS_SANDBOX = os.environ.get('GCS_SANDBOX') == '1'
-needs_gcs = pytest.mark.skipif(not IN_GCS_SANDBOX, reason='needs the GCS emulator: run inside '
-                               'scripts/gcs-sandbox (root, unshare), as `make test` does')
 
 _HOLDER = textwrap.dedent("""
     import sys, time

@@ -16,13 +16,10 @@ from trainer.errors import PipelineError
 from trainer.flags import to_config
 
 from helpers import free_ports
+from helpers import needs_gcs
 from helpers import results_of
 from helpers import run_cluster
 from helpers import TINY_BY_MODEL
-
-IN_GCS_SANDBOX = os.environ.get('GCS_SANDBOX') == '1'
-needs_gcs = pytest.mark.skipif(not IN_GCS_SANDBOX, reason='needs the GCS emulator: run inside '
-                               'scripts/gcs-sandbox (root, unshare), as `make test` does')
 
 
 def _vertex_env(base, trial=None, tf_config=None, cluster_spec=None):

@@ -28,6 +28,10 @@ from trainer.storage import patterns
 DAMAGED_DIR = 'damaged'
 FULL_READ_BYTES = 512 * 2**20
 _SHARD = re.compile(r'\.data-(\d{5})-of-(\d{5})$')
+# The folder a sharded Saver.save writes its files into before merging them into the checkpoint's
+# and deleting it: PREFIX_temp_<uuid hex> on TF 1.15, PREFIX_temp on TF 2.x (saver.py,
+# _AddShardedSaveOpsForV2). A save killed before its merge leaves it, and no later save removes it.
+_UNFINISHED_SAVE = re.compile(r'^model\.ckpt-[\w-]+_temp(_[0-9a-f]{32})?/?$')
 
 
 def checkpoint_files(prefix):
@@ -169,6 +173,22 @@ def newest_intact_checkpoint(model_dir, move_aside=True, finite=False):
     kept = [p for p in listed if step_of(p) <= step_of(intact)]
     tf.train.update_checkpoint_state(model_dir, intact, all_model_checkpoint_paths=kept)
   return intact
+
+
+def remove_unfinished_saves(model_dir):
+  """Deletes the temporary folders of checkpoint saves that never finished (a process killed
+  inside its save): their partial files name no checkpoint and are never read or removed by
+  TensorFlow. Only for the run that holds model_dir's lease (no save of another can be running).
+  Returns the folder names removed (each logged)."""
+  removed = []
+  for name in sorted(tf.io.gfile.listdir(model_dir)):
+    path = model_dir.rstrip('/') + '/' + name.rstrip('/')
+    if _UNFINISHED_SAVE.match(name) and tf.io.gfile.isdir(path):
+      logging.warning('Deleting %s: the files of a checkpoint save that never finished (its '
+                      'process was killed inside it).', path)
+      tf.io.gfile.rmtree(path)
+      removed.append(name.rstrip('/'))
+  return removed
 
 
 def _damaged_dir(model_dir):

@@ -95,6 +95,7 @@ def run(config, step_time=None):
 def _run(config, watch, task, lease, step_time):
   if lease and tf.io.gfile.isdir(config.model_dir):
     staged.remove_leftovers(config.model_dir, but=(lease_lib.LEASE_FILE,))
+    checkpoints.remove_unfinished_saves(config.model_dir)
   config = _resolve_init_checkpoint(config)
   if config.mode == 'predict':
     if task:
