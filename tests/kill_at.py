@@ -16,6 +16,7 @@ goes on from there). The points, each reached from the pipeline's real code path
   checkpoint  inside a checkpoint save: the Saver has written the new checkpoint's files and is
               about to name it in the `checkpoint` state file (TensorFlow's write, or on gs://
               the state fence's: trainer/storage/state_fence.py)
+  results     on gs://, before results.json is written through its fence (the lease was checked)
   rename      before any staged file is renamed into place (shards, dataset.json, results.json,
               Keras checkpoints, model.keras: `trainer.storage.gfile.rename`, tf.io.gfile.rename)
   export      inside a SavedModel export: variables written, saved_model.pb not yet
@@ -48,6 +49,20 @@ def _patch(module_name, owner, name, point, state):
       os.kill(os.getpid(), getattr(signal, 'SIG' + state['signal']))
     return original(*args, **kwargs)
   setattr(target, name, wrapped)
+
+
+def _patch_fence(which, point, state):
+  """Wraps StateFence.write to count the calls of the fences `which` (fence -> bool) accepts."""
+  from trainer.storage import state_fence  # pylint: disable=g-import-not-at-top
+  original = state_fence.StateFence.write
+
+  def write(fence, text):
+    if which(fence):
+      state['calls'] += 1
+      if state['calls'] == state['n']:
+        _kill(point, state, 'in')
+    return original(fence, text)
+  state_fence.StateFence.write = write
 
 
 def _kill(point, state, where):
@@ -97,7 +112,9 @@ def install(point, n, signal_name):
     except ImportError:  # TF 1.15
       _patch('tensorflow.python.training.checkpoint_management', None,
              'update_checkpoint_state_internal', point, state)
-    _patch('trainer.storage.state_fence', 'StateFence', 'write', point, state)
+    _patch_fence(lambda fence: fence.path.endswith('/checkpoint'), point, state)
+  elif point == 'results':
+    _patch_fence(lambda fence: fence.path.endswith('/results.json'), point, state)
   elif point == 'rename':
     _patch('trainer.storage.gfile', None, 'rename', point, state)
     try:

@@ -82,11 +82,12 @@ def _wait_until_stopped(proc, log=lambda: ''):
     time.sleep(0.05)
 
 
-def _stopped_in_second_save(args):
-  """trainer.main ARGS in the background under tests/kill_at.py, stopped (SIGSTOP) inside its
-  second checkpoint save, after its files and before the state file; returned once stopped (a
-  BackgroundRun: as a context manager it kills the run)."""
-  run = BackgroundRun(*(['checkpoint:2:STOP', 'trainer.main'] + main_args(args)),
+def _stopped_at(spec, args):
+  """trainer.main ARGS in the background under tests/kill_at.py, stopped (SIGSTOP) at the point
+  `spec` of tests/kill_at.py (e.g. 'checkpoint:2:STOP': inside its second checkpoint save, after
+  its files and before the state file); returned once stopped (a BackgroundRun: as a context
+  manager it kills the run)."""
+  run = BackgroundRun(*([spec, 'trainer.main'] + main_args(args)),
                       command=[sys.executable, os.path.join(REPO, 'tests', 'kill_at.py')])
   try:
     _wait_until_stopped(run.proc, lambda: run.stderr)
@@ -231,6 +232,50 @@ def test_on_gcs_a_taker_whose_clock_is_off_never_takes_a_live_lease(offset):
     assert b'lease-holder' in _blob(directory).download_as_bytes()
 
 
+# A holder killed (kill -9) inside its second renewal: before the request is sent, or after it
+# landed and before its answer is read.
+_KILLED_IN_RENEWAL = textwrap.dedent("""
+    import os, signal, sys
+    from trainer.storage import lease, lease_stores
+    upload, when = lease_stores.GcsStore._upload, sys.argv[2]
+    def killed_inside(store, content, generation, budget):
+      if content.get('beats') == 2 and when == 'before':
+        os.kill(os.getpid(), signal.SIGKILL)
+      version = upload(store, content, generation, budget)
+      if content.get('beats') == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+      return version
+    lease_stores.GcsStore._upload = killed_inside
+    held = lease.Lease(sys.argv[1], '--model_dir', 12, 'lease-holder').acquire()
+    held.renew()
+    held.renew()
+    """)
+
+
+@pure_python
+@needs_gcs
+@pytest.mark.parametrize('when', ['before', 'after'])
+def test_on_gcs_a_holder_killed_inside_its_renewal_is_taken_over_at_once(when, caplog):
+  """The kill harness's point inside the lease code: whether the killed renewal landed or not,
+  the next run on this machine takes the dead holder's lease over at once (its process is gone)
+  with a warning, holds it and releases it; nothing is left."""
+  directory = _bucket_dir()
+  killed = subprocess.run([sys.executable, '-c', _KILLED_IN_RENEWAL, directory, when], cwd=REPO,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=120)
+  assert killed.returncode == -9, killed.stderr[-3000:]
+  left = json.loads(_blob(directory).download_as_bytes())
+  assert left['command'] == 'lease-holder' and left['beats'] == (2 if when == 'after' else 1)
+  started = time.monotonic()
+  taker = lease_lib.Lease(directory, '--model_dir', 12, 'taker').acquire()
+  assert time.monotonic() - started < 5
+  assert 'Took over the lease of %s' % directory in caplog.text and taker.took_over
+  taker.check()
+  assert json.loads(_blob(directory).download_as_bytes())['command'] == 'taker'
+  taker.release()
+  assert not _blob(directory).exists()
+
+
 @pure_python
 @needs_gcs
 def test_on_gcs_a_renewal_that_landed_unanswered_is_kept():
@@ -259,7 +304,7 @@ def test_a_stopped_trainer_inside_its_checkpoint_save_keeps_the_directory(small_
   model_dir = str(tmp_path / 'model')
   args = _cnn(small_dir, model_dir, '--mode=train', '--train_steps=30',
               '--save_checkpoints_steps=10')
-  with _stopped_in_second_save(args) as stalled:
+  with _stopped_at('checkpoint:2:STOP', args) as stalled:
     stale = time.time() - 3600
     os.utime(os.path.join(model_dir, lease_lib.LEASE_FILE), (stale, stale))
     second = run_main(*args)
@@ -322,13 +367,37 @@ def test_on_gcs_the_state_fence_reads_back_at_once_replaces_a_stale_write_and_st
   stale = storage_blob(directory, state_fence.STATE_FILE)
   stale.upload_from_string('model_checkpoint_path: "%s/model.ckpt-10"\n' % directory)
   fence.write(state(30))
-  assert 'written by a run that no longer holds the lease' in caplog.text
+  assert 'was written by another process since this run wrote it (a stalled holder' in caplog.text
   assert newest().endswith('-30')
   _take_over(directory)
   stale.upload_from_string('model_checkpoint_path: "%s/model.ckpt-10"\n' % directory)
   with pytest.raises(lease_lib.LeaseLost, match='another run took it over'):
     fence.write(state(40))
   assert newest().endswith('/model.ckpt-10')
+  holder.release()
+
+
+@pure_python
+@needs_gcs
+def test_on_gcs_results_json_is_fenced_as_the_state_file_is():
+  """results.json through its fence (trainer.run.results.finish on gs://): the holder's writes
+  land; once another run took the lease and claimed the file, the stale holder's write is
+  refused with LeaseLost and the new holder's results stay."""
+  from trainer.run import results as results_lib  # pylint: disable=g-import-not-at-top
+  from trainer.storage import json_files  # pylint: disable=g-import-not-at-top
+  from trainer.storage import state_fence  # pylint: disable=g-import-not-at-top
+  directory = _bucket_dir()
+  holder = lease_lib.Lease(directory, '--model_dir', 12).acquire()
+  fence = state_fence.StateFence(directory, holder, results_lib.RESULTS_FILE, 'the results file')
+  fence.claim()
+  fence.write(json_files.text({'global_step': 10}))
+  results = storage_blob(directory, results_lib.RESULTS_FILE)
+  assert json.loads(results.download_as_bytes()) == {'global_step': 10}
+  _take_over(directory)
+  results.upload_from_string(json_files.text({'global_step': 20}))  # the new holder's claim
+  with pytest.raises(lease_lib.LeaseLost, match='another run took it over'):
+    fence.write(json_files.text({'global_step': 10, 'export_path': 'stale'}))
+  assert json.loads(results.download_as_bytes()) == {'global_step': 20}
   holder.release()
 
 
@@ -345,7 +414,7 @@ def test_on_gcs_a_stalled_trainer_that_lost_its_lease_lands_no_checkpoint(small_
   model_dir = _bucket_dir()
   args = main_args(_cnn(small_dir, model_dir, '--mode=train', '--train_steps=20',
                         '--save_checkpoints_steps=10', '--lease_expiry_secs=12'))
-  with _stopped_in_second_save(args) as stalled:
+  with _stopped_at('checkpoint:2:STOP', args) as stalled:
     time.sleep(13)  # its lease unrenewed for the expiry by the storage's clock
     second = ok(run_main(*args))
     assert 'Took over the lease of %s' % model_dir in second.stderr
@@ -360,6 +429,26 @@ def test_on_gcs_a_stalled_trainer_that_lost_its_lease_lands_no_checkpoint(small_
           for n in tf.io.gfile.listdir(model_dir) if re.match(r'model\.ckpt-\w+-10\.index$', n)}
   assert len(runs) == 2, runs  # the stalled run's orphan and the second run's own
   assert newest.split('-')[-2] in runs
+
+
+@needs_gcs
+def test_on_gcs_a_trainer_stalled_before_its_results_lands_none_after_a_takeover(small_dir):
+  """gs://: trainer.main (3 steps) stopped (SIGSTOP) right before it writes results.json, its
+  lease checked; another run takes the lease over and claims results.json (written here as that
+  run would). The stalled run, resumed, is refused the write and stops with LeaseLost (status 2):
+  results.json stays the new holder's (without the fence the stalled run's replaced it)."""
+  from trainer.storage import json_files  # pylint: disable=g-import-not-at-top
+  model_dir = _bucket_dir()
+  args = _cnn(small_dir, model_dir, '--mode=train', '--train_steps=3', '--skip_host_call')
+  theirs = {'global_step': 20, 'written_by': 'the run that took over'}
+  with _stopped_at('results:1:STOP', args) as stalled:
+    _take_over(model_dir)
+    storage_blob(model_dir, 'results.json').upload_from_string(json_files.text(theirs))
+    os.kill(stalled.proc.pid, signal.SIGCONT)
+    assert stalled.proc.wait(120) == 2, stalled.stderr[-3000:]
+  assert "error: this run lost the writer's lease of --model_dir=%s" % model_dir in \
+      stalled.stderr, stalled.stderr[-3000:]
+  assert results_of(model_dir) == theirs
 
 
 def _take_over(model_dir):

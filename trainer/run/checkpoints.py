@@ -178,8 +178,9 @@ def newest_intact_checkpoint(model_dir, move_aside=True, finite=False):
 def remove_unfinished_saves(model_dir):
   """Deletes the temporary folders of checkpoint saves that never finished (a process killed
   inside its save): their partial files name no checkpoint and are never read or removed by
-  TensorFlow. Only for the run that holds model_dir's lease (no save of another can be running).
-  Returns the folder names removed (each logged)."""
+  TensorFlow. Only for the run that holds model_dir's lease: no live run saves there (on gs://
+  a stalled holder that lost the lease still might: its save then fails, and a folder it leaves
+  goes at the next run's start). Returns the folder names removed (each logged)."""
   removed = []
   for name in sorted(tf.io.gfile.listdir(model_dir)):
     path = model_dir.rstrip('/') + '/' + name.rstrip('/')

@@ -116,6 +116,7 @@ def _run(config, watch, task, lease, step_time):
   if task:
     return _run_distributed(config, watch, lease, *task)
   fence = _state_fence(config, lease)
+  results_fence = None  # results.json's, beside the state file's
   estimator = estimator_lib.build_estimator(config, fence=fence)  # resolves a --use_tpu TPU
   if not lease:  # a training run checked it before taking the lease (`run`)
     gcs_preflight.check_path_usable(config.model_dir, 'model_dir', config.use_tpu)
@@ -128,6 +129,10 @@ def _run(config, watch, task, lease, step_time):
                                ('top_1_accuracy', 'eval'), ('eval_loss', 'eval')])
     if fence:  # after any damaged checkpoint moved aside: earlier holders can no longer write
       fence.claim()
+      results_fence = state_fence.StateFence(
+          config.model_dir, lease, results_lib.RESULTS_FILE, 'the results file',
+          'Run the same command again: it resumes from the newest checkpoint and writes them.')
+      results_fence.claim()
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   prediction = None
   if config.mode != 'eval' and config.predict_step_time:  # before training, on an idle host
@@ -146,7 +151,8 @@ def _run(config, watch, task, lease, step_time):
     results['step_time'] = step_time.scored(prediction, *throughput)
   if lease:
     lease.check()
-  return results_lib.finish(estimator, config, results, checkpoint, writer=lease is not None)
+  return results_lib.finish(estimator, config, results, checkpoint, writer=lease is not None,
+                            fence=results_fence)
 
 
 def _record_network(config, new_run):
@@ -192,8 +198,8 @@ def _resolve_init_checkpoint(config):
 
 def _state_fence(config, lease):
   """The fence on a gs:// model_dir's state file (trainer.storage.state_fence) for a training
-  run on the TPUEstimator road; None elsewhere (local disk: the lease is a lock; /gcs/: the
-  mount's cache would not see the fenced writes)."""
+  run on the TPUEstimator road (and then one on its results.json too); None elsewhere (local
+  disk: the lease is a lock; /gcs/: the mount's cache would not see the fenced writes)."""
   if (not lease or config.mode == 'eval' or config.mirrored_devices or
       not config.model_dir.startswith('gs://')):
     return None

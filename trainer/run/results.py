@@ -165,7 +165,7 @@ def interrupted_export(config):
           re.match(r"^(temp-b'\d+'|(temp-)?\d+|%s)$" % best_checkpoint.BEST_DIR, n)]
 
 
-def finish(estimator, config, results, checkpoint_path, writer=False):
+def finish(estimator, config, results, checkpoint_path, writer=False, fence=None):
   """Writes `results` to <model_dir>/results.json and copies the events files to a Vertex AI
   job's AIP_TENSORBOARD_LOG_DIR; then, when config.export_dir is set, exports `checkpoint_path`
   (and the best checkpoint that results['best'] names, if any, under <export_dir>/best) and
@@ -173,7 +173,9 @@ def finish(estimator, config, results, checkpoint_path, writer=False):
   that a failing export does not lose them.
 
   `writer`: this run holds model_dir's lease (training): it records the export it begins in
-  EXPORTING_FILE and removes what an interrupted one left (`interrupted_export`).
+  EXPORTING_FILE and removes what an interrupted one left (`interrupted_export`). `fence`: a
+  claimed `trainer.storage.state_fence.StateFence` on results.json (gs://), which then writes
+  it: a run that lost the lease meanwhile cannot (lease.LeaseLost).
 
   Returns:
     the results dict.
@@ -181,7 +183,7 @@ def finish(estimator, config, results, checkpoint_path, writer=False):
   Raises:
     PipelineError: the export failed (results.json is written), saying why.
   """
-  write_json(config.model_dir, RESULTS_FILE, results)
+  _write_results(config, results, fence)
   vertex_env.copy_events(config.model_dir)
   if not config.export_dir:
     return results
@@ -217,7 +219,7 @@ def finish(estimator, config, results, checkpoint_path, writer=False):
         % (flag, config.export_dir, _first_line(e), config.model_dir.rstrip('/'), RESULTS_FILE,
            flag))
   results.update(exported)
-  write_json(config.model_dir, RESULTS_FILE, results)
+  _write_results(config, results, fence)
   if writer:
     tf.io.gfile.remove(exporting)
   return results
@@ -303,6 +305,13 @@ def tensorflow_runtime():
                # name -> [value, 'set' by the trainer or the 'user''s]
                'env': {name: [value, source] for name, value, source in applied}},
   }
+
+
+def _write_results(config, results, fence):
+  if fence:
+    fence.write(json_files.text(results))
+  else:
+    write_json(config.model_dir, RESULTS_FILE, results)
 
 
 def write_json(directory, name, value):

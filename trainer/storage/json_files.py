@@ -12,15 +12,20 @@ from trainer.storage import staged
 MISSING = object()
 
 
+def text(value):
+  """`value` as the text `write` writes: indented JSON with sorted keys and a final newline."""
+  return json.dumps(value, indent=2, sort_keys=True) + '\n'
+
+
 def write(path, value):
-  """Writes `value` as indented JSON with sorted keys and a final newline to `path`, never half a
-  file under that name. The folder must exist (or be a gs:// prefix).
+  """Writes `value` as `text` gives it to `path`, never half a file under that name. The folder
+  must exist (or be a gs:// prefix).
 
   Raises:
     gfile.OpError: the storage refused the write.
   """
   with staged.staged_file(path) as f:
-    f.write(json.dumps(value, indent=2, sort_keys=True) + '\n')
+    f.write(text(value))
 
 
 def read(path):

@@ -1,5 +1,6 @@
 """The fence on a gs:// model_dir's `checkpoint` state file, the one write that makes a checkpoint
-visible to a resume, an evaluation or an export (`tf.train.latest_checkpoint`).
+visible to a resume, an evaluation or an export (`tf.train.latest_checkpoint`); and, the same
+way, on its results.json, the record of the run that finished (and of its export).
 
 The writer's lease (lease.py) is checked before a save, but a holder that passed its check and
 then stalled (a checkpoint upload retrying through a partition, a suspended VM) for longer than
@@ -30,13 +31,17 @@ from trainer.storage import lease_stores
 
 STATE_FILE = 'checkpoint'  # TensorFlow's name for it (checkpoint_management)
 _ATTEMPTS = 5
+_RESUME = ('The checkpoint files are written; run the same command again to resume from the '
+           'newest one the state file names.')
 
 
 class StateFence(object):
-  """Conditional writes of `<model_dir>/checkpoint` on gs:// (or Vertex AI's /gcs/ mount), for
-  the holder of `lease` (a held lease.Lease of that model_dir)."""
+  """Conditional writes of `<model_dir>/<name>` (by default the checkpoint state file) on gs://
+  (or Vertex AI's /gcs/ mount), for the holder of `lease` (a held lease.Lease of that
+  model_dir); `what` names the file in messages."""
 
-  def __init__(self, model_dir, lease):
+  def __init__(self, model_dir, lease, name=STATE_FILE, what='the checkpoint state file',
+               again=_RESUME):
     from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
     from google.cloud import storage  # pylint: disable=g-import-not-at-top
     path = lease_stores.object_path(model_dir.rstrip('/'))
@@ -46,16 +51,16 @@ class StateFence(object):
     self._precondition_failed = exceptions.PreconditionFailed
     self._not_found = exceptions.NotFound
     self._bucket = storage.Client().bucket(bucket)
-    self._name = (prefix + '/' if prefix else '') + STATE_FILE
+    self._name = (prefix + '/' if prefix else '') + name
+    self.path = 'gs://%s/%s' % (bucket, self._name)
+    self._what, self._again = what, again
     self._lease = lease
     self._generation = None  # of the state file as this run last wrote or claimed it; 0: none
     self.run_name = lease.token[:8]  # in this run's checkpoint names: no two runs share a file
 
   def _unwritable(self, error):
-    return PipelineError('could not write the checkpoint state file gs://%s/%s (%s: %s). The '
-                         'checkpoint files are written; run the same command again to resume '
-                         'from the newest one the state file names.'
-                         % (self._bucket.name, self._name, type(error).__name__, error))
+    return PipelineError('could not write %s %s (%s: %s). %s'
+                         % (self._what, self.path, type(error).__name__, error, self._again))
 
   @property
   def claimed(self):
@@ -84,13 +89,13 @@ class StateFence(object):
         raise self._unwritable(e)
       self._generation = rewritten.generation
       return
-    raise PipelineError('the checkpoint state file gs://%s/%s changed under each of %d attempts '
-                        'to claim it: another process is writing it. Stop it and run again.'
-                        % (self._bucket.name, self._name, _ATTEMPTS))
+    raise PipelineError('%s %s changed under each of %d attempts to claim it: another process '
+                        'is writing it. Stop it and run again.'
+                        % (self._what, self.path, _ATTEMPTS))
 
   def write(self, text):
-    """Writes `text` (a CheckpointState in text format) as the state file if no other run wrote
-    it since this run's last write or claim.
+    """Writes `text` (the state file's: a CheckpointState in text format) as the file if no other
+    process wrote it since this run's last write or claim.
 
     Raises:
       lease.LeaseLost: another run wrote it, and this run lost its lease.
@@ -103,14 +108,15 @@ class StateFence(object):
         blob.upload_from_string(text, if_generation_match=self._generation)
       except self._precondition_failed:
         self._lease.confirm()  # raises LeaseLost unless the lease is read back as this run's
-        logging.warning('The checkpoint state file gs://%s/%s was written by a run that no '
-                        'longer holds the lease of this directory (a stalled holder that lost '
-                        'it); this run\'s state replaces it.', self._bucket.name, self._name)
+        logging.warning('%s %s was written by another process since this run wrote it (a '
+                        'stalled holder that lost the lease of this directory, or an evaluation '
+                        'run beside training); this run\'s write replaces it.',
+                        self._what[0].upper() + self._what[1:], self.path)
         self.claim()
         continue
       except Exception as e:  # pylint: disable=broad-except  # storage errors of every kind
         raise self._unwritable(e)
       self._generation = blob.generation
       return
-    raise PipelineError('the checkpoint state file gs://%s/%s changed under each of %d writes.'
-                        % (self._bucket.name, self._name, _ATTEMPTS))
+    raise PipelineError('%s %s changed under each of %d writes.'
+                        % (self._what, self.path, _ATTEMPTS))
