@@ -113,6 +113,8 @@ help:
 	@echo "             DATA_DIR=data/fashion_mnist_arrays  from NumPy arrays (trainer.prepare arrays)"
 	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11, and the"
 	@echo "             Keras 3 migration tests on TF 2.21/Keras 3.15/JAX"
+	@echo "make test-setup  make test's setup alone: the PyPI check, the image and every"
+	@echo "             virtualenv, three steps at a time (TEST_SETUP_JOBS)"
 	@echo "make test-fast  the edit-test loop (minutes): the TF 2.15 runtime's tests that took at"
 	@echo "             most FAST_SECONDS (default 5) in the run tests/durations.json records"
 	@echo "make test-durations  refresh tests/durations.json from a whole TF 2.15 run"
