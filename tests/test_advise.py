@@ -161,7 +161,7 @@ def test_resnet50_on_imagenet_shapes_is_advised_onto_an_accelerator(tmp_path):
 # v2-8 at batch 1024 (TensorFlow 1.6-rc1) against one GPU at batch 128 (fp32, TensorFlow 1.5), in
 # images/s: the TPU's speed-ups over a P100 and a V100. The TPU's heavy_efficiency in
 # trainer/advise/targets.json is fitted to them (BENCHMARKS.md, "Against published figures": the
-# predictions came within 0.97-1.14x of these); before, 2.6-2.9x too high.
+# predictions came within 0.96-1.08x of these); before, 2.6-2.9x too high.
 RISEML_SPEED_UPS = {('resnet', 'P100'): 8.4, ('resnet', 'V100'): 5.1,
                     ('inception_v3', 'P100'): 8.4, ('inception_v3', 'V100'): 4.8}
 RISEML_SHAPES = {'resnet': ['--resnet_depth=50', '--image_size=224'],
