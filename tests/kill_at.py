@@ -32,41 +32,32 @@ import threading
 import traceback
 
 
-def _patch(module_name, owner, name, point, state):
+def _patch(module_name, owner, name, point, state, counted=lambda *args, **kwargs: True):
   """Wraps `owner.name` (owner: a module, or a class of `module_name`; or the object itself) to
-  count calls."""
+  count the calls `counted` (given the call's arguments) accepts."""
   module = (importlib.import_module(module_name) if isinstance(module_name, str)
             else module_name)
   target = getattr(module, owner) if owner else module
   original = getattr(target, name)
 
   def wrapped(*args, **kwargs):
-    state['calls'] += 1
-    if state['calls'] == state['n']:
-      sys.stderr.write('kill_at: %s #%d: SIG%s, in\n' % (point, state['n'], state['signal']))
-      traceback.print_stack(limit=6)
-      sys.stderr.flush()
-      os.kill(os.getpid(), getattr(signal, 'SIG' + state['signal']))
+    if counted(*args, **kwargs):
+      state['calls'] += 1
+      if state['calls'] == state['n']:
+        _kill(point, state, 'in', stack=True)
     return original(*args, **kwargs)
   setattr(target, name, wrapped)
 
 
-def _patch_fence(which, point, state):
-  """Wraps StateFence.write to count the calls of the fences `which` (fence -> bool) accepts."""
-  from trainer.storage import state_fence  # pylint: disable=g-import-not-at-top
-  original = state_fence.StateFence.write
-
-  def write(fence, text):
-    if which(fence):
-      state['calls'] += 1
-      if state['calls'] == state['n']:
-        _kill(point, state, 'in')
-    return original(fence, text)
-  state_fence.StateFence.write = write
+def _fence_of(file_name):
+  """A `counted` for StateFence.write: the writes of the fence on `file_name`."""
+  return lambda fence, text: fence.path.endswith('/' + file_name)
 
 
-def _kill(point, state, where):
+def _kill(point, state, where, stack=False):
   sys.stderr.write('kill_at: %s #%d: SIG%s, %s\n' % (point, state['n'], state['signal'], where))
+  if stack:
+    traceback.print_stack(limit=7)
   sys.stderr.flush()
   os.kill(os.getpid(), getattr(signal, 'SIG' + state['signal']))
 
@@ -112,9 +103,11 @@ def install(point, n, signal_name):
     except ImportError:  # TF 1.15
       _patch('tensorflow.python.training.checkpoint_management', None,
              'update_checkpoint_state_internal', point, state)
-    _patch_fence(lambda fence: fence.path.endswith('/checkpoint'), point, state)
+    _patch('trainer.storage.state_fence', 'StateFence', 'write', point, state,
+           _fence_of('checkpoint'))
   elif point == 'results':
-    _patch_fence(lambda fence: fence.path.endswith('/results.json'), point, state)
+    _patch('trainer.storage.state_fence', 'StateFence', 'write', point, state,
+           _fence_of('results.json'))
   elif point == 'rename':
     _patch('trainer.storage.gfile', None, 'rename', point, state)
     try:

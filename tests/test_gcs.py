@@ -20,6 +20,7 @@ from trainer.run import results as results_lib
 
 from helpers import BackgroundRun
 from helpers import directory_files
+from helpers import needs_gcs
 from helpers import ok
 from helpers import predict_in_fresh_process
 from helpers import read_records
@@ -30,10 +31,7 @@ from helpers import run_prepare
 from helpers import TINY_BY_MODEL
 from helpers import write_subset
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get('GCS_SANDBOX') != '1',
-    reason='needs the GCS emulator: run inside scripts/gcs-sandbox (root, unshare), as `make test` '
-           'does')
+pytestmark = needs_gcs
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from trainer.keras_models import build
 from trainer.keras_models import layers as layers_lib
 from trainer.models.model_config import ModelConfig
 
+from helpers import needs_gcs
 from helpers import read_records
 from helpers import refused
 from keras_runs import export_keras
@@ -237,9 +238,7 @@ def test_bad_requests_are_refused_with_what_to_do(pipeline_runs, tmp_path):
 
 
 @pytest.mark.xdist_group('cnn')
-@pytest.mark.skipif(os.environ.get('GCS_SANDBOX') != '1',
-                    reason='needs the GCS emulator: run inside scripts/gcs-sandbox (root, '
-                           'unshare), as `make test` does')
+@needs_gcs
 def test_a_run_on_gcs_converts_to_gcs(pipeline_runs):
   run = pipeline_runs('cnn')
   gcs_run = 'gs://bkt/keras-%s/run' % os.getpid()

@@ -27,6 +27,7 @@ from trainer.cloud import user_package
 from trainer.cloud import vertex_job
 from trainer.errors import PipelineError
 
+from helpers import IN_GCS_SANDBOX
 from helpers import REPO
 import vertex_standin
 
@@ -45,7 +46,7 @@ needs_rest = pytest.mark.skipif(
     'REST transport, so the REST stand-in cannot serve it; the submission code is the same on '
     'both runtimes and is run against the stand-in on .venv-tf2')
 needs_gcs = pytest.mark.skipif(
-    os.environ.get('GCS_SANDBOX') != '1',
+    not IN_GCS_SANDBOX,
     reason='needs the GCS emulator for the staging upload: run inside scripts/gcs-sandbox (root, '
            'unshare), as `make test` does')
 
