@@ -36,6 +36,15 @@ VERTEX_ONLY = {
     'machine_type': 'use --scale_tier or --config',
     'allow_unlisted_machine': 'use --scale_tier or --config',
     'labels': 'drop it (AI Platform is shut down: submit to Vertex AI)',
+    'encryption_key': 'drop it (AI Platform is shut down: submit to Vertex AI)',
+    'reservation': 'drop it (AI Platform is shut down: submit to Vertex AI)',
+    'network': 'use a trainingInput.network in --config',
+    'reserved_ip_ranges': 'drop it (AI Platform is shut down: submit to Vertex AI)',
+    'boot_disk_type': 'use a trainingInput.masterConfig.diskConfig in --config',
+    'boot_disk_size_gb': 'use a trainingInput.masterConfig.diskConfig in --config',
+    'persistent_resource_id': 'drop it (AI Platform is shut down: submit to Vertex AI)',
+    'enable_web_access': 'use trainingInput.enableWebAccess in --config',
+    'cancel_on_interrupt': 'drop it (AI Platform is shut down: submit to Vertex AI)',
     'accelerator_type': 'use --scale_tier or --config',
     'accelerator_count': 'use --config',
     'worker_count': 'use --config',
@@ -100,6 +109,35 @@ def _define_vertex_flags():
                       'Vertex AI: the job\'s labels, KEY=VALUE,... (e.g. '
                       'team=vision,cost-center=cc42; lowercase letters, digits, _ and -), for cost '
                       'attribution.')
+  flags.DEFINE_string('encryption_key', None,
+                      'Vertex AI: a customer-managed encryption key (CMEK) for the job, '
+                      'projects/PROJECT/locations/REGION/keyRings/RING/cryptoKeys/KEY, in the '
+                      'job\'s --region; Vertex AI\'s service agent needs '
+                      'roles/cloudkms.cryptoKeyEncrypterDecrypter on it (docs/cloud.md).')
+  flags.DEFINE_string('reservation', None,
+                      'Vertex AI: the Compute Engine reservation every replica consumes: any (a '
+                      'matching one if there is one, else on-demand), none (on-demand only), or '
+                      'projects/PROJECT/zones/ZONE/reservations/NAME (that one: of the job\'s '
+                      'machine type and accelerators exactly, in the job\'s region).')
+  flags.DEFINE_string('network', None,
+                      'Vertex AI: the VPC network the job is peered with, '
+                      'projects/PROJECT_NUMBER/global/networks/NETWORK (VPC Network Peering for '
+                      'Vertex AI set up first).')
+  flags.DEFINE_string('reserved_ip_ranges', None,
+                      'Vertex AI: with --network, the names of its reserved IP ranges the job may '
+                      'use, comma-separated.')
+  flags.DEFINE_string('boot_disk_type', None,
+                      'Vertex AI: every replica\'s boot disk type: pd-ssd (the service\'s '
+                      'default), pd-standard or hyperdisk-balanced.')
+  flags.DEFINE_integer('boot_disk_size_gb', None,
+                       'Vertex AI: every replica\'s boot disk, 100 to 64000 GB (service default '
+                       '100).')
+  flags.DEFINE_string('persistent_resource_id', None,
+                      'Vertex AI: run on the machines of this persistent resource (same project '
+                      'and region; its network and encryption key must be the job\'s).')
+  flags.DEFINE_bool('enable_web_access', False,
+                    'Vertex AI: interactive shells into the training containers (their URLs are '
+                    'logged with --wait once the job runs).')
   flags.DEFINE_bool('allow_unlisted_machine', False,
                     'Vertex AI: send a --machine_type that this pipeline\'s table of Vertex AI '
                     'machines (trainer/cloud/vertex_machines.json) does not list, unchecked, with '
@@ -146,6 +184,9 @@ def _define_vertex_flags():
   flags.DEFINE_bool('wait', False, 'Vertex AI: poll the job until it ends, logging each state; '
                     'exit 0 if it succeeded, 1 otherwise.')
   flags.DEFINE_float('poll_interval', 30.0, 'Vertex AI: seconds between two polls of --wait.')
+  flags.DEFINE_bool('cancel_on_interrupt', False,
+                    'Vertex AI, with --wait: Ctrl-C cancels the job without asking (without it, '
+                    'Ctrl-C asks in a terminal and leaves the job running elsewhere).')
   flags.DEFINE_string('hptuning_config', None,
                       'A YAML with studySpec, maxTrialCount and parallelTrialCount (as '
                       '`gcloud ai hp-tuning-jobs create --config`): submit a '

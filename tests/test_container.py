@@ -166,6 +166,40 @@ def test_a_trial_that_cannot_write_its_metric_stops_before_training(tiny_dir, tm
   assert not (job / 'checkpoints').exists() and not os.listdir(str(hypertune))
 
 
+def test_the_entrypoint_hands_over_no_path_but_a_metric_file_of_its_own(tiny_dir, tmp_path,
+                                                                         container_name):
+  """As root, the entrypoint creates and chowns $CLOUD_ML_HP_METRIC_FILE: a value that points
+  elsewhere (a symbolic link to /etc/passwd, a hard link, a directory, a path outside the
+  hypertune folders, an option-like value) is refused before anything is created or chowned."""
+  hypertune = _hypertune_dir(tmp_path)
+  os.symlink('/etc/passwd', str(hypertune / 'link.metrics'))
+  (hypertune / 'kept').write_text('')
+  os.link(str(hypertune / 'kept'), str(hypertune / 'hard.metrics'))
+  (hypertune / 'folder').mkdir()
+  cases = {'/var/hypertune/link.metrics': 'is a symbolic link',
+           '/var/hypertune/hard.metrics': 'has other hard links',
+           '/var/hypertune/folder': 'is not a regular file',
+           '/etc/passwd': 'is outside /var/hypertune and /tmp/hypertune',
+           '-rf': 'is outside /var/hypertune and /tmp/hypertune'}
+  before = sorted(os.listdir(str(hypertune)))
+  jobs = []
+  for i, (metric_file, says) in enumerate(sorted(cases.items())):
+    _docker('rm', '-f', container_name)
+    (tmp_path / str(i)).mkdir()
+    jobs.append(_job_dir(tmp_path / str(i)))
+    proc = subprocess.run(_vertex_run(jobs[-1], tiny_dir, container_name, docker_args=(
+        '-v', '%s:/var/hypertune' % hypertune), env=dict(
+            TRIAL_ENV, CLOUD_ML_HP_METRIC_FILE=metric_file)) + TRAIN_ARGS,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=120)
+    assert proc.returncode == 2, (metric_file, proc.stderr[-2000:])
+    assert ('error: CLOUD_ML_HP_METRIC_FILE=%s %s' % (metric_file, says)) in proc.stderr
+  # Nothing was created or given away; the trainer never started.
+  assert sorted(os.listdir(str(hypertune))) == before
+  assert all((hypertune / n).lstat().st_uid == 0 for n in before)
+  assert not any((job / 'checkpoints').exists() for job in jobs)
+
+
 # The Spot case: the CNN on 1,280 real Fashion-MNIST training images, evaluated on 1,000 real test
 # images, 400 steps: an uninterrupted run, then one preempted near step 100 and resumed.
 SPOT_ARGS = ['--data_dir=/data', '--model=cnn', '--image_size=28', '--train_batch_size=32',

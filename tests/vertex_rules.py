@@ -18,6 +18,18 @@ rule:
   Machines, GPUs, TPUs, boot disks, display names, EnvVar names, Spot and Flex-start: the table's
     sources (configure_compute, distributed, tpu_training, tpu_regions, disk_proto,
     custom_job_proto, env_var_proto, spot, flex_start).
+  Encryption keys: encryption_spec.proto (kms_key_name "projects/my-project/locations/my-region/
+    keyRings/my-kr/cryptoKeys/my-key. The key needs to be in the same region as where the compute
+    resource is created").
+  Reservations: reservation_affinity.proto (reservation_affinity_type REQUIRED; SPECIFIC_RESERVATION
+    "must be identified via the key and values fields", key compute.googleapis.com/reservation-name,
+    values full reservation names); Vertex AI "Use reservations with prediction" / "... with
+    training" ("A reservation's VM properties must match exactly with your Vertex AI workload"),
+    checked against the reservations the stand-in is given, as Compute Engine holds them.
+  Network: custom_job.proto CustomJobSpec.network ("projects/{project}/global/networks/{network}.
+    Where {project} is a project number") and reserved_ip_ranges ("under the VPC network").
+  Persistent resources: persistent_resource_service.proto (an ID of at most 63 characters,
+    /^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/), the resources the stand-in is given.
 """
 
 import datetime
@@ -58,6 +70,10 @@ _C_IDENTIFIER = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
 _TOPOLOGY = re.compile(r'^\d+(x\d+)*$')
 _WHOLE_NUMBER = re.compile(r'^\d+$')
 _DURATION = re.compile(r'^(\d+)(?:\.\d+)?s$')
+_KMS_KEY = re.compile(r'^projects/[^/]+/locations/([^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+$')
+_NETWORK = re.compile(r'^projects/(\d+)/global/networks/[^/]+$')
+_PERSISTENT_RESOURCE_ID = re.compile(r'^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$')
+_RESERVATION_NAME_KEY = 'compute.googleapis.com/reservation-name'
 
 
 def _enum_name(enum, value):
@@ -65,7 +81,8 @@ def _enum_name(enum, value):
   if isinstance(value, int):
     from google.cloud import aiplatform_v1  # pylint: disable=g-import-not-at-top
     return {'AcceleratorType': aiplatform_v1.AcceleratorType,
-            'Strategy': aiplatform_v1.Scheduling.Strategy}[enum](value).name
+            'Strategy': aiplatform_v1.Scheduling.Strategy,
+            'ReservationAffinityType': aiplatform_v1.ReservationAffinity.Type}[enum](value).name
   return value
 
 
@@ -233,8 +250,74 @@ def _scheduling(spec, pools, path):
   return None
 
 
-def custom_job_spec(spec, path, region, today):
+def _reservation(machine, where, region, reservations):
+  """The refusal of a MachineSpec's reservationAffinity, or None. `reservations`: full name ->
+  the reserved VMs' {machineType, acceleratorType, acceleratorCount}."""
+  affinity = machine.get('reservationAffinity')
+  if not affinity:
+    return None
+  kind = _enum_name('ReservationAffinityType', affinity.get('reservationAffinityType'))
+  if kind in (None, 'TYPE_UNSPECIFIED'):
+    return ('List of found errors:\t1.Field: %s.machine_spec.reservation_affinity.'
+            'reservation_affinity_type; Message: Required field is not set.\t' % where)
+  values = affinity.get('values') or []
+  if kind != 'SPECIFIC_RESERVATION':
+    if affinity.get('key') or values:
+      return ('Invalid %s.machine_spec.reservation_affinity: key and values are for '
+              'SPECIFIC_RESERVATION only.' % where)
+    return None
+  if affinity.get('key') != _RESERVATION_NAME_KEY or len(values) != 1:
+    return ('Invalid %s.machine_spec.reservation_affinity: SPECIFIC_RESERVATION needs key %s and '
+            'one reservation name.' % (where, _RESERVATION_NAME_KEY))
+  reserved = reservations.get(values[0])
+  zone = values[0].split('/zones/', 1)[-1].split('/', 1)[0]
+  if reserved is None or not zone.startswith(region + '-'):
+    return 'Reservation %s not found in %s.' % (values[0], region)
+  asked = {'machineType': machine.get('machineType'), 'acceleratorType': _accelerator(machine),
+           'acceleratorCount': int(machine.get('acceleratorCount') or 0)}
+  if asked != reserved:
+    return ('Reservation %s holds %s, the job asks for %s: a reservation\'s VM properties must '
+            'match the workload exactly.' % (values[0], reserved, asked))
+  return None
+
+
+def _placement(spec, path, reservations, persistent_resources):
+  """The network, reserved IP range and persistent resource rules of a CustomJobSpec."""
+  network = spec.get('network')
+  if network and not _NETWORK.match(network):
+    return ('Invalid %snetwork "%s": the format is projects/{project_number}/global/networks/'
+            '{network}.' % (path, network))
+  if spec.get('reservedIpRanges') and not network:
+    return 'Invalid %sreserved_ip_ranges: reserved IP ranges need a network.' % path
+  resource = spec.get('persistentResourceId')
+  if resource:
+    if not _PERSISTENT_RESOURCE_ID.match(resource):
+      return 'Invalid %spersistent_resource_id "%s".' % (path, resource)
+    if resource not in persistent_resources:
+      return 'PersistentResource %s not found.' % resource
+    if (persistent_resources[resource].get('network') or None) != (network or None):
+      return ('The network of the job (%s) is not the network of PersistentResource %s (%s).'
+              % (network, resource, persistent_resources[resource].get('network')))
+  return None
+
+
+def _encryption(body, region):
+  key = (body.get('encryptionSpec') or {}).get('kmsKeyName')
+  if body.get('encryptionSpec') is not None and not key:
+    return ('List of found errors:\t1.Field: encryption_spec.kms_key_name; Message: Required '
+            'field is not set.\t')
+  match = _KMS_KEY.match(key or '') if key else None
+  if key and not match:
+    return 'Invalid encryption_spec.kms_key_name "%s".' % key
+  if match and match.group(1) != region:
+    return ('The Cloud KMS key %s is in location %s; the resource is created in %s: the key '
+            'needs to be in the same region.' % (key, match.group(1), region))
+  return None
+
+
+def custom_job_spec(spec, path, region, today, reservations=None, persistent_resources=None):
   """The refusal of a CustomJobSpec (a job's jobSpec or a study's trialJobSpec), or None."""
+  reservations = reservations or {}
   pools = spec.get('workerPoolSpecs') or []
   if not pools or not pools[0]:
     return ('List of found errors:\t1.Field: %sworker_pool_specs; Message: Required field is not '
@@ -249,14 +332,15 @@ def custom_job_spec(spec, path, region, today):
     where = '%sworker_pool_specs[%d]' % (path, i)
     machine = pool.get('machineSpec') or {}
     error = (_machine(machine, where, region) or _task(pool, where, today) or
-             _disk(pool, where))
+             _disk(pool, where) or _reservation(machine, where, region, reservations))
     if error:
       return error
     tpu = machine.get('machineType') == _TPU['machine_type'] or (
         machine.get('machineType') in _V5E['machine_chips'])
     if tpu and len([p for p in pools if p]) > 1:
       return ('%s: a TPU VM job has a single worker pool of one replica.' % where)
-  return _scheduling(spec, pools, path)
+  return (_placement(spec, path, reservations, persistent_resources or {}) or
+          _scheduling(spec, pools, path))
 
 
 def _labels(body):
@@ -279,11 +363,16 @@ def _labels(body):
   return None
 
 
-def refusal(collection, body, region, today=None):
+def refusal(collection, body, region, today=None, reservations=None, persistent_resources=None):
   """The INVALID_ARGUMENT message of a create request to `collection` (customJobs or
-  hyperparameterTuningJobs), or None when the service would take it."""
+  hyperparameterTuningJobs), or None when the service would take it. `reservations`: the
+  project's reservations (full name -> their VMs' machineType, acceleratorType,
+  acceleratorCount); `persistent_resources`: ID -> {'network': ...}."""
   today = today or datetime.date.today()
   body = body or {}
+  places = dict(reservations=reservations, persistent_resources=persistent_resources)
+  if _encryption(body, region):
+    return _encryption(body, region)
   if len(body.get('displayName') or '') > TABLE['display_name_max']:
     return ('Invalid display_name: it can be up to %d characters long; got %d.'
             % (TABLE['display_name_max'], len(body['displayName'])))
@@ -291,7 +380,7 @@ def refusal(collection, body, region, today=None):
     return _labels(body)
   if collection == 'customJobs':
     return (_missing(body, '', _REQUIRED_CUSTOM_JOB) or
-            custom_job_spec(body['jobSpec'], 'job_spec.', region, today))
+            custom_job_spec(body['jobSpec'], 'job_spec.', region, today, **places))
   error = _missing(body, '', _REQUIRED_TUNING_JOB)
   if error:
     return error
@@ -301,4 +390,5 @@ def refusal(collection, body, region, today=None):
     error = error or _missing(metric, 'study_spec.metrics.', _REQUIRED_METRIC)
   for parameter in ([] if error else study['parameters']):
     error = error or _missing(parameter, 'study_spec.parameters.', _REQUIRED_PARAMETER)
-  return error or custom_job_spec(body['trialJobSpec'], 'trial_job_spec.', region, today)
+  return error or custom_job_spec(body['trialJobSpec'], 'trial_job_spec.', region, today,
+                                  **places)

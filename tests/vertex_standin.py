@@ -7,10 +7,16 @@ It records every request (method, path without the query, JSON body) and answers
       INVALID_ARGUMENT when the service would refuse the body (tests/vertex_rules.py: REQUIRED
       fields, prebuilt executor images, machine / accelerator pairs and counts, TPU regions;
       `rules=False` turns that off), else the job with a name and state JOB_STATE_QUEUED;
-  GET  /v1/<that name>: the job, its state moving one step per GET through JOB_STATE_PENDING,
-      JOB_STATE_RUNNING, then `final_state` (JOB_STATE_SUCCEEDED unless told otherwise);
+  GET  /v1/<that name>: the job, JOB_STATE_QUEUED for its first `queued_polls` GETs (a project
+      without quota for its machines), then its state moving one step per GET through
+      JOB_STATE_PENDING, JOB_STATE_RUNNING (with webAccessUris when the spec enables web access),
+      then `final_state` (JOB_STATE_SUCCEEDED unless told otherwise);
+  POST /v1/<that name>:cancel: {} (job_service.proto CancelCustomJob / CancelHyperparameterTuning-
+      Job: asynchronous; the job then reads JOB_STATE_CANCELLING, then JOB_STATE_CANCELLED with an
+      error of code 1, CANCELLED);
   anything else: 404 in the google.rpc.Status JSON shape of Google's APIs.
-With `deny` set to an HTTP status (e.g. 403) every request gets that status and error instead.
+With `deny` set to an HTTP status (e.g. 403) every request gets that status and `deny_message`
+(by default a missing permission's) instead.
 """
 
 import http.server
@@ -25,7 +31,7 @@ _STATUS = {400: 'INVALID_ARGUMENT', 403: 'PERMISSION_DENIED', 404: 'NOT_FOUND',
 _COLLECTION = re.compile(
     r'^/v1/(projects/[^/]+/locations/([^/]+))/(customJobs|hyperparameterTuningJobs)$')
 _JOB = re.compile(r'^/v1/(projects/[^/]+/locations/[^/]+/'
-                  r'(?:customJobs|hyperparameterTuningJobs)/\d+)$')
+                  r'(?:customJobs|hyperparameterTuningJobs)/\d+)(:cancel)?$')
 PROGRESS = ('JOB_STATE_PENDING', 'JOB_STATE_RUNNING')
 
 
@@ -33,12 +39,18 @@ class VertexStandIn(object):
   """The server: `start()` it, use `endpoint`, read `requests`, `stop()` it."""
 
   def __init__(self, final_state='JOB_STATE_SUCCEEDED', error_message='Replica chief exited 1',
-               rules=True, today=None):
+               rules=True, today=None, queued_polls=0, reservations=None,
+               persistent_resources=None):
     self.requests = []
+    self.queued_polls = queued_polls
+    # What Compute Engine and Vertex AI hold in the project (vertex_rules.refusal's arguments).
+    self.reservations = reservations or {}
+    self.persistent_resources = persistent_resources or {}
     self.rules = rules
     self.today = today  # the date the images' end of availability is compared with
     self.jobs = {}  # name -> [job dict, GETs answered]
     self.deny = None
+    self.deny_message = 'Permission denied on resource project (or it may not exist).'
     self.final_state = final_state
     self.error_message = error_message
     self._lock = threading.Lock()
@@ -92,33 +104,55 @@ class VertexStandIn(object):
   def post(self, path, body):
     self._record('POST', path, body)
     if self.deny:
-      return self._error(self.deny, 'Permission denied on resource project (or it may not exist).')
+      return self._error(self.deny, self.deny_message)
+    cancel = _JOB.match(path)
+    if cancel and cancel.group(2):
+      with self._lock:
+        if cancel.group(1) not in self.jobs:
+          return self._error(404, 'no such job: %s' % path)
+        self.jobs[cancel.group(1)][2] = 0  # GETs answered since the cancel
+      return 200, {}
     match = _COLLECTION.match(path)
     if not match:
       return self._error(404, 'no such collection: %s' % path)
-    refusal = self.rules and vertex_rules.refusal(match.group(3), body, match.group(2), self.today)
+    refusal = self.rules and vertex_rules.refusal(
+        match.group(3), body, match.group(2), self.today, self.reservations,
+        self.persistent_resources)
     if refusal:
       return self._error(400, refusal)
     with self._lock:
       name = '%s/%s/%d' % (match.group(1), match.group(3), 1000 + len(self.jobs))
       job = dict(body or {}, name=name, state='JOB_STATE_QUEUED',
                  createTime='2026-01-01T00:00:00Z')
-      self.jobs[name] = [job, 0]
+      self.jobs[name] = [job, 0, None]  # the job, GETs answered, GETs since a cancel
     return 200, job
 
   def get(self, path):
     self._record('GET', path, None)
     if self.deny:
-      return self._error(self.deny, 'Permission denied on resource project (or it may not exist).')
+      return self._error(self.deny, self.deny_message)
     match = _JOB.match(path)
     with self._lock:
-      if not match or match.group(1) not in self.jobs:
+      if not match or match.group(2) or match.group(1) not in self.jobs:
         return self._error(404, 'no such job: %s' % path)
       entry = self.jobs[match.group(1)]
-      step = entry[1]
+      step, since_cancel = entry[1], entry[2]
       entry[1] += 1
+      if since_cancel is not None:
+        entry[2] += 1
       job = dict(entry[0])
-    job['state'] = PROGRESS[step] if step < len(PROGRESS) else self.final_state
+    if since_cancel is not None:
+      job['state'] = 'JOB_STATE_CANCELLING' if since_cancel == 0 else 'JOB_STATE_CANCELLED'
+      if job['state'] == 'JOB_STATE_CANCELLED':
+        job['error'] = {'code': 1, 'message': 'CANCELED'}
+      return 200, job
+    step -= self.queued_polls
+    job['state'] = ('JOB_STATE_QUEUED' if step < 0 else PROGRESS[step] if step < len(PROGRESS)
+                    else self.final_state)
     if job['state'] == 'JOB_STATE_FAILED':
       job['error'] = {'code': 3, 'message': self.error_message}
+    spec = job.get('jobSpec') or {}
+    if job['state'] == 'JOB_STATE_RUNNING' and spec.get('enableWebAccess'):
+      job['webAccessUris'] = {'workerpool0-0': 'https://abc-dot-us-central1.aiplatform-training.'
+                                               'googleusercontent.com'}
     return 200, job

@@ -35,6 +35,7 @@ from trainer.cli import help_text
 from trainer.cloud import aiplatform_job
 from trainer.cloud import image_build
 from trainer.cloud import job_labels
+from trainer.cloud import job_options
 from trainer.cloud import scheduling
 from trainer.cloud import user_package
 from trainer.cloud import vertex_job
@@ -110,6 +111,12 @@ def vertex_request(trainer_args):
       machine_type=FLAGS.machine_type, accelerator_type=FLAGS.accelerator_type,
       allow_unlisted_machine=FLAGS.allow_unlisted_machine,
       labels=job_labels.parse(FLAGS.labels),
+      options=job_options.Options(
+          encryption_key=FLAGS.encryption_key, reservation=FLAGS.reservation,
+          network=FLAGS.network, reserved_ip_ranges=job_options.ip_ranges(FLAGS.reserved_ip_ranges),
+          boot_disk_type=FLAGS.boot_disk_type, boot_disk_size_gb=FLAGS.boot_disk_size_gb,
+          persistent_resource_id=FLAGS.persistent_resource_id,
+          enable_web_access=FLAGS.enable_web_access),
       accelerator_count=vertex_job.resolve_accelerator_count(
           FLAGS.accelerator_type, FLAGS.accelerator_count, FLAGS.machine_type),
       worker_count=FLAGS.worker_count, ps_count=FLAGS.ps_count,
@@ -190,6 +197,8 @@ def submit_vertex(trainer_args):
   package_context = user_package_context(trainer_args)
   hptuning = FLAGS.hptuning_config is not None
   config = _hptuning_config(FLAGS.hptuning_config) if hptuning else None
+  if FLAGS.cancel_on_interrupt and not FLAGS.wait:
+    raise PipelineError('--cancel_on_interrupt is what Ctrl-C does under --wait: add --wait.')
   if FLAGS.poll_interval <= 0:
     raise PipelineError('--poll_interval=%s: give the seconds between two polls, > 0.'
                         % FLAGS.poll_interval)
@@ -213,7 +222,16 @@ def submit_vertex(trainer_args):
   if package:
     vertex_submit.stage_package(package, package_uri, job.project)
   return vertex_submit.send(body, hptuning, job.project, job.region, FLAGS.api_endpoint,
-                            FLAGS.wait, FLAGS.poll_interval, job.service_account)
+                            FLAGS.wait, FLAGS.poll_interval, job.service_account,
+                            FLAGS.cancel_on_interrupt, _ask if sys.stdin.isatty() else None)
+
+
+def _ask(question):
+  """A yes/no question on the terminal; no on anything but y or yes (a second Ctrl-C too)."""
+  try:
+    return input(question).strip().lower() in ('y', 'yes')
+  except (EOFError, KeyboardInterrupt):
+    return False
 
 
 def main(argv):

@@ -17,6 +17,7 @@ import re
 import shlex
 
 from trainer.cloud import aiplatform_env
+from trainer.cloud import job_options
 from trainer.cloud import machine_rules
 from trainer.cloud import prebuilt_images
 from trainer.cloud import scheduling
@@ -25,8 +26,8 @@ from trainer.errors import PipelineError
 JobRequest = collections.namedtuple(
     'JobRequest', 'project region staging_bucket base_output_dir machine_type accelerator_type '
     'accelerator_count worker_count ps_count container_uri display_name trainer_args '
-    'executor_image_uri tensorboard service_account scheduling allow_unlisted_machine labels',
-    defaults=(None,) * 4 + (False, None))
+    'executor_image_uri tensorboard service_account scheduling allow_unlisted_machine labels '
+    'options', defaults=(None,) * 4 + (False, None, None))
 
 PYTHON_MODULE = 'trainer.main'
 _CLOUD_STORAGE_PATH = re.compile(r'^(gs://|/gcs/)[^/]+')  # with a bucket
@@ -211,6 +212,7 @@ def validate(job, today=None):
                         '--worker_count=N or drop --ps_count.' % job.ps_count)
   machine_rules.check(job, warnings)
   scheduling.check(job, warnings)
+  job_options.check(job.options, job, warnings)
   if not job.display_name or len(job.display_name) > _DISPLAY_NAME_MAX:
     raise PipelineError('--display_name must have 1 to %d characters.' % _DISPLAY_NAME_MAX)
   _check_tensorboard(job)
@@ -275,7 +277,7 @@ def custom_job_spec(job, package_uri=None):
     spec['tensorboard'] = job.tensorboard
   if scheduling.spec(job.scheduling):
     spec['scheduling'] = scheduling.spec(job.scheduling)
-  return spec
+  return job_options.apply_to_spec(job.options, spec)
 
 
 def custom_job(job, package_uri=None):
@@ -283,7 +285,7 @@ def custom_job(job, package_uri=None):
   body = {'displayName': job.display_name, 'jobSpec': custom_job_spec(job, package_uri)}
   if job.labels:
     body['labels'] = dict(job.labels)
-  return body
+  return job_options.apply_to_job(job.options, body)
 
 
 def hyperparameter_tuning_job(job, package_uri, config):
@@ -323,6 +325,7 @@ def hyperparameter_tuning_job(job, package_uri, config):
     body['labels'] = dict(job.labels)
   body.update((k, config[k]) for k in allowed if k in config)
   body['trialJobSpec'] = custom_job_spec(job, package_uri)
+  job_options.apply_to_job(job.options, body)
   # The trainer reports the metric named by $CLOUD_ML_HP_METRIC_TAG (aiplatform_env). Set it in
   # every replica rather than rely on Vertex AI to set it: without it a trial reports nothing.
   tag = {'name': aiplatform_env.METRIC_TAG_ENV, 'value': metric}
@@ -370,6 +373,8 @@ def gcloud_commands(job, body, hptuning=False):
              '--display-name=' + job.display_name, '--config=' + name]
   if not hptuning and body.get('labels'):  # a CustomJob's, outside the CustomJobSpec file
     command.append('--labels=' + ','.join('%s=%s' % kv for kv in sorted(body['labels'].items())))
+  if not hptuning and body.get('encryptionSpec'):  # likewise (gcloud ai custom-jobs create)
+    command.append('--kms-key=' + body['encryptionSpec']['kmsKeyName'])
   return ["cat > %s <<'EOF'" % name, json.dumps(config, indent=2), 'EOF',
           ' '.join(shlex.quote(c) for c in command)]
 

@@ -39,6 +39,20 @@ _HINTS = {
 }
 _HTTP_NAMES = {'Forbidden': 'PermissionDenied', 'Unauthorized': 'Unauthenticated',
                'BadRequest': 'InvalidArgument', 'TooManyRequests': 'ResourceExhausted'}
+# A job still QUEUED after this long gets the likely causes once (--wait).
+QUEUED_HINT_SECONDS = 300.0
+_QUOTAS = 'https://console.cloud.google.com/iam-admin/quotas?project=%s'
+_QUEUED_CAUSES = {
+    'FLEX_START': 'a Flex-start job waits until Dynamic Workload Scheduler finds its machines, up '
+                  'to its --max_wait_duration (1 day by default): nothing is wrong yet',
+    'SPOT': 'Vertex AI keeps a job QUEUED while the project has no quota for its machines in '
+            '%(region)s, or no Spot capacity is free there; Spot VMs draw on their own '
+            '(preemptible) quotas, not the on-demand ones: check them at %(quotas)s',
+    None: 'Vertex AI keeps a job QUEUED while the project has no quota for its machines in '
+          '%(region)s (e.g. aiplatform.googleapis.com/custom_model_training_nvidia_t4_gpus for '
+          'T4s, custom_model_training_cpus for the CPUs): check them and request more at '
+          '%(quotas)s, or cancel the job and choose another region',
+}
 _STORAGE_HINTS = {
     'PermissionDenied': 'check that your account has roles/storage.objectAdmin on the staging '
                         'bucket',
@@ -61,6 +75,21 @@ def aiplatform_v1():
   return module
 
 
+# Refusals of an organization policy, whatever the status: (what the message holds, the hint).
+_POLICY_HINTS = (
+    ('vpcServiceControlsUniqueIdentifier',
+     'the project is inside a VPC Service Controls perimeter that does not let this request '
+     'through: no role or enabled API fixes that; ask the perimeter\'s administrator to add '
+     'aiplatform.googleapis.com (and storage.googleapis.com) to it, or an access level for you, '
+     'quoting the identifier above'),
+    ('restrictNonCmekServices',
+     'your organization requires customer-managed encryption keys: pass '
+     '--encryption_key=projects/P/locations/%(region)s/keyRings/R/cryptoKeys/K and grant Vertex '
+     'AI\'s service agent (service-PROJECT_NUMBER@gcp-sa-aiplatform.iam.gserviceaccount.com) '
+     'roles/cloudkms.cryptoKeyEncrypterDecrypter on that key'),
+)
+
+
 def service_error(error, project, region, action, storage=False, service_account=None):
   """A PipelineError of one line for an exception of the Google client libraries;
   `service_account`: the job's --service_account, which the caller must be allowed to act as."""
@@ -69,6 +98,7 @@ def service_error(error, project, region, action, storage=False, service_account
   hints = _STORAGE_HINTS if storage else _HINTS
   hint = hints.get(_HTTP_NAMES.get(kind, kind), 'check --project=%(project)s and '
                    '--region=%(region)s')
+  hint = next((h for marker, h in _POLICY_HINTS if marker in message), hint)
   act_as = ('; and, for --service_account=%s, that your account may act as it: '
             'roles/iam.serviceAccountUser on that service account (gcloud iam service-accounts '
             'add-iam-policy-binding %s --member=user:YOU --role=roles/iam.serviceAccountUser)'
@@ -98,7 +128,8 @@ def message_json(message_class, body):
     raise PipelineError(
         'the job request is not valid for the Vertex AI API as google-cloud-aiplatform %s knows '
         'it: %s. A field or value newer than that library (Spot needs 1.62 or later, Flex-start '
-        '1.66; H100, H100 Mega and H200 are newer than 1.34.0, the last for Python 3.7) needs '
+        '1.66; H100, H100 Mega, H200, reservations and persistent resources are newer than '
+        '1.34.0, the last for Python 3.7) needs '
         '`pip install -U google-cloud-aiplatform` on Python 3.8 or later.'
         % (_library_version(), ' '.join(str(e).split())))
   # protobuf's own writer: camelCase, enum names, no default-valued fields, on every protobuf.
@@ -176,21 +207,50 @@ def create(client, parent, message, hptuning=False):
   return client.create_custom_job(parent=parent, custom_job=message)
 
 
-def wait(client, name, project, region, hptuning=False, poll_interval=30.0, sleep=time.sleep):
-  """Polls the job until a terminal state, logging each change of state with the console link.
+def logs_command(name, project, region, hptuning=False):
+  """The gcloud command that streams the job's logs (they are in Cloud Logging)."""
+  return 'gcloud ai %s stream-logs %s --project=%s --region=%s' % (
+      'hp-tuning-jobs' if hptuning else 'custom-jobs', job_id(name), project, region)
+
+
+def _strategy(job, hptuning):
+  """The job's scheduling strategy name, or None (STANDARD, or a library without the field)."""
+  spec = job.trial_job_spec if hptuning else job.job_spec
+  strategy = getattr(getattr(spec.scheduling, 'strategy', None), 'name', None)
+  return strategy if strategy in _QUEUED_CAUSES else None
+
+
+def wait(client, name, project, region, hptuning=False, poll_interval=30.0, sleep=time.sleep,
+         clock=time.monotonic):
+  """Polls the job until a terminal state, logging each change of state with the console link,
+  the likely causes once a job stays QUEUED for QUEUED_HINT_SECONDS, and the interactive shells'
+  URLs once it runs with web access.
 
   Returns:
     0 if the job succeeded, 1 otherwise (its error message logged).
   """
   get = client.get_hyperparameter_tuning_job if hptuning else client.get_custom_job
   link = console_link(name, project, region)
-  last = None
+  last = queued_since = None
+  hinted = shells = False
   while True:
     job = get(name=name)
     state = job.state.name
     if state != last:
       logging.info('%s: %s  %s', job_id(name), state, link)
       last = state
+      queued_since = clock() if state == 'JOB_STATE_QUEUED' else None
+    if (state == 'JOB_STATE_QUEUED' and not hinted and
+        clock() - queued_since >= QUEUED_HINT_SECONDS):
+      hinted = True
+      logging.warning('%s has been QUEUED for %d min: %s.', job_id(name),
+                      (clock() - queued_since) // 60, _QUEUED_CAUSES[_strategy(job, hptuning)]
+                      % {'region': region, 'quotas': _QUOTAS % project})
+    uris = dict(getattr(job, 'web_access_uris', None) or {})
+    if uris and not shells:
+      shells = True
+      logging.info('Interactive shells (--enable_web_access): %s',
+                   ', '.join('%s %s' % kv for kv in sorted(uris.items())))
     if state in TERMINAL_STATES:
       break
     sleep(poll_interval)
@@ -201,12 +261,31 @@ def wait(client, name, project, region, hptuning=False, poll_interval=30.0, slee
   return 1
 
 
+def interrupted(client, name, project, region, hptuning=False, cancel=False, ask=None):
+  """What Ctrl-C under --wait does: cancels the job when `cancel`, or when `ask` (a function of a
+  question, True for yes; None where no terminal can answer) says so; else leaves it running and
+  says how to cancel it. Returns 130, the shell's status for SIGINT."""
+  command = 'gcloud ai %s cancel %s --project=%s --region=%s' % (
+      'hp-tuning-jobs' if hptuning else 'custom-jobs', job_id(name), project, region)
+  if not cancel and ask is not None:
+    cancel = ask('Cancel job %s on Vertex AI? [y/N] ' % job_id(name))
+  if cancel:
+    (client.cancel_hyperparameter_tuning_job if hptuning else client.cancel_custom_job)(name=name)
+    logging.warning('Cancelling job %s: Vertex AI stops its replicas (CANCELLING, then '
+                    'CANCELLED): %s', job_id(name), console_link(name, project, region))
+  else:
+    logging.warning('Stopped waiting: job %s keeps running on Vertex AI (and costing). To cancel '
+                    'it: %s', job_id(name), command)
+  return 130
+
+
 def send(body, hptuning, project, region, api_endpoint, wait_for_end, poll_interval,
-         service_account=None):
-  """Creates the job of `body` (a camelCase request dict) and, with `wait_for_end`, waits for it.
+         service_account=None, cancel_on_interrupt=False, ask=None):
+  """Creates the job of `body` (a camelCase request dict) and, with `wait_for_end`, waits for it;
+  Ctrl-C while waiting goes to `interrupted` (`cancel_on_interrupt`, `ask`).
 
   Returns:
-    The exit status: 0 (created; or succeeded with wait), 1 (ended otherwise).
+    The exit status: 0 (created; or succeeded with wait), 1 (ended otherwise), 130 (Ctrl-C).
 
   Raises:
     PipelineError: the library is missing, the request is invalid or the service refused it.
@@ -218,12 +297,19 @@ def send(body, hptuning, project, region, api_endpoint, wait_for_end, poll_inter
   parent = 'projects/%s/locations/%s' % (project, region)
   try:
     created = create(client, parent, message, hptuning)
-    print(created.name)
-    logging.info('Created %s (%s): %s', created.name, created.state.name,
-                 console_link(created.name, project, region))
-    if not wait_for_end:
-      return 0
-    return wait(client, created.name, project, region, hptuning, poll_interval)
+    try:  # from here on the job exists: Ctrl-C under --wait asks about it
+      print(created.name, flush=True)
+      logging.info('Created %s (%s): %s', created.name, created.state.name,
+                   console_link(created.name, project, region))
+      logging.info('Its logs: %s', logs_command(created.name, project, region, hptuning))
+      if not wait_for_end:
+        return 0
+      return wait(client, created.name, project, region, hptuning, poll_interval)
+    except KeyboardInterrupt:
+      if not wait_for_end:
+        raise
+      return interrupted(client, created.name, project, region, hptuning, cancel_on_interrupt,
+                         ask)
   except _client_errors() as e:
     raise service_error(e, project, region, 'the Vertex AI request',
                         service_account=service_account)
