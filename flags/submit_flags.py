@@ -127,8 +127,9 @@ def _define_vertex_flags():
                       'Vertex AI: with --network, the names of its reserved IP ranges the job may '
                       'use, comma-separated.')
   flags.DEFINE_string('boot_disk_type', None,
-                      'Vertex AI: every replica\'s boot disk type: pd-ssd (the service\'s '
-                      'default), pd-standard or hyperdisk-balanced.')
+                      'Vertex AI: every replica\'s boot disk type: pd-ssd, pd-standard or '
+                      'hyperdisk-balanced (service default: pd-ssd; hyperdisk-balanced on A3 '
+                      'Ultra).')
   flags.DEFINE_integer('boot_disk_size_gb', None,
                        'Vertex AI: every replica\'s boot disk, 100 to 64000 GB (service default '
                        '100).')
@@ -136,8 +137,8 @@ def _define_vertex_flags():
                       'Vertex AI: run on the machines of this persistent resource (same project '
                       'and region; its network and encryption key must be the job\'s).')
   flags.DEFINE_bool('enable_web_access', False,
-                    'Vertex AI: interactive shells into the training containers (their URLs are '
-                    'logged with --wait once the job runs).')
+                    'Vertex AI: interactive shells into the training containers (their URLs, a '
+                    'tuning job\'s per trial, are logged with --wait once they run).')
   flags.DEFINE_bool('allow_unlisted_machine', False,
                     'Vertex AI: send a --machine_type that this pipeline\'s table of Vertex AI '
                     'machines (trainer/cloud/vertex_machines.json) does not list, unchecked, with '

@@ -176,11 +176,17 @@ def test_the_entrypoint_hands_over_no_path_but_a_metric_file_of_its_own(tiny_dir
   (hypertune / 'kept').write_text('')
   os.link(str(hypertune / 'kept'), str(hypertune / 'hard.metrics'))
   (hypertune / 'folder').mkdir()
-  cases = {'/var/hypertune/link.metrics': 'is a symbolic link',
+  os.symlink('/etc', str(hypertune / 'sub'))
+  cases = {'/var/hypertune/link.metrics':
+               'goes through the symbolic link /var/hypertune/link.metrics',
+           '/var/hypertune/sub/passwd': 'goes through the symbolic link /var/hypertune/sub',
            '/var/hypertune/hard.metrics': 'has other hard links',
            '/var/hypertune/folder': 'is not a regular file',
+           '/var/hypertune/new/': 'is not a plain path to a file',
+           '/var/hypertune/../etc/passwd': 'is not a plain path to a file',
            '/etc/passwd': 'is outside /var/hypertune and /tmp/hypertune',
-           '-rf': 'is outside /var/hypertune and /tmp/hypertune'}
+           '-rf': 'is outside /var/hypertune and /tmp/hypertune',
+           '/etc/passwd\\nerror: forged': 'is outside /var/hypertune and /tmp/hypertune'}
   before = sorted(os.listdir(str(hypertune)))
   jobs = []
   for i, (metric_file, says) in enumerate(sorted(cases.items())):
@@ -193,7 +199,9 @@ def test_the_entrypoint_hands_over_no_path_but_a_metric_file_of_its_own(tiny_dir
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           universal_newlines=True, timeout=120)
     assert proc.returncode == 2, (metric_file, proc.stderr[-2000:])
-    assert ('error: CLOUD_ML_HP_METRIC_FILE=%s %s' % (metric_file, says)) in proc.stderr
+    errors = [l for l in proc.stderr.splitlines() if l.startswith('error: ')]
+    assert errors == [l for l in proc.stderr.splitlines() if l.strip()], proc.stderr
+    assert errors[0].startswith('error: CLOUD_ML_HP_METRIC_FILE=%s %s: ' % (metric_file, says))
   # Nothing was created or given away; the trainer never started.
   assert sorted(os.listdir(str(hypertune))) == before
   assert all((hypertune / n).lstat().st_uid == 0 for n in before)

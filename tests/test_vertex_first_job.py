@@ -11,6 +11,7 @@ its REST transport (the TF 2.15 runtime), as tests/test_vertex_rules.py.
 
 import json
 import logging
+import select
 import signal
 import subprocess
 import sys
@@ -40,7 +41,10 @@ RESERVATION = 'projects/test-project/zones/us-central1-a/reservations/a100s'
 NETWORK = 'projects/123456789/global/networks/training-vpc'
 # The project as the stand-in holds it: one A100 reservation, one persistent resource.
 RESERVATIONS = {RESERVATION: {'machineType': 'a2-highgpu-1g',
-                              'acceleratorType': 'NVIDIA_TESLA_A100', 'acceleratorCount': 1}}
+                              'acceleratorType': 'NVIDIA_TESLA_A100', 'acceleratorCount': 1},
+                'projects/test-project/zones/us-central1-b/reservations/t4s': {
+                    'machineType': 'n1-standard-8', 'acceleratorType': 'NVIDIA_TESLA_T4',
+                    'acceleratorCount': 1}}
 PERSISTENT_RESOURCES = {'team-pool': {'network': NETWORK}}
 OPTIONS = ('--labels=team=vision,cost-center=cc42', '--encryption_key=' + KEY,
            '--reservation=' + RESERVATION, '--boot_disk_type=pd-standard',
@@ -136,6 +140,9 @@ def _spec_with(**fields):
 
 
 OTHER_KEY = KEY.replace('us-central1', 'europe-west4')
+T4_RESERVATION = 'projects/test-project/zones/us-central1-b/reservations/t4s'
+T4_AFFINITY = {'reservationAffinityType': 'SPECIFIC_RESERVATION',
+               'key': 'compute.googleapis.com/reservation-name', 'values': [T4_RESERVATION]}
 # (raw request the service refuses, what it says, trainer.submit flags for it, what submit says).
 CASES = {
     'key_in_another_region': (
@@ -164,9 +171,20 @@ CASES = {
         'projects/{project_number}/global/networks',
         ('--network=projects/test-project/global/networks/training-vpc',),
         "with the project's number, not its ID"),
-    'ip_ranges_without_a_network': (
-        _spec_with(reservedIpRanges=['vertex-range-a']), 'reserved IP ranges need a network',
-        ('--reserved_ip_ranges=vertex-range-a',), 'give --network too'),
+    'a_gpu_reservation_for_gpu_less_parameter_servers': (
+        dict(_spec_with(), jobSpec={'workerPoolSpecs': [
+            {'machineSpec': {'machineType': 'n1-standard-8', 'acceleratorType': 'NVIDIA_TESLA_T4',
+                             'acceleratorCount': 1, 'reservationAffinity': T4_AFFINITY},
+             'replicaCount': '1', 'containerSpec': {'imageUri': IMAGE}},
+            {'machineSpec': {'machineType': 'n1-standard-8', 'acceleratorType': 'NVIDIA_TESLA_T4',
+                             'acceleratorCount': 1, 'reservationAffinity': T4_AFFINITY},
+             'replicaCount': '1', 'containerSpec': {'imageUri': IMAGE}},
+            {'machineSpec': {'machineType': 'n1-standard-8', 'reservationAffinity': T4_AFFINITY},
+             'replicaCount': '1', 'containerSpec': {'imageUri': IMAGE}}]}),
+        'must match the workload exactly',
+        ('--machine_type=n1-standard-8', '--accelerator_type=NVIDIA_TESLA_T4',
+         '--worker_count=1', '--ps_count=1', '--reservation=' + T4_RESERVATION),
+        'the parameter servers of an N1 job go without its GPUs'),
     'boot_disk_of_50_gb': (
         _spec_with(pool={'diskSpec': {'bootDiskSizeGb': 50}}), 'between 100 and 64000',
         ('--boot_disk_size_gb=50',), 'a boot disk has 100 to 64000 GB'),
@@ -188,6 +206,16 @@ def test_the_service_refuses_a_bad_setting_and_trainer_submit_refuses_it_first(c
   refusal = _send(standin, body)
   assert refusal and service_says in refusal, refusal
   _refused(_submit(tmp_path, '--dry_run', *FLAGS, *A100, *flags, '--', *ARGS), submit_says)
+
+
+@pytest.mark.parametrize('flags, says', [
+    (('--reserved_ip_ranges=vertex-range-a',), 'are ranges under a VPC network: give --network'),
+    (('--network=' + NETWORK, '--reserved_ip_ranges= , '), 'names no range'),
+])
+def test_ip_ranges_that_would_go_unused_are_refused(flags, says, tmp_path):
+  """Ranges "under the VPC network" (custom_job.proto) without one, or none at all, would be
+  sent unused: refused instead."""
+  _refused(_submit(tmp_path, '--dry_run', *FLAGS, *flags, '--', *ARGS), says)
 
 
 def test_what_only_the_service_can_check_is_refused_there_and_warned_of_here(standin, tmp_path):
@@ -218,26 +246,16 @@ class _Clock(object):
 
 @pytest.mark.parametrize('strategy, says', [
     (None, 'custom_model_training_nvidia_t4_gpus'),
-    ('SPOT', 'Spot VMs draw on their own (preemptible) quotas'),
+    ('SPOT', 'a Spot job also waits for spare capacity'),
     ('FLEX_START', 'Dynamic Workload Scheduler finds its machines'),
 ])
 def test_a_job_queued_for_five_minutes_gets_its_likely_causes_once(strategy, says, caplog):
   """Without quota Vertex AI keeps a job QUEUED: --wait says why after 5 minutes, once; once the
   job runs, the interactive shells' URLs of --enable_web_access are logged."""
-  server = vertex_standin.VertexStandIn(queued_polls=12).start()  # 12 polls: 12 minutes
-  try:
-    body = _spec_with(enableWebAccess=True)
-    if strategy:
-      body['jobSpec']['scheduling'] = {'strategy': strategy}
-    client = vertex_submit.job_service_client('us-central1', server.endpoint)
-    message, _ = vertex_submit.message_json(aiplatform_v1.CustomJob, body)
-    created = vertex_submit.create(client, 'projects/test-project/locations/us-central1', message)
-    clock = _Clock()
-    with caplog.at_level(logging.INFO):
-      status = vertex_submit.wait(client, created.name, 'test-project', 'us-central1',
-                                  poll_interval=60, sleep=clock.sleep, clock=lambda: clock.now)
-  finally:
-    server.stop()
+  body = _spec_with(enableWebAccess=True)
+  if strategy:
+    body['jobSpec']['scheduling'] = {'strategy': strategy}
+  status = _wait_with_a_clock(body, caplog)
   assert status == 0
   hints = [r.getMessage() for r in caplog.records if 'has been QUEUED' in r.getMessage()]
   assert len(hints) == 1 and says in hints[0], hints
@@ -245,6 +263,38 @@ def test_a_job_queued_for_five_minutes_gets_its_likely_causes_once(strategy, say
   assert 'iam-admin/quotas?project=test-project' in hints[0] or strategy == 'FLEX_START'
   shells = [r.getMessage() for r in caplog.records if 'Interactive shells' in r.getMessage()]
   assert len(shells) == 1 and 'workerpool0-0 https://' in shells[0]
+
+
+def _wait_with_a_clock(body, caplog, hptuning=False):
+  """Creates `body` on a stand-in that keeps it QUEUED for 12 polls, and waits for it polling
+  every simulated minute; returns wait's status."""
+  server = vertex_standin.VertexStandIn(queued_polls=12,
+                                        persistent_resources=PERSISTENT_RESOURCES).start()
+  try:
+    client = vertex_submit.job_service_client('us-central1', server.endpoint)
+    message, _ = vertex_submit.message_json(
+        aiplatform_v1.HyperparameterTuningJob if hptuning else aiplatform_v1.CustomJob, body)
+    created = vertex_submit.create(client, 'projects/test-project/locations/us-central1', message,
+                                   hptuning)
+    clock = _Clock()
+    with caplog.at_level(logging.INFO):
+      return vertex_submit.wait(client, created.name, 'test-project', 'us-central1', hptuning,
+                                poll_interval=60, sleep=clock.sleep, clock=lambda: clock.now)
+  finally:
+    server.stop()
+
+
+def test_a_study_on_a_persistent_resource_names_it_and_its_trials_shells(caplog):
+  """A study's shells are its trials' (Trial.web_access_uris); a job on a persistent resource
+  queues for that resource's machines, not for quota."""
+  spec = _spec_with(enableWebAccess=True, persistentResourceId='team-pool',
+                    network=NETWORK)['jobSpec']
+  assert _wait_with_a_clock(dict(STUDY, displayName='s', trialJobSpec=spec), caplog, True) == 0
+  messages = [r.getMessage() for r in caplog.records]
+  (hint,) = [m for m in messages if 'has been QUEUED' in m]
+  assert 'gcloud ai persistent-resources describe team-pool --region=us-central1' in hint
+  (shells,) = [m for m in messages if 'Interactive shells' in m]
+  assert 'trial 1 workerpool0-0 https://' in shells
 
 
 @pytest.mark.parametrize('cancel', [True, False])
@@ -260,11 +310,11 @@ def test_ctrl_c_under_wait_cancels_the_job_only_when_asked(cancel, tmp_path):
     proc = subprocess.Popen(command + ['--'] + ARGS, cwd=REPO, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             universal_newlines=True, preexec_fn=as_in_a_terminal)
-    name = proc.stdout.readline().strip()  # the created job's name, printed first
+    name = _line_within(proc.stdout, 60).strip()  # the created job's name, printed first
     assert '/customJobs/' in name, proc.communicate(timeout=60)[1][-3000:]
     logged = []
     while not logged or 'Its logs:' not in logged[-1]:  # then it polls: press Ctrl-C
-      logged.append(proc.stderr.readline())
+      logged.append(_line_within(proc.stderr, 60))
       assert logged[-1], ''.join(logged)[-3000:]
     proc.send_signal(signal.SIGINT)
     stderr = ''.join(logged) + proc.communicate(timeout=60)[1]
@@ -284,7 +334,14 @@ def test_ctrl_c_under_wait_cancels_the_job_only_when_asked(cancel, tmp_path):
             '%s --project=test-project --region=us-central1' % job_id) in stderr
 
 
-def test_a_cancelled_job_reads_cancelling_then_cancelled():
+def _line_within(stream, seconds):
+  """The next line of a child's pipe, or '' when none comes within `seconds` (no hang)."""
+  if not select.select([stream], [], [], seconds)[0]:
+    return ''
+  return stream.readline()
+
+
+def test_a_cancelled_job_reads_cancelling_then_cancelled(caplog):
   """The stand-in's cancel as job_service.proto says: asynchronous, then CANCELLED with code 1;
   --wait then exits 1 naming the state."""
   server = vertex_standin.VertexStandIn(queued_polls=10 ** 6).start()
@@ -298,8 +355,15 @@ def test_a_cancelled_job_reads_cancelling_then_cancelled():
     assert states == ['JOB_STATE_CANCELLING', 'JOB_STATE_CANCELLED']
     assert vertex_submit.wait(client, created.name, 'test-project', 'us-central1',
                               poll_interval=0, sleep=lambda s: None) == 1
+    # A cancel that fails leaves the job running, and says how to cancel it.
+    server.deny = 503
+    with caplog.at_level(logging.INFO):
+      assert vertex_submit.interrupted(client, created.name, 'test-project', 'us-central1',
+                                       cancel=True) == 130
   finally:
     server.stop()
+  (failed,) = [r.getMessage() for r in caplog.records if 'failed' in r.getMessage()]
+  assert 'keeps running' in failed and 'gcloud ai custom-jobs cancel' in failed
 
 
 def test_cancel_on_interrupt_needs_wait(tmp_path):
@@ -309,7 +373,7 @@ def test_cancel_on_interrupt_needs_wait(tmp_path):
 
 @pytest.mark.parametrize('status, message, says', [
     (403, "Request is prohibited by organization's policy. vpcServiceControlsUniqueIdentifier: "
-          'Xy12', 'inside a VPC Service Controls perimeter'),
+          'Xy12', 'a VPC Service Controls perimeter stopped this request'),
     (400, 'Constraint constraints/gcp.restrictNonCmekServices violated for '
           'projects/test-project attempting to create a CustomJob without CMEK.',
      'pass --encryption_key=projects/P/locations/us-central1/keyRings/R/cryptoKeys/K'),

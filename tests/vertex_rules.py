@@ -27,7 +27,7 @@ rule:
     training" ("A reservation's VM properties must match exactly with your Vertex AI workload"),
     checked against the reservations the stand-in is given, as Compute Engine holds them.
   Network: custom_job.proto CustomJobSpec.network ("projects/{project}/global/networks/{network}.
-    Where {project} is a project number") and reserved_ip_ranges ("under the VPC network").
+    Where {project} is a project number").
   Persistent resources: persistent_resource_service.proto (an ID of at most 63 characters,
     /^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/), the resources the stand-in is given.
 """
@@ -262,22 +262,20 @@ def _reservation(machine, where, region, reservations):
             'reservation_affinity_type; Message: Required field is not set.\t' % where)
   values = affinity.get('values') or []
   if kind != 'SPECIFIC_RESERVATION':
-    if affinity.get('key') or values:
-      return ('Invalid %s.machine_spec.reservation_affinity: key and values are for '
-              'SPECIFIC_RESERVATION only.' % where)
     return None
-  if affinity.get('key') != _RESERVATION_NAME_KEY or len(values) != 1:
+  if affinity.get('key') != _RESERVATION_NAME_KEY or not values:
     return ('Invalid %s.machine_spec.reservation_affinity: SPECIFIC_RESERVATION needs key %s and '
-            'one reservation name.' % (where, _RESERVATION_NAME_KEY))
-  reserved = reservations.get(values[0])
-  zone = values[0].split('/zones/', 1)[-1].split('/', 1)[0]
-  if reserved is None or not zone.startswith(region + '-'):
-    return 'Reservation %s not found in %s.' % (values[0], region)
+            'values, the reservations\' full names.' % (where, _RESERVATION_NAME_KEY))
   asked = {'machineType': machine.get('machineType'), 'acceleratorType': _accelerator(machine),
            'acceleratorCount': int(machine.get('acceleratorCount') or 0)}
-  if asked != reserved:
-    return ('Reservation %s holds %s, the job asks for %s: a reservation\'s VM properties must '
-            'match the workload exactly.' % (values[0], reserved, asked))
+  for value in values:
+    reserved = reservations.get(value)
+    zone = value.split('/zones/', 1)[-1].split('/', 1)[0]
+    if reserved is None or not zone.startswith(region + '-'):
+      return 'Reservation %s not found in %s.' % (value, region)
+    if asked != reserved:
+      return ('Reservation %s holds %s, the job asks for %s: a reservation\'s VM properties must '
+              'match the workload exactly.' % (value, reserved, asked))
   return None
 
 
@@ -287,8 +285,6 @@ def _placement(spec, path, reservations, persistent_resources):
   if network and not _NETWORK.match(network):
     return ('Invalid %snetwork "%s": the format is projects/{project_number}/global/networks/'
             '{network}.' % (path, network))
-  if spec.get('reservedIpRanges') and not network:
-    return 'Invalid %sreserved_ip_ranges: reserved IP ranges need a network.' % path
   resource = spec.get('persistentResourceId')
   if resource:
     if not _PERSISTENT_RESOURCE_ID.match(resource):

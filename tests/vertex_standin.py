@@ -9,8 +9,8 @@ It records every request (method, path without the query, JSON body) and answers
       `rules=False` turns that off), else the job with a name and state JOB_STATE_QUEUED;
   GET  /v1/<that name>: the job, JOB_STATE_QUEUED for its first `queued_polls` GETs (a project
       without quota for its machines), then its state moving one step per GET through
-      JOB_STATE_PENDING, JOB_STATE_RUNNING (with webAccessUris when the spec enables web access),
-      then `final_state` (JOB_STATE_SUCCEEDED unless told otherwise);
+      JOB_STATE_PENDING, JOB_STATE_RUNNING (with webAccessUris when the spec enables web access;
+      a study's in its trials), then `final_state` (JOB_STATE_SUCCEEDED unless told otherwise);
   POST /v1/<that name>:cancel: {} (job_service.proto CancelCustomJob / CancelHyperparameterTuning-
       Job: asynchronous; the job then reads JOB_STATE_CANCELLING, then JOB_STATE_CANCELLED with an
       error of code 1, CANCELLED);
@@ -33,6 +33,7 @@ _COLLECTION = re.compile(
 _JOB = re.compile(r'^/v1/(projects/[^/]+/locations/[^/]+/'
                   r'(?:customJobs|hyperparameterTuningJobs)/\d+)(:cancel)?$')
 PROGRESS = ('JOB_STATE_PENDING', 'JOB_STATE_RUNNING')
+_SHELL = 'https://abc-dot-us-central1.aiplatform-training.googleusercontent.com'
 
 
 class VertexStandIn(object):
@@ -151,8 +152,9 @@ class VertexStandIn(object):
                     else self.final_state)
     if job['state'] == 'JOB_STATE_FAILED':
       job['error'] = {'code': 3, 'message': self.error_message}
-    spec = job.get('jobSpec') or {}
-    if job['state'] == 'JOB_STATE_RUNNING' and spec.get('enableWebAccess'):
-      job['webAccessUris'] = {'workerpool0-0': 'https://abc-dot-us-central1.aiplatform-training.'
-                                               'googleusercontent.com'}
+    if job['state'] == 'JOB_STATE_RUNNING' and (job.get('jobSpec') or {}).get('enableWebAccess'):
+      job['webAccessUris'] = {'workerpool0-0': _SHELL}
+    if job['state'] == 'JOB_STATE_RUNNING' and (
+        job.get('trialJobSpec') or {}).get('enableWebAccess'):  # a study: per trial
+      job['trials'] = [{'id': '1', 'state': 'ACTIVE', 'webAccessUris': {'workerpool0-0': _SHELL}}]
     return 200, job

@@ -223,14 +223,18 @@ def submit_vertex(trainer_args):
     vertex_submit.stage_package(package, package_uri, job.project)
   return vertex_submit.send(body, hptuning, job.project, job.region, FLAGS.api_endpoint,
                             FLAGS.wait, FLAGS.poll_interval, job.service_account,
-                            FLAGS.cancel_on_interrupt, _ask if sys.stdin.isatty() else None)
+                            FLAGS.cancel_on_interrupt,
+                            _ask if sys.stdin.isatty() and sys.stderr.isatty() else None)
 
 
 def _ask(question):
-  """A yes/no question on the terminal; no on anything but y or yes (a second Ctrl-C too)."""
+  """A yes/no question on the terminal (stderr: stdout carries the job's name for scripts); no
+  on anything but y or yes, a second Ctrl-C too."""
   try:
-    return input(question).strip().lower() in ('y', 'yes')
-  except (EOFError, KeyboardInterrupt):
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ('y', 'yes')
+  except KeyboardInterrupt:
     return False
 
 

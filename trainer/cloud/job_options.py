@@ -11,15 +11,18 @@ Sources: googleapis google/cloud/aiplatform/v1 (as google-cloud-aiplatform 2.7.0
   - reservation_affinity.proto (MachineSpec field 5): NO_RESERVATION, ANY_RESERVATION ("falling
     back to on-demand"), SPECIFIC_RESERVATION ("the reservation must be identified via the key
     and values fields": key compute.googleapis.com/reservation-name, values "the full resource
-    name of the reservation"). Vertex AI's reservation pages ("Use reservations with
-    training/prediction", cloud.google.com/vertex-ai/docs/predictions/use-reservations): "A
-    reservation's VM properties must match exactly with your Vertex AI workload", no Local SSD
-    disks attached by hand, a shared reservation consumed from its owner project or one it is
-    shared with: what only the service can check. A reservation is zonal (Compute Engine), so
-    one outside the job's region cannot serve it.
+    name of the reservation"). Vertex AI "Use reservations with prediction"
+    (cloud.google.com/vertex-ai/docs/predictions/use-reservations; its limitations cover custom
+    training too): "A reservation's VM properties must match exactly with your Vertex AI
+    workload", no Local SSD disks attached by hand, a shared reservation consumed from its owner
+    project or one it is shared with: what only the service can check. A reservation is zonal
+    (Compute Engine), so one outside the job's region cannot serve it, and it holds one machine
+    configuration, so the GPU-less parameter servers of an N1 GPU job cannot consume the GPU
+    reservation of its chief and workers.
   - custom_job.proto, CustomJobSpec: network (field 5) `projects/{project}/global/networks/
     {network}` "where {project} is a project number", with VPC Network Peering for Vertex AI set
-    up first; reserved_ip_ranges (13), "reserved ip ranges under the VPC network";
+    up first; reserved_ip_ranges (13), "reserved ip ranges under the VPC network" (without
+    --network they name none: trainer.submit refuses them rather than send them unused);
     persistent_resource_id (14), whose "network and CMEK configs on the job should be consistent
     with those on the PersistentResource, otherwise, the job will be rejected"; enable_web_access
     (10), interactive shells at CustomJob.web_access_uris.
@@ -51,8 +54,18 @@ _RESERVATION_TYPES = {'any': 'ANY_RESERVATION', 'none': 'NO_RESERVATION'}
 
 
 def ip_ranges(text):
-  """'a,b' -> ('a', 'b'); None for None or ''."""
-  return tuple(r.strip() for r in text.split(',') if r.strip()) if text else None
+  """'a,b' -> ('a', 'b'); None for None.
+
+  Raises:
+    PipelineError: a value that names no range (' , ').
+  """
+  if text is None:
+    return None
+  ranges = tuple(r.strip() for r in text.split(',') if r.strip())
+  if not ranges:
+    raise PipelineError('--reserved_ip_ranges=%r names no range: give NAME[,NAME...] or leave '
+                        'it out.' % text)
+  return ranges
 
 
 def check(options, job, warnings):
@@ -109,6 +122,14 @@ def _check_reservation(reservation, job, warnings):
     raise PipelineError('--reservation=%s is in zone %s, outside --region=%s, where the job\'s '
                         'machines are created: use a reservation in one of the region\'s zones.'
                         % (reservation, match.group('zone'), job.region))
+  pools = [machine_rules.pool_accelerator(job.machine_type, job.accelerator_type,
+                                          job.accelerator_count, chief_or_worker=False)]
+  if job.ps_count and pools[0] != machine_rules.pool_accelerator(
+      job.machine_type, job.accelerator_type, job.accelerator_count):
+    raise PipelineError('--reservation=%s with --ps_count: a reservation holds one machine '
+                        'configuration, and the parameter servers of an N1 job go without its '
+                        'GPUs, so they cannot consume it. Use --reservation=any, or drop '
+                        '--ps_count.' % reservation)
   accelerators = (' with %d x %s' % (job.accelerator_count, job.accelerator_type)
                   if job.accelerator_type else '')
   warnings.append('--reservation=%s: its VMs must be %s%s exactly, without Local SSDs attached '

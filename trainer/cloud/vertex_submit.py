@@ -39,19 +39,26 @@ _HINTS = {
 }
 _HTTP_NAMES = {'Forbidden': 'PermissionDenied', 'Unauthorized': 'Unauthenticated',
                'BadRequest': 'InvalidArgument', 'TooManyRequests': 'ResourceExhausted'}
-# A job still QUEUED after this long gets the likely causes once (--wait).
+# A job still QUEUED after this long gets the likely causes once (--wait). Vertex AI
+# "Understanding the training service": a project without enough custom-training quota for the
+# job's machines has the job kept in the queue; "Use Spot VMs with training": Spot VMs are
+# Compute Engine's excess capacity; "Schedule training jobs based on resource availability"
+# (schedule-jobs-dws): Flex-start queues until its machines are found, up to max_wait_duration.
 QUEUED_HINT_SECONDS = 300.0
 _QUOTAS = 'https://console.cloud.google.com/iam-admin/quotas?project=%s'
+_QUOTA = ('Vertex AI keeps a job QUEUED while the project has not enough custom-training quota '
+          'for its machines in %(region)s (e.g. aiplatform.googleapis.com/'
+          'custom_model_training_nvidia_t4_gpus for T4s): check them and request more at '
+          '%(quotas)s, or cancel the job and choose another region')
 _QUEUED_CAUSES = {
     'FLEX_START': 'a Flex-start job waits until Dynamic Workload Scheduler finds its machines, up '
                   'to its --max_wait_duration (1 day by default): nothing is wrong yet',
-    'SPOT': 'Vertex AI keeps a job QUEUED while the project has no quota for its machines in '
-            '%(region)s, or no Spot capacity is free there; Spot VMs draw on their own '
-            '(preemptible) quotas, not the on-demand ones: check them at %(quotas)s',
-    None: 'Vertex AI keeps a job QUEUED while the project has no quota for its machines in '
-          '%(region)s (e.g. aiplatform.googleapis.com/custom_model_training_nvidia_t4_gpus for '
-          'T4s, custom_model_training_cpus for the CPUs): check them and request more at '
-          '%(quotas)s, or cancel the job and choose another region',
+    'SPOT': _QUOTA + '; a Spot job also waits for spare capacity (Spot VMs are Compute Engine\'s '
+            'excess capacity)',
+    'PERSISTENT_RESOURCE': 'it runs on the machines of persistent resource %(resource)s, which '
+                           'may be busy with other jobs, or not running: check it with `gcloud ai '
+                           'persistent-resources describe %(resource)s --region=%(region)s`',
+    None: _QUOTA,
 }
 _STORAGE_HINTS = {
     'PermissionDenied': 'check that your account has roles/storage.objectAdmin on the staging '
@@ -78,10 +85,10 @@ def aiplatform_v1():
 # Refusals of an organization policy, whatever the status: (what the message holds, the hint).
 _POLICY_HINTS = (
     ('vpcServiceControlsUniqueIdentifier',
-     'the project is inside a VPC Service Controls perimeter that does not let this request '
-     'through: no role or enabled API fixes that; ask the perimeter\'s administrator to add '
-     'aiplatform.googleapis.com (and storage.googleapis.com) to it, or an access level for you, '
-     'quoting the identifier above'),
+     'a VPC Service Controls perimeter stopped this request: no role or enabled API fixes that; '
+     'ask the perimeter\'s administrator to look the identifier above up (VPC Service Controls '
+     'troubleshooting: cloud.google.com/vpc-service-controls/docs/troubleshooting) and to let '
+     'you in with an access level or an ingress rule'),
     ('restrictNonCmekServices',
      'your organization requires customer-managed encryption keys: pass '
      '--encryption_key=projects/P/locations/%(region)s/keyRings/R/cryptoKeys/K and grant Vertex '
@@ -213,11 +220,22 @@ def logs_command(name, project, region, hptuning=False):
       'hp-tuning-jobs' if hptuning else 'custom-jobs', job_id(name), project, region)
 
 
-def _strategy(job, hptuning):
-  """The job's scheduling strategy name, or None (STANDARD, or a library without the field)."""
+def _queued_cause(job, hptuning, project, region):
+  """Why the job is likely QUEUED, from its spec (a library without a field reads as unset)."""
   spec = job.trial_job_spec if hptuning else job.job_spec
+  resource = getattr(spec, 'persistent_resource_id', '')
   strategy = getattr(getattr(spec.scheduling, 'strategy', None), 'name', None)
-  return strategy if strategy in _QUEUED_CAUSES else None
+  key = 'PERSISTENT_RESOURCE' if resource else strategy if strategy in _QUEUED_CAUSES else None
+  return _QUEUED_CAUSES[key] % {'region': region, 'quotas': _QUOTAS % project,
+                                'resource': resource}
+
+
+def _web_access_uris(job, hptuning):
+  """{where: URL} of the job's interactive shells: a CustomJob's replicas, a study's trials'."""
+  if not hptuning:
+    return dict(getattr(job, 'web_access_uris', None) or {})
+  return {'trial %s %s' % (trial.id, replica): uri for trial in job.trials
+          for replica, uri in (getattr(trial, 'web_access_uris', None) or {}).items()}
 
 
 def wait(client, name, project, region, hptuning=False, poll_interval=30.0, sleep=time.sleep,
@@ -232,7 +250,8 @@ def wait(client, name, project, region, hptuning=False, poll_interval=30.0, slee
   get = client.get_hyperparameter_tuning_job if hptuning else client.get_custom_job
   link = console_link(name, project, region)
   last = queued_since = None
-  hinted = shells = False
+  hinted = False
+  shells = {}
   while True:
     job = get(name=name)
     state = job.state.name
@@ -244,13 +263,13 @@ def wait(client, name, project, region, hptuning=False, poll_interval=30.0, slee
         clock() - queued_since >= QUEUED_HINT_SECONDS):
       hinted = True
       logging.warning('%s has been QUEUED for %d min: %s.', job_id(name),
-                      (clock() - queued_since) // 60, _QUEUED_CAUSES[_strategy(job, hptuning)]
-                      % {'region': region, 'quotas': _QUOTAS % project})
-    uris = dict(getattr(job, 'web_access_uris', None) or {})
-    if uris and not shells:
-      shells = True
+                      (clock() - queued_since) // 60,
+                      _queued_cause(job, hptuning, project, region))
+    new = {k: v for k, v in _web_access_uris(job, hptuning).items() if shells.get(k) != v}
+    if new:
+      shells.update(new)
       logging.info('Interactive shells (--enable_web_access): %s',
-                   ', '.join('%s %s' % kv for kv in sorted(uris.items())))
+                   ', '.join('%s %s' % kv for kv in sorted(new.items())))
     if state in TERMINAL_STATES:
       break
     sleep(poll_interval)
@@ -270,7 +289,13 @@ def interrupted(client, name, project, region, hptuning=False, cancel=False, ask
   if not cancel and ask is not None:
     cancel = ask('Cancel job %s on Vertex AI? [y/N] ' % job_id(name))
   if cancel:
-    (client.cancel_hyperparameter_tuning_job if hptuning else client.cancel_custom_job)(name=name)
+    try:
+      (client.cancel_hyperparameter_tuning_job if hptuning else client.cancel_custom_job)(
+          name=name)
+    except _client_errors() as e:
+      logging.error('Cancelling job %s failed (%s): it keeps running on Vertex AI (and costing). '
+                    'To cancel it: %s', job_id(name), ' '.join(str(e).split()), command)
+      return 130
     logging.warning('Cancelling job %s: Vertex AI stops its replicas (CANCELLING, then '
                     'CANCELLED): %s', job_id(name), console_link(name, project, region))
   else:
