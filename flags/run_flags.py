@@ -77,7 +77,9 @@ def define_model_flags():
                     'forward and backward states.')
   flags.DEFINE_float('dropout_rate', 0.5, 'bilstm: dropout on the embeddings and pooled features.')
   flags.DEFINE_enum('precision', 'float32', PRECISIONS,
-                    'Activation precision; bfloat16 needs --use_tpu (variables stay float32).')
+                    'Activation precision (variables, the loss and the export stay float32). '
+                    'bfloat16: on a TPU, or on a CPU with AVX512_BF16 or AMX-BF16 under '
+                    'TF 2.15 (oneDNN\'s bfloat16 rewrite; docs/training.md).')
 
 
 def define_optimizer_flags():

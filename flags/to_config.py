@@ -15,6 +15,7 @@ import types
 
 from absl import logging
 
+from trainer.cloud import cluster_env
 from trainer.cloud import vertex_env
 from trainer.data import dataset_json
 from trainer.data.data_config import DataConfig
@@ -34,6 +35,7 @@ from trainer.models.recipes import recipe_name
 from trainer.models.recipes import SCHEDULE_DEFAULTS
 from trainer.models.specs import network_params
 from trainer.run import config_sources
+from trainer.run import cpu_bfloat16
 from trainer.run import recorded_network
 from trainer.run.run_config import Config
 from trainer.storage import patterns
@@ -202,8 +204,8 @@ def _check_combinations(f, model_fn_job=False):
                         '`python -m trainer.prepare fashion_mnist --output_dir DIR`); use '
                         '--fake_data for a synthetic smoke test.')
   if f.precision == 'bfloat16' and not f.use_tpu:
-    raise PipelineError('--precision=bfloat16 needs --use_tpu: CPUs and GPUs here train in '
-                        'float32. Drop --precision or add --use_tpu.')
+    cpu_bfloat16.check(f.model, single_process=not (
+        f.num_gpus or f.mirrored_devices or cluster_env.tf_config().get('cluster')))
   if not f.use_tpu:
     for name in ('tpu', 'tpu_zone', 'gcp_project', 'num_cores'):
       if getattr(f, name):

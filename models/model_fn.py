@@ -28,11 +28,12 @@ NETWORK_VARIABLES_COLLECTION = 'network_variables'
 def _logits(config, features, is_training):
   """Calls the config's network through the network contract (`models.network_contract`): in
   float32 or, on TPU, in a bfloat16 scope with float32 variables (so checkpoints stay usable on
-  CPU/GPU). Returns float32 (logits, aux_logits or None)."""
+  CPU/GPU; off TPU bfloat16 is a rewrite of the float32 graph, trainer.run.cpu_bfloat16).
+  Returns float32 (logits, aux_logits or None)."""
   if not isinstance(features, dict):  # a serving input receiver's bare image tensor
     features = {features_lib.IMAGE: features}
   network = networks.network_of(config.model)
-  params = network_params.params_of(config)
+  params = network_params.params_of(config)  # float32 off TPU
   key = features_lib.TOKEN_IDS if features_lib.TOKEN_IDS in features else features_lib.IMAGE
   batch_size = features[key].shape.as_list()[0]
 
@@ -41,7 +42,7 @@ def _logits(config, features, is_training):
         network(features, is_training=is_training, num_classes=config.num_classes,
                 params=params), batch_size, config.num_classes, config.model)
 
-  if config.precision == 'bfloat16':
+  if config.precision == 'bfloat16' and config.use_tpu:  # off TPU: trainer.run.cpu_bfloat16
     with tf.tpu.bfloat16_scope():
       logits, aux_logits = call()
   else:

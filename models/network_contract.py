@@ -16,8 +16,9 @@ lease, preemption handling and export serve every network (docs/your-model.md).
   num_classes  Python int: the width of the logits.
   params       dict: the --network_params JSON object, plus the run's keys (RUN_KEYS of
                models/specs/network_params.py):
-                 'precision': 'float32' or 'bfloat16' (on a TPU the network then runs inside
-                   tf.tpu.bfloat16_scope: `compute_dtype(params)` is the dtype to compute in);
+                 'precision': 'float32', or 'bfloat16' on a TPU (the network then runs inside
+                   tf.tpu.bfloat16_scope: `compute_dtype(params)` is the dtype to compute in;
+                   off TPU bfloat16 is a rewrite of the float32 graph, and params say float32);
                  images: 'image_size' (int, pixels), 'mean_rgb' and 'stddev_rgb' (3 floats each,
                    0-255 scale: the data set's statistics, for `normalize_images`);
                  text: 'vocab_size' and 'max_seq_length' (ints).

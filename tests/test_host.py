@@ -105,6 +105,17 @@ def test_the_runtime_probe_keeps_intel_tensorflow_unless_another_is_clearly_fast
     runtime_probe.choose({'tf1-mkl': None, 'tf2': None})
 
 
+def test_bfloat16_is_a_candidate_only_on_a_cpu_that_computes_it():
+  def cpu(*flags):
+    return cpu_lib.CpuInfo(model='x', vendor=None, machine='x86_64', flags=frozenset(flags),
+                           logical_cpus=2, physical_cores=2)
+  assert runtime_probe.candidates(cpu('avx2', 'avx512f')) == ['tf1-mkl', 'tf2']
+  for flag in ('avx512_bf16', 'amx_bf16'):
+    assert runtime_probe.candidates(cpu('avx512f', flag)) == ['tf1-mkl', 'tf2', 'tf2-bf16']
+  assert runtime_probe.CANDIDATES['tf2-bf16'][1] == 'RUNTIME=tf2 PRECISION=bfloat16'
+  assert runtime_probe.choose({'tf1-mkl': 100.0, 'tf2': 104.0, 'tf2-bf16': 118.0})[0] == 'tf2-bf16'
+
+
 def test_a_cached_choice_for_this_cpu_is_used_without_measuring(tmp_path):
   cache = tmp_path / 'runtime-choice.json'
   cache.write_text(json.dumps({'cpu': runtime_probe.cpu_key(cpu_lib.read_cpu()),

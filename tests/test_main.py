@@ -369,11 +369,6 @@ def test_lr_decay_epochs_are_numbers_in_order_or_refused(given, says):
     recipe_values(types.SimpleNamespace(model='resnet', lr_decay_epochs=given, **unset))
 
 
-def test_bfloat16_without_tpu_is_refused(small_dir, tmp_path):
-  refused(run_main('--precision=bfloat16', '--train_steps=1', '--data_dir=' + small_dir,
-                    '--model_dir=' + str(tmp_path), *TINY), 'bfloat16 needs --use_tpu')
-
-
 def test_batch_not_divisible_by_cores_is_refused_before_any_work(tmp_path):
   model_dir = tmp_path / 'model'
   start = time.time()

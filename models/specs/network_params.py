@@ -52,9 +52,11 @@ def params_of(config, precision=None):
 
   Args:
     config: the run's ModelConfig.
-    precision: overrides config.precision (the CPU graphs of a TPU run are float32).
+    precision: overrides config.precision (the CPU graphs of a TPU run are float32). Off TPU
+      the network is built in float32 whatever config.precision says: bfloat16 there is a
+      rewrite of that graph (trainer/run/cpu_bfloat16.py).
   """
-  params = {'precision': precision or config.precision}
+  params = {'precision': precision or (config.precision if config.use_tpu else 'float32')}
   if config.modality == 'text':
     params.update(vocab_size=config.vocab_size, max_seq_length=config.max_seq_length)
   else:

@@ -21,6 +21,7 @@ import tensorflow.compat.v1 as tf
 
 from trainer.benchmark import model_bench
 from trainer.benchmark import report
+from trainer.run import cpu_bfloat16
 from trainer.run import estimator as estimator_lib
 
 # "node_name = OpType(inputs)": the timeline label of a node's execution.
@@ -95,7 +96,8 @@ def profile_train_step(config, windows, top=12):
   with tf.Graph().as_default() as graph:
     train_op = model_bench.build_train_op(config)
     flops = step_flops(graph, batch_size)
-    with tf.Session(config=estimator_lib.host_session_config(config.model.model)) as sess:
+    with tf.Session(config=cpu_bfloat16.apply(estimator_lib.host_session_config(
+        config.model.model), config.model.precision, config.use_tpu)) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
       for _ in range(windows.warmup_steps):
         sess.run(train_op)

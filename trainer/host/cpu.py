@@ -13,6 +13,8 @@ from typing import FrozenSet, Optional
 # and TF's AVX-512 paths require).
 AVX512_CORE = frozenset({'avx512f', 'avx512bw', 'avx512dq', 'avx512vl'})
 ISA_ORDER = ('avx512', 'avx2', 'avx', 'sse4_2')
+# /proc/cpuinfo flags of the bfloat16 instructions oneDNN computes with.
+BF16_FLAGS = ('avx512_bf16', 'amx_bf16')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +43,12 @@ class CpuInfo:
       if (AVX512_CORE <= self.flags if isa == 'avx512' else isa in self.flags):
         return isa
     return 'unknown'
+
+  @property
+  def computes_bfloat16(self):
+    """Whether the CPU has bfloat16 instructions oneDNN uses (AVX512_BF16: AMD Zen 4 and
+    later, Intel Cooper Lake; AMX-BF16: Intel Sapphire Rapids and later)."""
+    return any(flag in self.flags for flag in BF16_FLAGS)
 
   @property
   def smt(self):

@@ -9,7 +9,11 @@ ResNet-18 step (`trainer.benchmark model --path=session`, synthetic input, batch
 steps in its own virtualenv, two processes each in the order A B B A, and the fastest wins;
 intel-tensorflow, the runtime of make train's recorded runs, keeps the job unless another is
 more than `MARGIN` faster. Stock TF 1.15.5 is no candidate: 3-10x behind both wherever it was
-measured. A choice is kept only when every candidate ran.
+measured. On a CPU with bfloat16 instructions (AVX512_BF16, AMX-BF16) TF 2.15 in bfloat16
+(trainer/run/cpu_bfloat16.py) is a third candidate: make train's ResNet-18 recipe reaches its
+accuracy there too (BENCHMARKS.md, "bfloat16 on the CPU"), and `make train` passes
+--precision=bfloat16 to that recipe only (BF16_MODELS in the Makefile). A choice is kept only when
+every candidate ran.
 
 The choice is cached in --cache with the CPU it was made on, and measured again on another CPU.
 Prints the `make` variables of the choice (e.g. `RUNTIME=tf1 TF1=mkl`) on stdout, the
@@ -32,7 +36,13 @@ ROUNDS = 2  # processes per runtime
 CANDIDATES = {
     'tf1-mkl': ('.venv-mkl', 'RUNTIME=tf1 TF1=mkl', 'intel-tensorflow 1.15.2'),
     'tf2': ('.venv-tf2', 'RUNTIME=tf2', 'TF 2.15.1 with oneDNN'),
+    'tf2-bf16': ('.venv-tf2', 'RUNTIME=tf2 PRECISION=bfloat16',
+                 'TF 2.15.1 with oneDNN, in bfloat16'),
 }
+# The candidates' own flags for the probe step.
+BF16 = 'tf2-bf16'
+CANDIDATE_FLAGS = {BF16: ('--precision=bfloat16',)}
+
 INCUMBENT = 'tf1-mkl'
 # make train's network and batch; a few steps after two warm-up steps.
 PROBE_FLAGS = ('--model=resnet', '--resnet_depth=18', '--image_size=32', '--num_classes=10',
@@ -46,6 +56,11 @@ def cpu_key(cpu):
   """What a cached choice holds for: the CPU and how many cores this process may use."""
   return {'cpu_model': cpu.model, 'isa': cpu.isa, 'physical_cores': cpu.physical_cores,
           'logical_cpus': cpu.logical_cpus}
+
+
+def candidates(cpu):
+  """The runtimes to measure on `cpu` (a CpuInfo): bfloat16 only where it computes it."""
+  return [name for name in CANDIDATES if name != BF16 or cpu.computes_bfloat16]
 
 
 def choose(rates, incumbent=INCUMBENT, margin=MARGIN):
@@ -80,7 +95,8 @@ def _probe(name, output):
     print('runtime probe: %s is not installed (%s)' % (name, python), file=sys.stderr)
     return None
   done = subprocess.run([python, '-m', 'trainer.benchmark', 'model', '--output=%s' % output] +
-                        list(PROBE_FLAGS), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                        list(PROBE_FLAGS) + list(CANDIDATE_FLAGS.get(name, ())),
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                         universal_newlines=True)
   if done.returncode:
     print('runtime probe: %s failed (exit %d): %s' % (
@@ -90,11 +106,10 @@ def _probe(name, output):
   return json_files.read(output)['measurements']['session_examples_per_sec']['median']
 
 
-def measure(record_dir, rounds=ROUNDS):
+def measure(record_dir, names, rounds=ROUNDS):
   """Each candidate's examples/sec: the mean over `rounds` processes, run in the order A B, B A,
   ... so that a drift of the machine's speed costs both the same; None for a candidate that did
   not run."""
-  names = list(CANDIDATES)
   rates = {name: [] for name in names}
   for round_ in range(rounds):
     for name in (names if round_ % 2 == 0 else names[::-1]):
@@ -107,27 +122,36 @@ def main(argv):
   del argv
   cpu = cpu_lib.read_cpu()
   key = cpu_key(cpu)
+  names = candidates(cpu)
+  # bfloat16 trains only the recipes measured in it (the Makefile's BF16_MODELS: --bfloat16).
+  allowed = [name for name in names if name != BF16 or FLAGS.bfloat16]
   cached = None
   if not FLAGS.remeasure:
     try:
       cached = json_files.read(FLAGS.cache)
     except ValueError:
       print('runtime probe: %s is not JSON: measuring again' % FLAGS.cache, file=sys.stderr)
-  if isinstance(cached, dict) and cached.get('cpu') == key and cached.get('runtime') in CANDIDATES:
-    name = cached['runtime']
-    print('runtime: %s (%s), measured on this CPU before (%s; make train '
-          'RUNTIME_PROBE=again measures again)' % (name, CANDIDATES[name][2], FLAGS.cache),
-          file=sys.stderr)
-    print(CANDIDATES[name][1])
-    return
+  if isinstance(cached, dict) and cached.get('cpu') == key:
+    rates = cached.get('examples_per_sec')
+    name = None
+    if isinstance(rates, dict) and set(rates) == set(names):  # every candidate measured
+      name, _ = choose({n: rates[n] for n in allowed})
+    elif not rates and cached.get('runtime') in allowed:  # a choice without its figures
+      name = cached['runtime']
+    if name:
+      print('runtime: %s (%s), measured on this CPU before (%s; make train '
+            'RUNTIME_PROBE=again measures again)' % (name, CANDIDATES[name][2], FLAGS.cache),
+            file=sys.stderr)
+      print(CANDIDATES[name][1])
+      return
   record_dir = os.path.join(os.path.dirname(FLAGS.cache) or '.', 'runtime-probe')
   os.makedirs(record_dir, exist_ok=True)
-  print('runtime probe on %s: make train\'s ResNet-18 step in each runtime, %d processes each, '
-        'alternating (about a minute; once per CPU; the machine should be otherwise idle)' % (
-            cpu.describe(), ROUNDS), file=sys.stderr)
-  rates = measure(record_dir)
+  print('runtime probe on %s: make train\'s ResNet-18 step in each runtime (%s), %d processes '
+        'each, alternating (a minute or two; once per CPU; the machine should be otherwise idle)'
+        % (cpu.describe(), ', '.join(names), ROUNDS), file=sys.stderr)
+  rates = measure(record_dir, names)
   try:
-    name, reason = choose(rates)
+    name, reason = choose({n: rates[n] for n in allowed})
   except ValueError as e:
     print('error: runtime probe: %s; install them (make venvs) or set RUNTIME=tf1 or '
           'RUNTIME=tf2.' % e, file=sys.stderr)
@@ -136,7 +160,9 @@ def main(argv):
       name, CANDIDATES[name][2], ', '.join(
           '%s %.0f examples/s' % (n, r) if r else '%s did not run' % n
           for n, r in rates.items()), reason), file=sys.stderr)
-  if all(rates.values()):
+  # bfloat16 may be refused where the CPU has the instructions (oneDNN off, a GPU): it then
+  # stays unmeasured, and the float32 runtimes decide.
+  if all(rates[n] for n in names if n != BF16):
     # Aside and renamed into place: a second make train reads either choice whole, never half.
     json_files.write(FLAGS.cache, {'cpu': key, 'runtime': name, 'examples_per_sec': rates,
                                    'reason': reason})
@@ -151,6 +177,8 @@ def run():
                       'CPU it was measured on.')
   flags.DEFINE_bool('remeasure', False, 'Measure again even if --cache holds a choice for '
                     'this CPU.')
+  flags.DEFINE_bool('bfloat16', False, 'The recipe to train has been measured in bfloat16 (the '
+                    'Makefile\'s BF16_MODELS): the bfloat16 runtime may be chosen for it.')
   app.run(main)
 
 

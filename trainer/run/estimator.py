@@ -17,6 +17,7 @@ from trainer.data import input_fn as input_fn_lib
 from trainer.errors import PipelineError
 from trainer.host import threads as host_threads
 from trainer.models import model_fn as model_fn_lib
+from trainer.run import cpu_bfloat16
 from trainer.run import fenced_saver
 from trainer.run import tf_build
 from trainer.run import user_model_fn
@@ -209,7 +210,8 @@ def tpu_run_config(config, tpu_master=None):
   return tf.estimator.tpu.RunConfig(
       cluster=cluster, master=tpu_master, tpu_config=tpu_config,
       # On a TPU, TPUEstimator builds the session config for its master itself.
-      session_config=None if config.use_tpu else host_session_config(config.model.model),
+      session_config=None if config.use_tpu else cpu_bfloat16.apply(
+          host_session_config(config.model.model), config.model.precision, config.use_tpu),
       # trainer.run.hooks.ProgressHook logs step, rate and ETA. On a TPU the loss stays on the
       # device between loops: TPUEstimator's own hooks log it, and examples/sec, after every
       # loop.

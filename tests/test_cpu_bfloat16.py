@@ -1,0 +1,91 @@
+"""`--precision=bfloat16` off TPU (trainer/run/cpu_bfloat16.py): oneDNN's bfloat16 rewrite of the
+float32 graph on TensorFlow 2.9+, on CPUs with AVX512_BF16 or AMX-BF16; refused with one line
+on TF 1.15, on other CPUs, with GPUs, with several processes or replicas, and for the BiLSTM."""
+
+import pytest
+import tensorflow.compat.v1 as tf
+
+from trainer.errors import PipelineError
+from trainer.host import cpu as host_cpu
+from trainer.run import cpu_bfloat16
+from trainer.run import estimator as estimator_lib
+
+from helpers import config_from_args
+from helpers import ok
+from helpers import refused
+from helpers import results_of
+from helpers import run_main
+from helpers import TINY
+
+TF1 = tf.__version__.startswith('1.')
+HOST = host_cpu.read_cpu()
+# Grappler's log line when the pass rewrote the graph (auto_mixed_precision.cc).
+CONVERTED = 'nodes to bfloat16 precision'
+
+
+def _cpu(*flags):
+  return host_cpu.CpuInfo(model='Some CPU', vendor=None, machine='x86_64',
+                          flags=frozenset(('avx2', 'fma') + flags), logical_cpus=2,
+                          physical_cores=2)
+
+
+@pytest.mark.skipif(TF1, reason='TF 1.15 has no oneDNN bfloat16 rewrite: '
+                    'test_tf1_refuses_bfloat16_off_tpu covers it')
+def test_the_rewrite_runs_on_one_cpu_process_with_bfloat16_instructions_only():
+  with pytest.raises(PipelineError, match=r'needs a CPU with AVX512_BF16 or AMX-BF16 \(.*\); '
+                     'Some CPU has neither'):
+    cpu_bfloat16.check('resnet', cpu=_cpu('avx512f'), gpus=[])
+  for flag in host_cpu.BF16_FLAGS:  # Zen 4/5 and Cooper Lake; Sapphire Rapids' AMX
+    cpu_bfloat16.check('resnet', cpu=_cpu(flag), gpus=[])
+  for kwargs, says in ((dict(gpus=['GPU:0']), 'TensorFlow sees GPUs'),
+                       (dict(single_process=False), 'not MirroredStrategy or a TF_CONFIG')):
+    with pytest.raises(PipelineError, match=says):
+      cpu_bfloat16.check('resnet', cpu=_cpu('amx_bf16'), **dict(dict(gpus=[]), **kwargs))
+  with pytest.raises(PipelineError, match="bilstm's recurrence"):
+    cpu_bfloat16.check('bilstm', cpu=_cpu('amx_bf16'), gpus=[])
+  for precision, use_tpu, on in (('bfloat16', False, 1), ('float32', False, 0),
+                                 ('bfloat16', True, 0)):
+    config = cpu_bfloat16.apply(tf.ConfigProto(), precision, use_tpu)
+    assert config.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 == on
+
+
+@pytest.mark.skipif(TF1 or not HOST.computes_bfloat16,
+                    reason='needs TF 2.9+ and a CPU with AVX512_BF16 or AMX-BF16 (this host: '
+                    '%s)' % HOST.describe())
+def test_the_run_config_of_a_bfloat16_run_turns_the_rewrite_on(small_dir, tmp_path):
+  """What the trainer builds from the flags: the rewrite on."""
+  config = config_from_args('--precision=bfloat16', '--train_steps=1', '--model_dir=' +
+                            str(tmp_path), '--data_dir=' + small_dir, *TINY)
+  session_config = estimator_lib.build_estimator(config).config.session_config
+  assert session_config.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 == 1
+
+
+@pytest.mark.skipif(not TF1, reason='TF 2.15 has the rewrite')
+def test_tf1_refuses_bfloat16_off_tpu(small_dir, tmp_path):
+  refused(run_main('--precision=bfloat16', '--train_steps=1', '--data_dir=' + small_dir,
+                   '--model_dir=' + str(tmp_path), *TINY),
+          "uses TensorFlow 2.9+'s oneDNN bfloat16 rewrite; this is TensorFlow 1.15")
+
+
+@pytest.mark.skipif(TF1 or not HOST.computes_bfloat16,
+                    reason='needs TF 2.9+ and a CPU with AVX512_BF16 or AMX-BF16 (this host: '
+                    '%s)' % HOST.describe())
+def test_a_bfloat16_run_is_rewritten_and_exports_float32(small_dir, tmp_path):
+  """The same run in float32 and bfloat16: grappler reports converting the bfloat16 run's graph
+  only; both train and evaluate; the bfloat16 run's SavedModel is float32 (its network is built
+  in float32 off TPU: no bfloat16 op is saved)."""
+  for precision in ('float32', 'bfloat16'):
+    model_dir = str(tmp_path / precision)
+    proc = ok(run_main('--precision=' + precision, '--train_steps=2', '--steps_per_eval=2',
+                       '--seed=3', '--skip_host_call', '--data_dir=' + small_dir,
+                       '--model_dir=' + model_dir,
+                       '--export_dir=' + str(tmp_path / (precision + '_export')), *TINY))
+    assert (CONVERTED in proc.stderr) == (precision == 'bfloat16'), proc.stderr[-3000:]
+    results = results_of(model_dir)
+    assert results['global_step'] == 2 and results['precision'] == precision
+  with tf.Graph().as_default(), tf.Session() as sess:
+    meta = tf.saved_model.load(sess, ['serve'], results['export_path'])
+    logits = meta.signature_def['serving_default'].outputs['logits']
+    assert logits.dtype == tf.float32.as_datatype_enum
+    assert not [n for n in sess.graph.as_graph_def().node
+                if n.attr['T'].type == tf.bfloat16.as_datatype_enum]

@@ -1,0 +1,86 @@
+"""`--precision=bfloat16` off TPU: training in bfloat16 on CPUs that compute it natively.
+
+The graph stays float32 (variables, the loss, the optimizer, what is exported); TensorFlow's
+grappler pass `auto_mixed_precision_onednn_bfloat16` (TF 2.9 and later, RewriterConfig field
+`auto_mixed_precision_onednn_bfloat16`; its allow list covers the convolutions and matmuls, its
+deny list keeps softmax, cross-entropy and the like in float32) rewrites the session's graph so
+that those run in bfloat16 on oneDNN's kernels, in training and in the run's evaluations (so
+results.json's accuracy is the bfloat16 network's; the SavedModel serves in float32). It pays
+only where the CPU computes bfloat16 itself (`trainer.host.cpu.CpuInfo.computes_bfloat16`);
+without it oneDNN would emulate bfloat16, slower than float32.
+
+Covered: one process on the CPU, the image networks. Not covered, so refused: TF 1.15, oneDNN
+turned off (TF_ENABLE_ONEDNN_OPTS=0: the pass would not run), GPUs, MirroredStrategy and
+TF_CONFIG clusters (not measured), and the BiLSTM, whose recurrence must stay float32
+(models/bilstm.py), which the rewrite's matmul rule cannot promise.
+
+Measured on AMD EPYC Zen 5 (2 vCPUs, TF 2.15.1): make train's ResNet-18 step 1.16x float32's
+(BENCHMARKS.md, "bfloat16 on the CPU").
+"""
+
+import tensorflow.compat.v1 as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
+
+from trainer.errors import PipelineError
+from trainer.host import cpu as host_cpu
+from trainer.models.model_config import TEXT_MODELS
+from trainer.run import tf_build
+
+REWRITE = 'auto_mixed_precision_onednn_bfloat16'
+
+
+def has_rewrite():
+  """Whether this TensorFlow has the oneDNN bfloat16 rewrite (TF >= 2.9; not TF 1.15)."""
+  return REWRITE in rewriter_config_pb2.RewriterConfig.DESCRIPTOR.fields_by_name
+
+
+def check(model, single_process=True, cpu=None, gpus=None):
+  """Refuses --precision=bfloat16 off TPU where it would not run as the module docstring says.
+
+  Args:
+    model: the network (--model or a --network MODULE:CALLABLE).
+    single_process: False for MirroredStrategy (--num_gpus, --mirrored_devices) or a TF_CONFIG
+      cluster.
+    cpu: a trainer.host.cpu.CpuInfo (default: this machine's).
+    gpus: the GPUs TensorFlow sees (default: asked).
+
+  Raises:
+    PipelineError: in one line, what is missing and what to do.
+  """
+  drop = ': drop --precision (float32).'
+  if not has_rewrite():
+    raise PipelineError(
+        '--precision=bfloat16 without --use_tpu uses TensorFlow 2.9+\'s oneDNN bfloat16 rewrite; '
+        'this is TensorFlow %s: run it on the TF 2.15 runtime (make train RUNTIME=tf2, or '
+        '.venv-tf2) or drop --precision.' % tf.__version__)
+  if not tf_build.mkl_enabled():
+    raise PipelineError('--precision=bfloat16 without --use_tpu runs on oneDNN, which is off in '
+                        'this process (TF_ENABLE_ONEDNN_OPTS=0?): unset that, or drop '
+                        '--precision.')
+  if model in TEXT_MODELS:
+    raise PipelineError('--precision=bfloat16 without --use_tpu would also run the %s\'s '
+                        'recurrence in bfloat16, which is kept float32 on purpose%s'
+                        % (model, drop))
+  if not single_process:
+    raise PipelineError('--precision=bfloat16 without --use_tpu covers one process on the CPU, '
+                        'not MirroredStrategy or a TF_CONFIG cluster%s' % drop)
+  if gpus is None:
+    gpus = tf.config.list_physical_devices('GPU')
+  if gpus:
+    raise PipelineError('--precision=bfloat16 without --use_tpu is the CPU\'s bfloat16 (oneDNN), '
+                        'and TensorFlow sees GPUs, which it does not cover%s' % drop)
+  cpu = cpu or host_cpu.read_cpu()
+  if not cpu.computes_bfloat16:
+    raise PipelineError(
+        '--precision=bfloat16 without --use_tpu needs a CPU with AVX512_BF16 or AMX-BF16 (AMD '
+        'Zen 4 or later, Intel Cooper Lake or Sapphire Rapids and later); %s has neither, and '
+        'emulated bfloat16 is slower than float32%s' % (cpu.model or cpu.machine, drop))
+
+
+def apply(session_config, precision, use_tpu):
+  """Turns the rewrite on in `session_config` (a tf.ConfigProto, changed in place) for a
+  bfloat16 run off TPU; returns session_config."""
+  if precision == 'bfloat16' and not use_tpu:
+    setattr(session_config.graph_options.rewrite_options, REWRITE,
+            rewriter_config_pb2.RewriterConfig.ON)
+  return session_config
