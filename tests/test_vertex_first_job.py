@@ -277,7 +277,7 @@ def _wait_with_a_clock(body, caplog, hptuning=False):
     created = vertex_submit.create(client, 'projects/test-project/locations/us-central1', message,
                                    hptuning)
     clock = _Clock()
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger='absl'):  # absl's own level may be higher
       return vertex_submit.wait(client, created.name, 'test-project', 'us-central1', hptuning,
                                 poll_interval=60, sleep=clock.sleep, clock=lambda: clock.now)
   finally:
@@ -357,7 +357,7 @@ def test_a_cancelled_job_reads_cancelling_then_cancelled(caplog):
                               poll_interval=0, sleep=lambda s: None) == 1
     # A cancel that fails leaves the job running, and says how to cancel it.
     server.deny = 503
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger='absl'):  # absl's own level may be higher
       assert vertex_submit.interrupted(client, created.name, 'test-project', 'us-central1',
                                        cancel=True) == 130
   finally:
