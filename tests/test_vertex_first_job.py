@@ -26,15 +26,18 @@ aiplatform_v1 = pytest.importorskip(
     'google.cloud.aiplatform_v1', reason="no google-cloud-aiplatform: pip install '.[cloud]'")
 pytest.importorskip('google.cloud.aiplatform_v1.services.job_service.transports.rest',
                     reason='google-cloud-aiplatform 1.34.0 (Python 3.7) has no REST transport')
-from trainer.cloud import vertex_submit  # noqa: E402  (after the library check)
-from trainer.errors import PipelineError  # noqa: E402
+from vertex_requests import ARGS  # noqa: E402  (these after the library check)
+from vertex_requests import dry_run_body  # noqa: E402
+from vertex_requests import FLAGS  # noqa: E402
+from vertex_requests import IMAGE  # noqa: E402
+from vertex_requests import refused_in_one_line  # noqa: E402
+from vertex_requests import send  # noqa: E402
+from vertex_requests import submit  # noqa: E402
+
+from trainer.cloud import vertex_submit  # noqa: E402
 
 pytestmark = pytest.mark.one_runtime("the Vertex AI stand-in's rules: no TensorFlow")
 
-IMAGE = 'us-central1-docker.pkg.dev/test-project/trainer/tp:gpu'
-ARGS = ['--data_dir=gs://bkt/d']
-FLAGS = ('--project=test-project', '--region=us-central1', '--display_name=j',
-         '--base_output_dir=gs://bkt/out', '--container_uri=' + IMAGE)
 A100 = ('--machine_type=a2-highgpu-1g', '--accelerator_type=NVIDIA_TESLA_A100')
 KEY = 'projects/test-project/locations/us-central1/keyRings/ring/cryptoKeys/trainer'
 RESERVATION = 'projects/test-project/zones/us-central1-a/reservations/a100s'
@@ -64,34 +67,10 @@ def standin():
   server.stop()
 
 
-def _submit(tmp_path, *args):
-  return subprocess.run([sys.executable, '-m', 'trainer.submit',
-                         '--dist_dir=' + str(tmp_path / 'dist')] + list(args), cwd=REPO,
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        universal_newlines=True, timeout=300)
-
-
 def _dry_run_body(tmp_path, *args):
-  proc = _submit(tmp_path, '--dry_run', *FLAGS, *args, '--', *ARGS)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return json.loads(proc.stdout[:proc.stdout.index('\n}\n') + 2]), proc
-
-
-def _send(standin, body, hptuning=False):
-  """Sends `body` with the real client; returns None, or the service's refusal message."""
-  try:
-    vertex_submit.send(body, hptuning, 'test-project', 'us-central1', standin.endpoint,
-                       wait_for_end=False, poll_interval=0.01)
-  except PipelineError as e:
-    assert 'InvalidArgument' in str(e), e
-    return str(e)
-  return None
-
-
-def _refused(proc, message):
-  errors = [l for l in proc.stderr.splitlines() if l.startswith('error: ')]
-  assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
-  assert message in errors[0], errors[0]
+  """The request and the process of `trainer.submit --dry_run` of FLAGS and `args`."""
+  proc = submit(tmp_path, '--dry_run', *FLAGS, *args, '--', *ARGS)
+  return dry_run_body(proc), proc
 
 
 @pytest.mark.parametrize('hptuning', [False, True])
@@ -119,13 +98,13 @@ def test_labels_cmek_a_reservation_and_boot_disks_reach_the_service_which_takes_
   assert 'its VMs must be a2-highgpu-1g with 1 x NVIDIA_TESLA_A100 exactly' in proc.stderr
   if not hptuning:  # gcloud's --config file holds the CustomJobSpec: the key goes on the command
     assert '--kms-key=' + KEY in proc.stdout
-  assert _send(standin, body, hptuning) is None
+  assert send(standin, body, hptuning) is None
   # `any` and `none` are affinities without a reservation name.
   for reservation, kind in (('any', 'ANY_RESERVATION'), ('none', 'NO_RESERVATION')):
     body, _ = _dry_run_body(tmp_path, '--reservation=' + reservation)
     affinity = body['jobSpec']['workerPoolSpecs'][0]['machineSpec']['reservationAffinity']
     assert affinity == {'reservationAffinityType': kind}
-    assert _send(standin, body) is None
+    assert send(standin, body) is None
 
 
 def _spec_with(**fields):
@@ -203,9 +182,9 @@ CASES = {
 def test_the_service_refuses_a_bad_setting_and_trainer_submit_refuses_it_first(case, standin,
                                                                               tmp_path):
   body, service_says, flags, submit_says = CASES[case]
-  refusal = _send(standin, body)
+  refusal = send(standin, body)
   assert refusal and service_says in refusal, refusal
-  _refused(_submit(tmp_path, '--dry_run', *FLAGS, *A100, *flags, '--', *ARGS), submit_says)
+  refused_in_one_line(submit(tmp_path, '--dry_run', *FLAGS, *A100, *flags, '--', *ARGS), submit_says)
 
 
 @pytest.mark.parametrize('flags, says', [
@@ -215,7 +194,7 @@ def test_the_service_refuses_a_bad_setting_and_trainer_submit_refuses_it_first(c
 def test_ip_ranges_that_would_go_unused_are_refused(flags, says, tmp_path):
   """Ranges "under the VPC network" (custom_job.proto) without one, or none at all, would be
   sent unused: refused instead."""
-  _refused(_submit(tmp_path, '--dry_run', *FLAGS, *flags, '--', *ARGS), says)
+  refused_in_one_line(submit(tmp_path, '--dry_run', *FLAGS, *flags, '--', *ARGS), says)
 
 
 def test_what_only_the_service_can_check_is_refused_there_and_warned_of_here(standin, tmp_path):
@@ -224,14 +203,14 @@ def test_what_only_the_service_can_check_is_refused_there_and_warned_of_here(sta
   body, proc = _dry_run_body(tmp_path, '--machine_type=a2-highgpu-2g',
                              '--accelerator_type=NVIDIA_TESLA_A100', '--reservation=' + RESERVATION)
   assert 'its VMs must be a2-highgpu-2g with 2 x NVIDIA_TESLA_A100 exactly' in proc.stderr
-  assert 'must match the workload exactly' in _send(standin, body)
+  assert 'must match the workload exactly' in send(standin, body)
   body, proc = _dry_run_body(tmp_path, *A100, '--persistent_resource_id=team-pool')
   assert body['jobSpec']['persistentResourceId'] == 'team-pool'
   assert "its network and encryption key must be the job's" in proc.stderr
-  assert 'is not the network of PersistentResource team-pool' in _send(standin, body)
+  assert 'is not the network of PersistentResource team-pool' in send(standin, body)
   body, _ = _dry_run_body(tmp_path, *A100, '--persistent_resource_id=team-pool',
                           '--network=' + NETWORK)
-  assert _send(standin, body) is None
+  assert send(standin, body) is None
 
 
 class _Clock(object):
@@ -367,7 +346,7 @@ def test_a_cancelled_job_reads_cancelling_then_cancelled(caplog):
 
 
 def test_cancel_on_interrupt_needs_wait(tmp_path):
-  _refused(_submit(tmp_path, *FLAGS, '--cancel_on_interrupt', '--', *ARGS),
+  refused_in_one_line(submit(tmp_path, *FLAGS, '--cancel_on_interrupt', '--', *ARGS),
            '--cancel_on_interrupt is what Ctrl-C does under --wait')
 
 
@@ -384,8 +363,8 @@ def test_an_organization_policy_refusal_says_what_fixes_it(status, message, says
   server = vertex_standin.VertexStandIn().start()
   server.deny, server.deny_message = status, message
   try:
-    proc = _submit(tmp_path, *FLAGS, '--api_endpoint=' + server.endpoint, '--', *ARGS)
+    proc = submit(tmp_path, *FLAGS, '--api_endpoint=' + server.endpoint, '--', *ARGS)
   finally:
     server.stop()
-  _refused(proc, says)
+  refused_in_one_line(proc, says)
   assert 'roles/aiplatform.user' not in proc.stderr and 'check the machine' not in proc.stderr

@@ -9,12 +9,9 @@ Runs where the client has its REST transport (the TF 2.15 runtime), as test_vert
 import datetime
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from helpers import REPO
 import vertex_rules
 import vertex_standin
 
@@ -22,15 +19,19 @@ aiplatform_v1 = pytest.importorskip(
     'google.cloud.aiplatform_v1', reason="no google-cloud-aiplatform: pip install '.[cloud]'")
 pytest.importorskip('google.cloud.aiplatform_v1.services.job_service.transports.rest',
                     reason='google-cloud-aiplatform 1.34.0 (Python 3.7) has no REST transport')
-from trainer.cloud import vertex_submit  # noqa: E402  (after the library check)
+from vertex_requests import ARGS  # noqa: E402  (these after the library check)
+from vertex_requests import dry_run_body  # noqa: E402
+from vertex_requests import FLAGS  # noqa: E402
+from vertex_requests import IMAGE  # noqa: E402
+from vertex_requests import refused_in_one_line  # noqa: E402
+from vertex_requests import send  # noqa: E402
+from vertex_requests import submit  # noqa: E402
+
+from trainer.cloud import vertex_submit  # noqa: E402
 from trainer.errors import PipelineError  # noqa: E402
 
 pytestmark = pytest.mark.one_runtime("the Vertex AI stand-in's rules: no TensorFlow")
 
-IMAGE = 'us-central1-docker.pkg.dev/test-project/trainer/tp:gpu'
-ARGS = ['--data_dir=gs://bkt/d']
-FLAGS = ('--project=test-project', '--region=us-central1', '--display_name=j',
-         '--base_output_dir=gs://bkt/out', '--container_uri=' + IMAGE)
 STUDY = {'metrics': [{'metricId': 'loss', 'goal': 'MINIMIZE'}],
          'parameters': [{'parameterId': 'weight_decay',
                          'doubleValueSpec': {'minValue': 0.0001, 'maxValue': 0.01}}]}
@@ -58,28 +59,9 @@ def standin():
   server.stop()
 
 
-def _send(standin, body, hptuning=False, region='us-central1'):
-  """Sends `body` with the real client; returns None, or the service's refusal message."""
-  try:
-    vertex_submit.send(body, hptuning, 'test-project', region, standin.endpoint,
-                       wait_for_end=False, poll_interval=0.01)
-  except PipelineError as e:
-    assert 'InvalidArgument' in str(e), e
-    return str(e)
-  return None
-
-
 def _submit(tmp_path, *args):
-  return subprocess.run([sys.executable, '-m', 'trainer.submit', '--dry_run',
-                         '--dist_dir=' + str(tmp_path / 'dist')] + list(args), cwd=REPO,
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        universal_newlines=True, timeout=300)
-
-
-def _refused(proc, message):
-  errors = [l for l in proc.stderr.splitlines() if l.startswith('error: ')]
-  assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
-  assert message in errors[0], errors[0]
+  """`trainer.submit --dry_run ARGS`: checked and printed, nothing sent."""
+  return submit(tmp_path, '--dry_run', *args)
 
 
 # (raw request body the service refuses, what its refusal says, trainer.submit flags for the same
@@ -159,15 +141,15 @@ CASES = {
 @pytest.mark.parametrize('case', sorted(CASES))
 def test_the_standin_refuses_and_trainer_submit_refuses_first(case, standin, tmp_path):
   body, service_says, flags, submit_says = CASES[case]
-  refusal = _send(standin, body)
+  refusal = send(standin, body)
   assert refusal and service_says in refusal, refusal
-  _refused(_submit(tmp_path, *FLAGS, *flags, '--', *ARGS), submit_says)
+  refused_in_one_line(_submit(tmp_path, *FLAGS, *flags, '--', *ARGS), submit_says)
 
 
 def test_a_tpu_v3_outside_its_regions_is_refused_by_both(standin, tmp_path):
-  refusal = _send(standin, _job(_pool('cloud-tpu', 'TPU_V3', 8)), region='us-east1')
+  refusal = send(standin, _job(_pool('cloud-tpu', 'TPU_V3', 8)), region='us-east1')
   assert 'not supported in location us-east1' in refusal
-  _refused(_submit(tmp_path, *FLAGS, '--region=us-east1', '--machine_type=cloud-tpu',
+  refused_in_one_line(_submit(tmp_path, *FLAGS, '--region=us-east1', '--machine_type=cloud-tpu',
                    '--accelerator_type=TPU_V3', '--', *ARGS),
            'TPU_V3 is not offered for training in --region=us-east1')
 
@@ -175,11 +157,11 @@ def test_a_tpu_v3_outside_its_regions_is_refused_by_both(standin, tmp_path):
 def test_a_study_without_parallel_trial_count_is_refused_by_both(standin, tmp_path):
   body = {'displayName': 'j', 'studySpec': STUDY, 'maxTrialCount': 4,
           'trialJobSpec': _job(_pool('n1-standard-8'))['jobSpec']}
-  assert 'Field: parallelTrialCount; Message: Required' in _send(standin, body, hptuning=True)
-  assert _send(standin, dict(body, parallelTrialCount=2), hptuning=True) is None
+  assert 'Field: parallelTrialCount; Message: Required' in send(standin, body, hptuning=True)
+  assert send(standin, dict(body, parallelTrialCount=2), hptuning=True) is None
   config = tmp_path / 'study.json'
   config.write_text(json.dumps({'studySpec': STUDY, 'maxTrialCount': 4}))
-  _refused(_submit(tmp_path, *FLAGS, '--hptuning_config=' + str(config), '--', *ARGS),
+  refused_in_one_line(_submit(tmp_path, *FLAGS, '--hptuning_config=' + str(config), '--', *ARGS),
            '--hptuning_config: parallelTrialCount is required')
 
 
@@ -191,15 +173,15 @@ def test_a_study_without_parallel_trial_count_is_refused_by_both(standin, tmp_pa
     (_job(_pool('n1-standard-8', task={})), 'One of container_spec or python_package_spec'),
 ])
 def test_the_standin_refuses_a_job_without_a_required_field(standin, body, field):
-  assert field in _send(standin, body)
+  assert field in send(standin, body)
 
 
 def test_a_study_without_metrics_or_goal_is_refused(standin):
   trial = _job(_pool('n1-standard-8'))['jobSpec']
   body = {'displayName': 'j', 'maxTrialCount': 4, 'parallelTrialCount': 2, 'trialJobSpec': trial}
-  assert 'study_spec.metrics' in _send(standin, dict(body, studySpec={
+  assert 'study_spec.metrics' in send(standin, dict(body, studySpec={
       'parameters': STUDY['parameters']}), hptuning=True)
-  assert 'study_spec.metrics.goal' in _send(standin, dict(body, studySpec=dict(
+  assert 'study_spec.metrics.goal' in send(standin, dict(body, studySpec=dict(
       STUDY, metrics=[{'metricId': 'loss'}])), hptuning=True)
 
 
@@ -211,7 +193,7 @@ def test_gcloud_config_holds_a_custom_job_spec(standin, tmp_path):
   fields = {f.json_name for f in aiplatform_v1.CustomJobSpec.pb().DESCRIPTOR.fields}
   as_gcloud_reads_it = {k: v for k, v in whole_job.items() if k in fields}
   assert as_gcloud_reads_it == {}  # the REST client then sends no jobSpec at all
-  refusal = _send(standin, {'displayName': 'j', 'jobSpec': as_gcloud_reads_it})
+  refusal = send(standin, {'displayName': 'j', 'jobSpec': as_gcloud_reads_it})
   assert 'Field: jobSpec; Message: Required field is not set.' in refusal, refusal
   proc = _submit(tmp_path, *FLAGS, '--machine_type=g2-standard-24', '--accelerator_type=NVIDIA_L4',
                  '--worker_count=1', '--ps_count=1', '--', *ARGS)
@@ -220,7 +202,7 @@ def test_gcloud_config_holds_a_custom_job_spec(standin, tmp_path):
   start = lines.index("cat > job_spec.json <<'EOF'")
   config = json.loads('\n'.join(lines[start + 1:lines.index('EOF', start)]))
   assert set(config) <= fields and config['workerPoolSpecs']
-  assert _send(standin, {'displayName': 'j', 'jobSpec': config}) is None
+  assert send(standin, {'displayName': 'j', 'jobSpec': config}) is None
 
 
 def test_the_rules_module_stands_alone():
@@ -229,12 +211,6 @@ def test_the_rules_module_stands_alone():
     source = f.read()
   assert 'import trainer' not in source and 'from trainer' not in source
   assert vertex_rules.refusal('customJobs', _job(_pool('n1-standard-8')), 'us-central1') is None
-
-
-def _dry_run_body(proc):
-  """The request JSON that `trainer.submit --dry_run` prints first."""
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return json.loads(proc.stdout[:proc.stdout.index('\n}\n') + 2])
 
 
 SPOT = ('--scheduling_strategy=SPOT', '--timeout=36h', '--restart_job_on_worker_restart')
@@ -259,12 +235,12 @@ def _tuning_flags(tmp_path):
 def test_todays_machines_and_spot_jobs_pass_both(flags, hptuning, standin, tmp_path):
   """What trainer.submit takes, the service takes: a Spot CustomJob and a Spot tuning study."""
   extra = _tuning_flags(tmp_path) if hptuning else ()
-  body = _dry_run_body(_submit(tmp_path, *FLAGS, *flags, *extra, '--', *ARGS))
+  body = dry_run_body(_submit(tmp_path, *FLAGS, *flags, *extra, '--', *ARGS))
   spec = body['trialJobSpec'] if hptuning else body['jobSpec']
   if '--scheduling_strategy=SPOT' in flags:
     assert spec['scheduling'] == {'strategy': 'SPOT', 'timeout': '129600s',
                                   'restartJobOnWorkerRestart': True}
-  assert _send(standin, body, hptuning=hptuning) is None
+  assert send(standin, body, hptuning=hptuning) is None
 
 
 @pytest.mark.parametrize('flags, pool, submit_says', [
@@ -283,8 +259,8 @@ def test_todays_machines_and_spot_jobs_pass_both(flags, hptuning, standin, tmp_p
 ])
 def test_machines_the_service_offers_but_the_image_cannot_use(flags, pool, submit_says, standin,
                                                               tmp_path):
-  assert _send(standin, _job(pool)) is None
-  _refused(_submit(tmp_path, *FLAGS, *flags, '--', *ARGS), submit_says)
+  assert send(standin, _job(pool)) is None
+  refused_in_one_line(_submit(tmp_path, *FLAGS, *flags, '--', *ARGS), submit_says)
 
 
 @pytest.mark.parametrize('hptuning', [False, True])
@@ -294,20 +270,20 @@ def test_labels_go_into_the_request_and_break_no_rule_of_the_service(hptuning, s
   the submitter refuses first."""
   extra = _tuning_flags(tmp_path) if hptuning else ()
   proc = _submit(tmp_path, *FLAGS, '--labels=team=vision,cost-center=cc42,', *extra, '--', *ARGS)
-  body = _dry_run_body(proc)
+  body = dry_run_body(proc)
   assert body['labels'] == {'team': 'vision', 'cost-center': 'cc42'}
   # gcloud's config file of a CustomJob holds its spec only: the labels go on the command.
   assert ('--labels=cost-center=cc42,team=vision' in proc.stdout) != hptuning
-  assert _send(standin, body, hptuning=hptuning) is None
+  assert send(standin, body, hptuning=hptuning) is None
   for labels in ({'Team': 'vision'}, {'1st': 'x'}):
-    assert 'Invalid labels' in _send(standin, dict(body, labels=labels), hptuning=hptuning)
-  _refused(_submit(tmp_path, *FLAGS, '--labels=Team=vision', '--', *ARGS), "label key 'Team'")
+    assert 'Invalid labels' in send(standin, dict(body, labels=labels), hptuning=hptuning)
+  refused_in_one_line(_submit(tmp_path, *FLAGS, '--labels=Team=vision', '--', *ARGS), "label key 'Team'")
 
 
 def test_a_tpu_v5p_machine_gets_the_pjrt_explanation(tmp_path):
   """ct5p (TPU v5p) is refused as v5e is, saying why (PJRT), not as an unknown machine."""
   proc = _submit(tmp_path, *FLAGS, '--machine_type=ct5p-hightpu-4t', '--', *ARGS)
-  _refused(proc, 'TPU v5p, released after v5e')
+  refused_in_one_line(proc, 'TPU v5p, released after v5e')
   assert 'only support PJRT' in proc.stderr
 
 
@@ -332,7 +308,7 @@ def test_a_tpu_v5p_machine_gets_the_pjrt_explanation(tmp_path):
      'same machine configuration in every'),
 ])
 def test_the_standin_refuses_what_trainer_submit_never_builds(standin, body, service_says):
-  refusal = _send(standin, body)
+  refusal = send(standin, body)
   assert refusal and service_says in refusal, refusal
 
 

@@ -214,10 +214,11 @@ def create(client, parent, message, hptuning=False):
   return client.create_custom_job(parent=parent, custom_job=message)
 
 
-def logs_command(name, project, region, hptuning=False):
-  """The gcloud command that streams the job's logs (they are in Cloud Logging)."""
-  return 'gcloud ai %s stream-logs %s --project=%s --region=%s' % (
-      'hp-tuning-jobs' if hptuning else 'custom-jobs', job_id(name), project, region)
+def gcloud_job_command(verb, name, project, region, hptuning=False):
+  """`gcloud ai custom-jobs|hp-tuning-jobs VERB ID --project=P --region=R` for the job `name`
+  (stream-logs: the job's logs from Cloud Logging; cancel)."""
+  return 'gcloud ai %s %s %s --project=%s --region=%s' % (
+      'hp-tuning-jobs' if hptuning else 'custom-jobs', verb, job_id(name), project, region)
 
 
 def _queued_cause(job, hptuning, project, region):
@@ -284,8 +285,7 @@ def interrupted(client, name, project, region, hptuning=False, cancel=False, ask
   """What Ctrl-C under --wait does: cancels the job when `cancel`, or when `ask` (a function of a
   question, True for yes; None where no terminal can answer) says so; else leaves it running and
   says how to cancel it. Returns 130, the shell's status for SIGINT."""
-  command = 'gcloud ai %s cancel %s --project=%s --region=%s' % (
-      'hp-tuning-jobs' if hptuning else 'custom-jobs', job_id(name), project, region)
+  command = gcloud_job_command('cancel', name, project, region, hptuning)
   if not cancel and ask is not None:
     cancel = ask('Cancel job %s on Vertex AI? [y/N] ' % job_id(name))
   if cancel:
@@ -326,7 +326,8 @@ def send(body, hptuning, project, region, api_endpoint, wait_for_end, poll_inter
       print(created.name, flush=True)
       logging.info('Created %s (%s): %s', created.name, created.state.name,
                    console_link(created.name, project, region))
-      logging.info('Its logs: %s', logs_command(created.name, project, region, hptuning))
+      logging.info('Its logs: %s', gcloud_job_command('stream-logs', created.name, project,
+                                                       region, hptuning))
       if not wait_for_end:
         return 0
       return wait(client, created.name, project, region, hptuning, poll_interval)

@@ -13,7 +13,7 @@ measured. On a CPU with bfloat16 instructions (AVX512_BF16, AMX-BF16) TF 2.15 in
 (trainer/run/cpu_bfloat16.py) is a third candidate: make train's ResNet-18 recipe reaches its
 accuracy there too (BENCHMARKS.md, "bfloat16 on the CPU"), and `make train` passes
 --precision=bfloat16 to that recipe only (BF16_MODELS in the Makefile). A choice is kept only when
-every candidate ran.
+every float32 candidate ran (bfloat16 may be refused where oneDNN is off or a GPU is seen).
 
 The choice is cached in --cache with the CPU it was made on, and measured again on another CPU.
 Prints the `make` variables of the choice (e.g. `RUNTIME=tf1 TF1=mkl`) on stdout, the
@@ -39,10 +39,9 @@ CANDIDATES = {
     'tf2-bf16': ('.venv-tf2', 'RUNTIME=tf2 PRECISION=bfloat16',
                  'TF 2.15.1 with oneDNN, in bfloat16'),
 }
-# The candidates' own flags for the probe step.
 BF16 = 'tf2-bf16'
+# The candidates' own flags for the probe step.
 CANDIDATE_FLAGS = {BF16: ('--precision=bfloat16',)}
-
 INCUMBENT = 'tf1-mkl'
 # make train's network and batch; a few steps after two warm-up steps.
 PROBE_FLAGS = ('--model=resnet', '--resnet_depth=18', '--image_size=32', '--num_classes=10',
