@@ -17,6 +17,8 @@ goes on from there). The points, each reached from the pipeline's real code path
               about to name it in the `checkpoint` state file (TensorFlow's write, or on gs://
               the state fence's: trainer/storage/state_fence.py)
   results     on gs://, before results.json is written through its fence (the lease was checked)
+  best        before best/checkpoint is written (on gs:// through its fence), the lease checked
+              and the new best checkpoint copied into best/; best.json comes next
   rename      before any staged file is renamed into place (shards, dataset.json, results.json,
               Keras checkpoints, model.keras: `trainer.storage.gfile.rename`, tf.io.gfile.rename)
   export      inside a SavedModel export: variables written, saved_model.pb not yet
@@ -50,8 +52,9 @@ def _patch(module_name, owner, name, point, state, counted=lambda *args, **kwarg
 
 
 def _fence_of(file_name):
-  """A `counted` for StateFence.write: the writes of the fence on `file_name`."""
-  return lambda fence, text: fence.path.endswith('/' + file_name)
+  """A `counted` for StateFence.write: the writes of the fence on `file_name` (model_dir-relative,
+  e.g. 'checkpoint', 'best/best.json')."""
+  return lambda fence, text: fence.name == file_name
 
 
 def _kill(point, state, where, stack=False):
@@ -108,6 +111,14 @@ def install(point, n, signal_name):
   elif point == 'results':
     _patch('trainer.storage.state_fence', 'StateFence', 'write', point, state,
            _fence_of('results.json'))
+  elif point == 'best':
+    _patch('trainer.storage.state_fence', 'StateFence', 'write', point, state,
+           _fence_of('best/checkpoint'))
+    import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+    # Its unfenced write (local disk; gs:// before the fence), as trainer.run.best_checkpoint
+    # makes it.
+    _patch(tf.train, None, 'update_checkpoint_state', point, state,
+           lambda save_dir, *args, **kwargs: save_dir.rstrip('/').endswith('/best'))
   elif point == 'rename':
     _patch('trainer.storage.gfile', None, 'rename', point, state)
     try:

@@ -99,8 +99,10 @@ def test_prepare_train_eval_resume_export_and_predict_all_on_gcs(model, small_di
   assert len(classes) == len(labels) == results['num_eval_examples']
   np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-4)
   assert (classes == labels).sum() == round(results['top_1_accuracy'] * len(labels))
-  # The best checkpoint was kept on gs:// too, and --mode=predict reads and writes gs://.
+  # The best checkpoint was kept on gs:// too, where TensorFlow's lookup finds it (the state
+  # file names it in best/), and --mode=predict reads and writes gs://.
   assert tf.io.gfile.exists(model_dir + '/best/best.json')
+  assert tf.train.latest_checkpoint(model_dir + '/best') == results['best']['checkpoint']
   if model == 'resnet':
     output = gcs_dir + '/predictions/validation.jsonl'
     ok(run_main('--mode=predict', '--predict_input=' + data_dir + '/validation-*',

@@ -12,6 +12,7 @@ from trainer.run import checkpoints
 
 from helpers import config_from_args
 from helpers import ok
+from helpers import REPO
 from helpers import results_of
 from helpers import run_main
 
@@ -25,10 +26,17 @@ def _best_state(model_dir):
 
 
 def test_the_best_checkpoint_is_kept_out_of_keep_checkpoint_max_and_exported(small_dir, tmp_path):
+  """The run's --model_dir is relative (to the working directory, the repository): best/'s state
+  file must still name the copy inside best/ (TensorFlow had rewritten the name to
+  '../../model.ckpt-N', outside it)."""
   model_dir, export_dir = str(tmp_path / 'model'), str(tmp_path / 'export')
   ok(run_main('--train_steps=40', '--steps_per_eval=10', '--data_dir=' + small_dir,
-               '--model_dir=' + model_dir, '--export_dir=' + export_dir, *_CNN))
+               '--model_dir=' + os.path.relpath(model_dir, REPO), '--export_dir=' + export_dir,
+               *_CNN))
   results, state = results_of(model_dir), _best_state(model_dir)
+  for record in results, state:  # their paths are as given: relative to the repository
+    record['best']['checkpoint'] = os.path.normpath(os.path.join(REPO,
+                                                                 record['best']['checkpoint']))
   accuracies = [e['top_1_accuracy'] for e in state['evaluations']]
   assert [e['global_step'] for e in state['evaluations']] == [10, 20, 30, 40]
   best = state['best']

@@ -451,6 +451,40 @@ def test_on_gcs_a_trainer_stalled_before_its_results_lands_none_after_a_takeover
   assert results_of(model_dir) == theirs
 
 
+@needs_gcs
+def test_on_gcs_a_trainer_stalled_before_its_best_checkpoint_names_none_after_a_takeover(
+    small_dir):
+  """gs://: trainer.main (train_and_eval, 3 steps) stopped (SIGSTOP) after copying its new best
+  checkpoint into best/ and before naming it in best/checkpoint, its lease checked; another run
+  takes the lease over and writes best/'s two files (here as that run would). The stalled run,
+  resumed, is refused the write and stops with LeaseLost (status 2): best/checkpoint and best.json
+  stay the new holder's (without the fence the stalled run replaced both, pointing best/ back at
+  its own copy), and the stalled run's copy, named by its run, is referenced by nothing."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+
+  from trainer.storage import json_files  # pylint: disable=g-import-not-at-top
+  model_dir = _bucket_dir()
+  args = _cnn(small_dir, model_dir, '--mode=train_and_eval', '--train_steps=3',
+              '--skip_host_call')
+  theirs = {'metric': 'top_1_accuracy', 'evaluations': [{'global_step': 20, 'top_1_accuracy': 1}],
+            'best': {'global_step': 20, 'top_1_accuracy': 1,
+                     'checkpoint': model_dir + '/best/model.ckpt-0ther000-20'}}
+  their_state = ('model_checkpoint_path: "model.ckpt-0ther000-20"\n'
+                 'all_model_checkpoint_paths: "model.ckpt-0ther000-20"\n')
+  with _stopped_at('best:1:STOP', args) as stalled:
+    _take_over(model_dir)
+    storage_blob(model_dir, 'best/checkpoint').upload_from_string(their_state)
+    storage_blob(model_dir, 'best/best.json').upload_from_string(json_files.text(theirs))
+    os.kill(stalled.proc.pid, signal.SIGCONT)
+    assert stalled.proc.wait(120) == 2, stalled.stderr[-3000:]
+  assert "error: this run lost the writer's lease of --model_dir=%s" % model_dir in \
+      stalled.stderr, stalled.stderr[-3000:]
+  assert storage_blob(model_dir, 'best/checkpoint').download_as_bytes().decode() == their_state
+  assert json.loads(storage_blob(model_dir, 'best/best.json').download_as_bytes()) == theirs
+  copies = [n for n in tf.io.gfile.listdir(model_dir + '/best') if n.endswith('.index')]
+  assert copies and all(re.match(r'model\.ckpt-[0-9a-f]{8}-3\.index$', n) for n in copies), copies
+
+
 def _take_over(model_dir):
   """Writes model_dir's lease as another machine's run would after a takeover."""
   content = json.dumps({'token': 'other', 'host': 'another-machine', 'pid': 7,

@@ -6,11 +6,18 @@ so the best and the count of evaluations since it survive restarts.
 
 best.json: {"metric": "top_1_accuracy", "best": {<evaluation results>, "checkpoint": prefix},
             "evaluations": [{"global_step": N, "top_1_accuracy": x}, ...]}
+
+On gs:// the training run writes best/checkpoint and best/best.json through fences
+(`trainer.storage.state_fence`), as it writes model_dir's own state file: a run that stalled past
+its lease's expiry cannot name its copy there, or rewrite the record, once another run took over.
+The copies' file names carry the run's name on gs:// (`trainer.run.fenced_saver`), so a stalled
+run's copy never overwrites the new holder's.
 """
 
 import os
 
 from absl import logging
+from google.protobuf import text_format
 import tensorflow.compat.v1 as tf
 
 from trainer.errors import PipelineError
@@ -19,6 +26,10 @@ from trainer.storage import json_files
 
 BEST_DIR = 'best'
 STATE_FILE = 'best.json'
+CHECKPOINT_STATE_FILE = 'checkpoint'  # TensorFlow's name, read by tf.train.latest_checkpoint
+# The files a fenced run writes through a fence each (model_dir-relative name, what they are).
+FENCED_FILES = {BEST_DIR + '/' + CHECKPOINT_STATE_FILE: 'the best checkpoint\'s state file',
+                BEST_DIR + '/' + STATE_FILE: 'the record of evaluations'}
 METRIC = 'top_1_accuracy'  # higher is better
 
 
@@ -63,11 +74,15 @@ class BestCheckpoint(object):
     model_dir: the run's model_dir (local or gs://).
     keep: copy the best checkpoint into <model_dir>/best/; without it best.json records the
       evaluations only (its `best` names a checkpoint in model_dir that may be gone).
+    fences: None (TensorFlow's and this module's own writes), or claimed
+      `trainer.storage.state_fence.StateFence`s of a gs:// model_dir keyed by FENCED_FILES'
+      names, which then write them (raising lease.LeaseLost once another run wrote one).
   """
 
-  def __init__(self, model_dir, keep=True):
+  def __init__(self, model_dir, keep=True, fences=None):
     self.directory = model_dir.rstrip('/') + '/' + BEST_DIR
     self.keep = keep
+    self._fences = fences or {}
     self.best = None
     self.evaluations = []
     state = read_state(model_dir)
@@ -114,12 +129,25 @@ class BestCheckpoint(object):
     copy first, then the state: an interruption leaves the previous best usable)."""
     for path in checkpoints.checkpoint_files(checkpoint):
       tf.io.gfile.copy(path, self.directory + '/' + os.path.basename(path), overwrite=True)
-    # The state file names it relative to best/ (get_checkpoint_state joins it to the
-    # directory), which holds for local, relative and gs:// directories alike.
+    # The state file names the copy relative to best/ (get_checkpoint_state joins it to the
+    # directory). TensorFlow takes a relative name as relative to the working directory when the
+    # directory is not absolute (gs://, a relative model_dir) and rewrites it relative to
+    # best/: given the bare name it recorded '../../../../model.ckpt-N', outside best/.
     name = os.path.basename(checkpoint)
-    tf.train.update_checkpoint_state(self.directory, name, all_model_checkpoint_paths=[name])
+    path = name if os.path.isabs(self.directory) else self.directory + '/' + name
+    fence = self._fences.get(BEST_DIR + '/' + CHECKPOINT_STATE_FILE)
+    if fence:
+      state = tf.train.generate_checkpoint_state_proto(self.directory, path,
+                                                       all_model_checkpoint_paths=[path])
+      fence.write(text_format.MessageToString(state))
+    else:
+      tf.train.update_checkpoint_state(self.directory, path, all_model_checkpoint_paths=[path])
     return self.directory + '/' + name
 
   def _write_state(self):
-    json_files.write(self.directory + '/' + STATE_FILE,
-                     {'metric': METRIC, 'best': self.best, 'evaluations': self.evaluations})
+    record = {'metric': METRIC, 'best': self.best, 'evaluations': self.evaluations}
+    fence = self._fences.get(BEST_DIR + '/' + STATE_FILE)
+    if fence:
+      fence.write(json_files.text(record))
+    else:
+      json_files.write(self.directory + '/' + STATE_FILE, record)

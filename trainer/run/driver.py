@@ -117,6 +117,7 @@ def _run(config, watch, task, lease, step_time):
     return _run_distributed(config, watch, lease, *task)
   fence = _state_fence(config, lease)
   results_fence = None  # results.json's, beside the state file's
+  best_fences = None  # best/'s state file's and best.json's (trainer.run.best_checkpoint)
   estimator = estimator_lib.build_estimator(config, fence=fence)  # resolves a --use_tpu TPU
   if not lease:  # a training run checked it before taking the lease (`run`)
     gcs_preflight.check_path_usable(config.model_dir, 'model_dir', config.use_tpu)
@@ -133,6 +134,11 @@ def _run(config, watch, task, lease, step_time):
           config.model_dir, lease, results_lib.RESULTS_FILE, 'the results file',
           'Run the same command again: it resumes from the newest checkpoint and writes them.')
       results_fence.claim()
+      if config.mode == 'train_and_eval':
+        best_fences = {name: state_fence.StateFence(config.model_dir, lease, name, what)
+                       for name, what in best_checkpoint.FENCED_FILES.items()}
+        for best_fence in best_fences.values():
+          best_fence.claim()
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   prediction = None
   if config.mode != 'eval' and config.predict_step_time:  # before training, on an idle host
@@ -144,7 +150,7 @@ def _run(config, watch, task, lease, step_time):
   if config.mode == 'eval':
     results, checkpoint = _eval_only(estimator, config)
   else:
-    results = _train_and_eval(estimator, config, throughput, watch, lease)
+    results = _train_and_eval(estimator, config, throughput, watch, lease, best_fences)
     checkpoint = tf.train.latest_checkpoint(config.model_dir)
   results.update(results_lib.run_facts(config, throughput[0], throughput[1], start))
   if prediction:
@@ -231,11 +237,12 @@ def _evaluate(estimator, config, checkpoint_path):
                               estimator_lib.input_fns(config, estimator)[1])
 
 
-def _train_and_eval(estimator, config, throughput, watch, lease):
+def _train_and_eval(estimator, config, throughput, watch, lease, best_fences=None):
   """Trains to config.train_steps in chunks of steps_per_eval (train_and_eval) and evaluates
   after each; keeps the best checkpoint (config.keep_best) and stops early after
   config.early_stopping_evals evaluations without a better top_1_accuracy. Returns the last
-  evaluation's results (train: the step reached), with the best one and why training stopped."""
+  evaluation's results (train: the step reached), with the best one and why training stopped.
+  `best_fences`: on gs://, the fences that write best/'s files (`best_checkpoint.BestCheckpoint`)."""
   step = latest_step(config.model_dir)
   if step >= config.train_steps:
     logging.info('model_dir %s already holds a checkpoint at step %d >= train_steps %d: not '
@@ -245,7 +252,8 @@ def _train_and_eval(estimator, config, throughput, watch, lease):
     logging.info('Resuming from the checkpoint at step %d of %d in %s', step, config.train_steps,
                  config.model_dir)
   evaluating = config.mode == 'train_and_eval'
-  best = best_checkpoint.BestCheckpoint(config.model_dir, keep=config.keep_best and evaluating)
+  best = best_checkpoint.BestCheckpoint(config.model_dir, keep=config.keep_best and evaluating,
+                                        fences=best_fences)
   chunk = config.steps_per_eval if evaluating else config.train_steps
   results = None
   stopped_early = False

@@ -1,6 +1,8 @@
 """The fence on a gs:// model_dir's `checkpoint` state file, the one write that makes a checkpoint
 visible to a resume, an evaluation or an export (`tf.train.latest_checkpoint`); and, the same
-way, on its results.json, the record of the run that finished (and of its export).
+way, on its results.json, the record of the run that finished (and of its export), and on the
+two files that make the best checkpoint visible, best/checkpoint and best/best.json
+(trainer/run/best_checkpoint.py).
 
 The writer's lease (lease.py) is checked before a save, but a holder that passed its check and
 then stalled (a checkpoint upload retrying through a partition, a suspended VM) for longer than
@@ -52,6 +54,7 @@ class StateFence(object):
     self._not_found = exceptions.NotFound
     self._bucket = storage.Client().bucket(bucket)
     self._name = (prefix + '/' if prefix else '') + name
+    self.name = name  # the file's path in model_dir, e.g. 'checkpoint' or 'best/best.json'
     self.path = 'gs://%s/%s' % (bucket, self._name)
     self._what, self._again = what, again
     self._lease = lease
