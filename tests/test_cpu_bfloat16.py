@@ -2,6 +2,8 @@
 float32 graph on TensorFlow 2.9+, on CPUs with AVX512_BF16 or AMX-BF16; refused with one line
 on TF 1.15, on other CPUs, with GPUs, with several processes or replicas, and for the BiLSTM."""
 
+import dataclasses
+
 import pytest
 import tensorflow.compat.v1 as tf
 
@@ -37,6 +39,13 @@ def test_the_rewrite_runs_on_one_cpu_process_with_bfloat16_instructions_only():
     cpu_bfloat16.check('resnet', cpu=_cpu('avx512f'), gpus=[])
   for flag in host_cpu.BF16_FLAGS:  # Zen 4/5 and Cooper Lake; Sapphire Rapids' AMX
     cpu_bfloat16.check('resnet', cpu=_cpu(flag), gpus=[])
+  # oneDNN held to AVX2 (ONEDNN_MAX_CPU_ISA) has no bfloat16 arithmetic on any CPU.
+  capped = dataclasses.replace(_cpu('avx512_bf16'), onednn_max_isa=host_cpu.onednn_max_isa(
+      {'ONEDNN_MAX_CPU_ISA': 'avx2'}))
+  assert not capped.computes_bfloat16
+  with pytest.raises(PipelineError, match='ONEDNN_MAX_CPU_ISA=AVX2 holds oneDNN below them'):
+    cpu_bfloat16.check('resnet', cpu=capped, gpus=[])
+  assert dataclasses.replace(capped, onednn_max_isa='AVX512_CORE_BF16').computes_bfloat16
   for kwargs, says in ((dict(gpus=['GPU:0']), 'TensorFlow sees GPUs'),
                        (dict(single_process=False), 'not MirroredStrategy or a TF_CONFIG')):
     with pytest.raises(PipelineError, match=says):

@@ -15,6 +15,12 @@ AVX512_CORE = frozenset({'avx512f', 'avx512bw', 'avx512dq', 'avx512vl'})
 ISA_ORDER = ('avx512', 'avx2', 'avx', 'sse4_2')
 # /proc/cpuinfo flags of the bfloat16 instructions oneDNN computes with.
 BF16_FLAGS = ('avx512_bf16', 'amx_bf16')
+# oneDNN's ISA cap (https://uxlfoundation.github.io/oneDNN/dev_guide_cpu_dispatcher_control.html:
+# ONEDNN_MAX_CPU_ISA, DNNL_MAX_CPU_ISA before v3): the values below AVX512_CORE_BF16, which
+# leave oneDNN without bfloat16 arithmetic whatever the CPU has.
+ONEDNN_ISA_VARIABLES = ('ONEDNN_MAX_CPU_ISA', 'DNNL_MAX_CPU_ISA')
+ONEDNN_ISAS_WITHOUT_BF16 = frozenset({'SSE41', 'AVX', 'AVX2', 'AVX2_VNNI', 'AVX2_VNNI_2',
+                                      'AVX512_CORE', 'AVX512_CORE_VNNI'})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +34,7 @@ class CpuInfo:
     flags: the CPU feature flags Linux reports (empty elsewhere).
     logical_cpus: CPUs this process may run on (its affinity mask), >= 1.
     physical_cores: distinct cores among them (SMT siblings counted once), >= 1.
+    onednn_max_isa: the process's cap on oneDNN's ISA (ONEDNN_MAX_CPU_ISA, upper case), or None.
   """
   model: Optional[str]
   vendor: Optional[str]
@@ -35,6 +42,7 @@ class CpuInfo:
   flags: FrozenSet[str]
   logical_cpus: int
   physical_cores: int
+  onednn_max_isa: Optional[str] = None
 
   @property
   def isa(self):
@@ -47,7 +55,10 @@ class CpuInfo:
   @property
   def computes_bfloat16(self):
     """Whether the CPU has bfloat16 instructions oneDNN uses (AVX512_BF16: AMD Zen 4 and
-    later, Intel Cooper Lake; AMX-BF16: Intel Sapphire Rapids and later)."""
+    later, Intel Cooper Lake; AMX-BF16: Intel Sapphire Rapids and later), and oneDNN is not
+    capped below them (`onednn_max_isa`)."""
+    if self.onednn_max_isa in ONEDNN_ISAS_WITHOUT_BF16:
+      return False
     return any(flag in self.flags for flag in BF16_FLAGS)
 
   @property
@@ -119,9 +130,19 @@ def cgroup_cpu_limit(cgroup_root='/sys/fs/cgroup'):
   return None
 
 
+def onednn_max_isa(environ=None):
+  """The cap on oneDNN's ISA that `environ` (default os.environ) sets, upper case, or None."""
+  environ = os.environ if environ is None else environ
+  for name in ONEDNN_ISA_VARIABLES:
+    if environ.get(name, '').strip():
+      return environ[name].strip().upper()
+  return None
+
+
 def read_cpu():
   """The `CpuInfo` of this machine as this process may use it: its CPU affinity, capped by a
-  container's CPU quota (rounded up: a quota of 1.5 CPUs keeps 2 threads busy part time)."""
+  container's CPU quota (rounded up: a quota of 1.5 CPUs keeps 2 threads busy part time), and
+  oneDNN's ISA cap from the environment."""
   model, vendor, flags = parse_cpuinfo(_read('/proc/cpuinfo') or '')
   if hasattr(os, 'sched_getaffinity'):
     cpus = sorted(os.sched_getaffinity(0))
@@ -134,4 +155,4 @@ def read_cpu():
     physical = min(physical, logical)
   return CpuInfo(model=model or platform.processor() or None, vendor=vendor,
                  machine=platform.machine(), flags=flags, logical_cpus=logical,
-                 physical_cores=physical)
+                 physical_cores=physical, onednn_max_isa=onednn_max_isa())

@@ -70,6 +70,11 @@ def check(model, single_process=True, cpu=None, gpus=None):
     raise PipelineError('--precision=bfloat16 without --use_tpu is the CPU\'s bfloat16 (oneDNN), '
                         'and TensorFlow sees GPUs, which it does not cover%s' % drop)
   cpu = cpu or host_cpu.read_cpu()
+  if cpu.onednn_max_isa in host_cpu.ONEDNN_ISAS_WITHOUT_BF16:
+    raise PipelineError(
+        '--precision=bfloat16 without --use_tpu needs oneDNN\'s bfloat16 instructions, and '
+        'ONEDNN_MAX_CPU_ISA=%s holds oneDNN below them: unset it%s'
+        % (cpu.onednn_max_isa, drop))
   if not cpu.computes_bfloat16:
     raise PipelineError(
         '--precision=bfloat16 without --use_tpu needs a CPU with AVX512_BF16 or AMX-BF16 (AMD '
