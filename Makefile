@@ -249,9 +249,11 @@ test-setup:
 # host's suites on a wider CPU (BUILD.md, Tests and CI). Uncapped: stock TF 1.15's Eigen kernels
 # (AVX at most anyway), TF 1.15's and 2.15's XLA, intel-tensorflow 1.15's MKL-DNN 0.x.
 TEST_MAX_ISA ?=
-TEST_ISA_ENV := $(if $(TEST_MAX_ISA),ONEDNN_MAX_CPU_ISA=$(TEST_MAX_ISA) \
-  ATEN_CPU_CAPABILITY=$(if $(filter AVX2,$(TEST_MAX_ISA)),avx2,default))
-KERAS_ISA_ENV := $(if $(TEST_MAX_ISA),XLA_FLAGS=--xla_cpu_max_isa=$(TEST_MAX_ISA))
+ifneq ($(filter-out AVX2,$(TEST_MAX_ISA)),)
+$(error TEST_MAX_ISA=$(TEST_MAX_ISA): only AVX2 is supported (the one cap oneDNN, PyTorch and XLA all name))
+endif
+TEST_ISA_ENV := $(if $(TEST_MAX_ISA),ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)
+KERAS_ISA_ENV := $(if $(TEST_MAX_ISA),XLA_FLAGS=--xla_cpu_max_isa=AVX2)
 # intel-tensorflow (the main job's runtime on x86-64 Linux) trains the Keras tests' image-folder runs.
 test: test-disk test-setup $(FASHION_MNIST_DIR)/dataset.json
 	$(check_test_disk)

@@ -14,6 +14,8 @@ from trainer.benchmark import stats
 from trainer.benchmark import timing
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
+from trainer.host import cpu as host_cpu
+from trainer.host import cpu_peak
 from trainer.host import threads
 
 from helpers import ok
@@ -76,6 +78,20 @@ def test_model_times_the_estimator_path_and_the_bare_loop(tmp_path):
   assert record['measurements']['overhead_percent'] == pytest.approx((pairs[0] + pairs[1]) / 2)
   low, high = record['measurements']['overhead_percent_interval_90']
   assert min(pairs) <= low <= high <= max(pairs)
+  # The bare loop's FLOP rate, and the CPU's fp32 peak beside it where the table knows the CPU.
+  measurements = record['measurements']
+  assert record['config']['precision'] == 'float32'
+  assert measurements['flops_per_example'] > 2 * 28 * 28 * 64 * 5 * 5 * 3  # the first conv alone
+  assert measurements['gflops_per_sec'] == pytest.approx(
+      measurements['flops_per_example'] * measurements['session_examples_per_sec']['median'] / 1e9)
+  assert (measurements['peak_basis'] is None) == (measurements['peak_gflops_per_sec'] is None)
+  per_cycle = cpu_peak.fp32_flops_per_cycle(host_cpu.read_cpu())
+  if measurements['peak_basis']:  # a CPU in trainer/host/cpu_peak.py's table
+    assert ' x %d fp32 FLOPs a cycle (%s)' % per_cycle in measurements['peak_basis']
+    assert '%% of the float32 peak %.0f GFLOP/s' % measurements['peak_gflops_per_sec'] in \
+        proc.stdout
+  else:
+    assert 'no float32 peak known for this CPU' in proc.stdout
 
 
 def test_median_interval_is_a_deterministic_bootstrap_interval_that_narrows_with_more_data():

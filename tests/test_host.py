@@ -1,6 +1,7 @@
 """The host settings (trainer/host): the CPU as Linux describes it, the thread and library
 settings chosen for it, and make train's runtime choice. Pure Python, no TensorFlow."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import pytest
 
 from trainer.host import cpu as cpu_lib
+from trainer.host import cpu_peak
 from trainer.host import runtime_probe
 from trainer.host import threads
 
@@ -40,6 +42,47 @@ def test_the_vector_isa_is_read_from_the_cpu_flags():
   # AVX-512 foundation without BW/DQ/VL (Xeon Phi) is not what oneDNN's AVX-512 kernels need.
   assert _cpu(ZEN3_CPUINFO.replace('sha_ni', 'avx512f')).isa == 'avx2'
   assert _cpu('').isa == 'unknown'
+
+
+def _numbered(cpuinfo, family, model, mhz, cores=2):
+  """_cpu(cpuinfo) with the family, model and clock lines Linux prints."""
+  text = cpuinfo + 'cpu family\t: %d\nmodel\t\t: %d\ncpu MHz\t\t: %s\n' % (family, model, mhz)
+  model_name, vendor, flags = cpu_lib.parse_cpuinfo(text)
+  family, number, clock = cpu_lib.parse_cpu_numbers(text)
+  return cpu_lib.CpuInfo(model=model_name, vendor=vendor, machine='x86_64', flags=flags,
+                         logical_cpus=cores, physical_cores=cores, family=family,
+                         model_number=number, mhz=clock)
+
+
+def test_the_peak_is_cores_times_clock_times_the_vector_units_flops_a_cycle():
+  zen3 = _numbered(ZEN3_CPUINFO, 25, 1, '2450.000')  # EPYC 7B13 (Milan)
+  assert cpu_peak.peak_flops(zen3).flops_per_sec == pytest.approx(2 * 2.45e9 * 32)
+  assert cpu_peak.peak_flops(zen3, 'bfloat16') is None  # no bfloat16 instructions
+  zen4 = dataclasses.replace(zen3, model_number=17, mhz=2600.0,  # EPYC 9004 (Genoa)
+                             flags=zen3.flags | cpu_lib.AVX512_CORE | {'avx512_bf16'})
+  assert cpu_peak.fp32_flops_per_cycle(zen4) == (32, 'Zen 4')  # AVX-512 on 256-bit pipes
+  assert cpu_peak.peak_flops(zen4, 'bfloat16').flops_per_sec == pytest.approx(2 * 2.6e9 * 64)
+  zen5 = dataclasses.replace(zen4, family=26, model_number=2)  # EPYC 9005 (Turin)
+  peak = cpu_peak.peak_flops(zen5)
+  assert peak.flops_per_sec == pytest.approx(2 * 2.6e9 * 64)
+  assert peak.basis == ('2 cores x 2.60 GHz (as Linux reports it) x 64 fp32 FLOPs a cycle '
+                        '(Zen 5)')
+  # The vectors oneDNN may use bound it: AVX-512 hidden (a VM) or oneDNN held to AVX2.
+  assert cpu_peak.fp32_flops_per_cycle(dataclasses.replace(zen5, flags=zen3.flags))[0] == 32
+  capped = dataclasses.replace(zen5, onednn_max_isa='AVX2')
+  assert cpu_peak.fp32_flops_per_cycle(capped)[0] == 32
+  assert cpu_peak.peak_flops(capped, 'bfloat16') is None
+  # A model outside the table (Zen 5's mobile parts keep 256-bit pipes; family 0x19's models
+  # between Zen 4's ranges), an unknown clock: no figure rather than a guess.
+  for other in (dataclasses.replace(zen5, model_number=0x24),
+                dataclasses.replace(zen3, model_number=0x80), dataclasses.replace(zen5, mhz=None)):
+    assert cpu_peak.peak_flops(other) is None, other
+  xeon = _numbered(AVX512_CPUINFO, 6, 85, '2200.000', cores=4)
+  assert cpu_peak.peak_flops(xeon).flops_per_sec == pytest.approx(4 * 2.2e9 * 64)
+  amx = dataclasses.replace(xeon, flags=xeon.flags | {'amx_bf16'})
+  assert cpu_peak.peak_flops(amx, 'bfloat16').flops_per_sec == pytest.approx(4 * 2.2e9 * 1024)
+  held = dataclasses.replace(amx, onednn_max_isa='AVX512_CORE_BF16')  # bfloat16, not AMX
+  assert cpu_peak.peak_flops(held, 'bfloat16').flops_per_sec == pytest.approx(4 * 2.2e9 * 128)
 
 
 def test_hyperthread_siblings_count_as_one_physical_core(tmp_path):

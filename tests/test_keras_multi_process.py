@@ -34,7 +34,8 @@ def _start(data_dir, model_dir, devices, process=None, port=None, *args, process
   """Starts trainer.train_keras (process `process` of `processes`, or alone); `signal_at`:
   (signal name, step) it sends itself (tests/train_keras_at_step.py)."""
   env = dict(os.environ, KERAS_BACKEND='jax',
-             XLA_FLAGS='--xla_force_host_platform_device_count=%d' % devices)
+             XLA_FLAGS=(os.environ.get('XLA_FLAGS', '') +
+                        ' --xla_force_host_platform_device_count=%d' % devices).strip())
   if process is not None:
     env.update(KERAS_DISTRIBUTION_JOB_ADDRESSES='localhost:%d' % port,
                KERAS_DISTRIBUTION_NUM_PROCESSES=str(processes),

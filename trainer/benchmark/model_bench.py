@@ -1,7 +1,9 @@
 """`python -m trainer.benchmark model`: steady-state training examples/sec of the real model_fn
 through the real Estimator path (progress hook, host_call summaries, checkpoints at start and
 end) on synthetic input, and of the same graph's train op in a bare `session.run` loop; their
-ratio is the pipeline's own overhead."""
+ratio is the pipeline's own overhead. The bare loop's rate (the Estimator path's when only that
+ran) in FLOP/s (the graph's registered ops, `step_flops`) is set against the CPU's peak in the
+run's precision (`trainer.host.cpu_peak`)."""
 
 import shutil
 import tempfile
@@ -15,6 +17,7 @@ from trainer.benchmark import stats
 from trainer.benchmark import timing
 from trainer.data import input_fn as input_fn_lib
 from trainer.errors import PipelineError
+from trainer.host import cpu_peak
 from trainer.run import estimator as estimator_lib
 from trainer.run import hooks as hooks_lib
 from trainer.run import user_model_fn
@@ -78,6 +81,25 @@ def build_train_op(config):
   return model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, params, None).train_op
 
 
+def step_flops(graph, batch_size):
+  """Floating-point operations per training example of the ops in `graph` that register a FLOP
+  count (`tf.profiler` 'float_ops'), or None where the profiler is unavailable.
+
+  The per-example figure divides the whole graph's count by `batch_size`. Ops without a
+  registered count (batch norm's fused kernels, ReLU and ELU among them) are left out, and
+  ops that no step runs are counted (e.g. the full convolutions `models/resnet.py` replaces by
+  their centre tap on 1x1 maps: 14.2 M of ResNet-18's count at 32 px): an estimate dominated by
+  the convolutions and matmuls.
+  """
+  try:
+    options = tf.profiler.ProfileOptionBuilder.float_operation()
+    options['output'] = 'none'
+    total = tf.profiler.profile(graph, cmd='op', options=options).total_float_ops
+  except (AttributeError, ValueError, tf.errors.OpError):
+    return None
+  return total / float(batch_size)
+
+
 def model_details(config, windows):
   """The network, batch and windows of a model or profile record (`report.write_record`)."""
   model = config.model
@@ -86,7 +108,8 @@ def model_details(config, windows):
       resnet_depth=model.resnet_depth if model.model == 'resnet' else None,
       image_size=model.image_size if config.data.modality == 'image' else None,
       max_seq_length=model.max_seq_length if config.data.modality == 'text' else None,
-      num_classes=model.num_classes, batch_size=config.train_batch_size)
+      num_classes=model.num_classes, batch_size=config.train_batch_size,
+      precision=model.precision)
 
 
 def session_rates(config, session_config, windows):
@@ -121,6 +144,33 @@ def _measure(path, make_config, model_dir, windows):
       session_rates(config, session_config, windows))}
 
 
+def _flop_rate(config, measurements):
+  """Adds the bare loop's rate (else the Estimator path's) in FLOP/s and the CPU's peak in the
+  run's precision to
+  `measurements` (flops_per_example, gflops_per_sec, peak_gflops_per_sec and peak_basis, None
+  where unknown); returns the table's rows."""
+  with tf.Graph().as_default() as graph:
+    build_train_op(config)
+    flops = step_flops(graph, config.train_batch_size)
+  rates = [measurements[k]['median'] for k in ('session_examples_per_sec',
+                                               'estimator_examples_per_sec') if k in measurements]
+  peak = cpu_peak.host_peak(config.model.precision)
+  measurements.update(flops_per_example=flops,
+                      gflops_per_sec=flops * rates[0] / 1e9 if flops else None,
+                      peak_gflops_per_sec=peak.flops_per_sec / 1e9 if peak else None,
+                      peak_basis=peak.basis if peak else None)
+  if not flops:
+    return []
+  rate = '%.1f GFLOP/s (%.1f MFLOPs an example)' % (measurements['gflops_per_sec'], flops / 1e6)
+  if peak:
+    rate += ', %.0f%% of the %s peak %.0f GFLOP/s: %s' % (
+        100 * measurements['gflops_per_sec'] / measurements['peak_gflops_per_sec'],
+        config.model.precision, measurements['peak_gflops_per_sec'], peak.basis)
+  else:
+    rate += '; no %s peak known for this CPU (trainer/host/cpu_peak.py)' % config.model.precision
+  return [['FLOP rate (registered ops, median)', rate]]
+
+
 def bench_model(make_config, windows, path='both', output=None):
   """Runs the model benchmark and writes its record.
 
@@ -152,6 +202,7 @@ def bench_model(make_config, windows, path='both', output=None):
           measurements['overhead_percent'],
           ', 90%% interval %.1f to %.1f%%' % interval if interval else '', min(pairs),
           max(pairs))])
+    rows += _flop_rate(config, measurements)
     model = config.model
     details = dict(
         model_details(config, windows),

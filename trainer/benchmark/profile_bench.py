@@ -60,25 +60,6 @@ def op_type_micros(step_stats):
   return micros
 
 
-def step_flops(graph, batch_size):
-  """Floating-point operations per training example of the ops in `graph` that register a FLOP
-  count (`tf.profiler` 'float_ops'), or None where the profiler is unavailable.
-
-  The per-example figure divides the whole graph's count by `batch_size`. Ops without a
-  registered count (batch norm's fused kernels, pooling, most elementwise ops) are left out, and
-  ops that no step runs are counted (e.g. the full convolutions `models/resnet.py` replaces by
-  their centre tap on 1x1 maps: 14.2 M of ResNet-18's count at 32 px): an estimate dominated by
-  the convolutions and matmuls.
-  """
-  try:
-    options = tf.profiler.ProfileOptionBuilder.float_operation()
-    options['output'] = 'none'
-    total = tf.profiler.profile(graph, cmd='op', options=options).total_float_ops
-  except (AttributeError, ValueError, tf.errors.OpError):
-    return None
-  return total / float(batch_size)
-
-
 def profile_train_step(config, windows, top=12):
   """Traces training steps of `config`'s model and returns the profile record's measurements.
 
@@ -95,7 +76,7 @@ def profile_train_step(config, windows, top=12):
   batch_size = config.train_batch_size
   with tf.Graph().as_default() as graph:
     train_op = model_bench.build_train_op(config)
-    flops = step_flops(graph, batch_size)
+    flops = model_bench.step_flops(graph, batch_size)
     with tf.Session(config=cpu_bfloat16.apply(estimator_lib.host_session_config(
         config.model.model), config.model.precision, config.use_tpu)) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])

@@ -21,6 +21,7 @@ def runtime_facts():
       cpu_flags=[flag for flag in ('sse4_2', 'avx', 'avx2', 'fma', 'avx512f', 'avx512_vnni')
                  if flag in cpu.flags],
       usable_cores=cpu.logical_cpus,
+      onednn_max_isa=cpu.onednn_max_isa,
       gpus=[d.name for d in tf.config.experimental.list_physical_devices('GPU')],
       hostname=platform.node(),
       time=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
@@ -28,7 +29,9 @@ def runtime_facts():
 
 
 def runtime_tag(facts):
-  return 'tf%s%s' % (facts['tensorflow_version'], '-mkl' if facts['mkl_enabled'] else '')
+  return 'tf%s%s%s' % (facts['tensorflow_version'], '-mkl' if facts['mkl_enabled'] else '',
+                       '-' + facts['onednn_max_isa'].lower() if facts.get('onednn_max_isa')
+                       else '')
 
 
 def write_record(name, config, measurements, rows, columns, output=None):
@@ -55,9 +58,10 @@ def _details(name, config):
   if name in ('model', 'profile'):
     depth = config['resnet_depth'] if config['model'] == 'resnet' else ''
     # A user network's MODULE:CALLABLE: no colon in a file name.
-    return '%s-%s%s-%d-b%d' % (name, config['model'].replace(':', '.'), depth,
-                                  config['image_size'] or config['max_seq_length'] or 0,
-                                  config['batch_size'])
+    return '%s-%s%s-%d-b%d%s' % (name, config['model'].replace(':', '.'), depth,
+                                    config['image_size'] or config['max_seq_length'] or 0,
+                                    config['batch_size'],
+                                    '-bf16' if config.get('precision') == 'bfloat16' else '')
   if name == 'input':
     return 'input-%d-b%d' % (config['image_size'], config['batch_size'])
   return name

@@ -35,6 +35,9 @@ class CpuInfo:
     logical_cpus: CPUs this process may run on (its affinity mask), >= 1.
     physical_cores: distinct cores among them (SMT siblings counted once), >= 1.
     onednn_max_isa: the process's cap on oneDNN's ISA (ONEDNN_MAX_CPU_ISA, upper case), or None.
+    family, model_number: the x86 CPU family and model numbers (/proc/cpuinfo's 'cpu family'
+      and 'model': 25 and 17 for a Zen 4 EPYC), or None.
+    mhz: the clock Linux reports ('cpu MHz'; in a VM usually the base clock), or None.
   """
   model: Optional[str]
   vendor: Optional[str]
@@ -43,6 +46,9 @@ class CpuInfo:
   logical_cpus: int
   physical_cores: int
   onednn_max_isa: Optional[str] = None
+  family: Optional[int] = None
+  model_number: Optional[int] = None
+  mhz: Optional[float] = None
 
   @property
   def isa(self):
@@ -53,13 +59,16 @@ class CpuInfo:
     return 'unknown'
 
   @property
-  def computes_bfloat16(self):
+  def has_bfloat16_instructions(self):
     """Whether the CPU has bfloat16 instructions oneDNN uses (AVX512_BF16: AMD Zen 4 and
-    later, Intel Cooper Lake; AMX-BF16: Intel Sapphire Rapids and later), and oneDNN is not
-    capped below them (`onednn_max_isa`)."""
-    if self.onednn_max_isa in ONEDNN_ISAS_WITHOUT_BF16:
-      return False
+    later, Intel Cooper Lake; AMX-BF16: Intel Sapphire Rapids and later)."""
     return any(flag in self.flags for flag in BF16_FLAGS)
+
+  @property
+  def computes_bfloat16(self):
+    """`has_bfloat16_instructions`, and oneDNN not capped below them (`onednn_max_isa`)."""
+    return (self.has_bfloat16_instructions and
+            self.onednn_max_isa not in ONEDNN_ISAS_WITHOUT_BF16)
 
   @property
   def smt(self):
@@ -88,6 +97,21 @@ def parse_cpuinfo(text):
     elif key == 'flags' and not flags:
       flags = frozenset(value.split())
   return model, vendor, flags
+
+
+def parse_cpu_numbers(text):
+  """(cpu family, model, cpu MHz) of the first processor in a /proc/cpuinfo text, each None where
+  absent or not a number."""
+  found = {}
+  for line in text.splitlines():
+    key, _, value = line.partition(':')
+    key = key.strip()
+    if key in ('cpu family', 'model', 'cpu MHz') and key not in found:
+      try:
+        found[key] = float(value) if key == 'cpu MHz' else int(value)
+      except ValueError:
+        found[key] = None
+  return found.get('cpu family'), found.get('model'), found.get('cpu MHz')
 
 
 def _read(path):
@@ -131,7 +155,8 @@ def cgroup_cpu_limit(cgroup_root='/sys/fs/cgroup'):
 
 
 def onednn_max_isa(environ=None):
-  """The cap on oneDNN's ISA that `environ` (default os.environ) sets, upper case, or None."""
+  """The cap on oneDNN's ISA that `environ` (default os.environ) sets (ONEDNN_MAX_CPU_ISA, or
+  DNNL_MAX_CPU_ISA where that is unset), upper case, or None."""
   environ = os.environ if environ is None else environ
   for name in ONEDNN_ISA_VARIABLES:
     if environ.get(name, '').strip():
@@ -143,7 +168,9 @@ def read_cpu():
   """The `CpuInfo` of this machine as this process may use it: its CPU affinity, capped by a
   container's CPU quota (rounded up: a quota of 1.5 CPUs keeps 2 threads busy part time), and
   oneDNN's ISA cap from the environment."""
-  model, vendor, flags = parse_cpuinfo(_read('/proc/cpuinfo') or '')
+  text = _read('/proc/cpuinfo') or ''
+  model, vendor, flags = parse_cpuinfo(text)
+  family, model_number, mhz = parse_cpu_numbers(text)
   if hasattr(os, 'sched_getaffinity'):
     cpus = sorted(os.sched_getaffinity(0))
   else:
@@ -155,4 +182,5 @@ def read_cpu():
     physical = min(physical, logical)
   return CpuInfo(model=model or platform.processor() or None, vendor=vendor,
                  machine=platform.machine(), flags=flags, logical_cpus=logical,
-                 physical_cores=physical, onednn_max_isa=onednn_max_isa())
+                 physical_cores=physical, onednn_max_isa=onednn_max_isa(), family=family,
+                 model_number=model_number, mhz=mhz)

@@ -52,9 +52,10 @@ FLAGS = flags.FLAGS
 
 
 def cpu_key(cpu):
-  """What a cached choice holds for: the CPU and how many cores this process may use."""
+  """What a cached choice holds for: the CPU, how many cores this process may use and oneDNN's
+  ISA cap."""
   return {'cpu_model': cpu.model, 'isa': cpu.isa, 'physical_cores': cpu.physical_cores,
-          'logical_cpus': cpu.logical_cpus}
+          'logical_cpus': cpu.logical_cpus, 'onednn_max_isa': cpu.onednn_max_isa}
 
 
 def candidates(cpu):

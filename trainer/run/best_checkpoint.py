@@ -30,6 +30,8 @@ CHECKPOINT_STATE_FILE = 'checkpoint'  # TensorFlow's name, read by tf.train.late
 # The files a fenced run writes through a fence each (model_dir-relative name, what they are).
 FENCED_FILES = {BEST_DIR + '/' + CHECKPOINT_STATE_FILE: 'the best checkpoint\'s state file',
                 BEST_DIR + '/' + STATE_FILE: 'the record of evaluations'}
+FENCE_AGAIN = ('Run the same command again: it resumes from the newest checkpoint and records '
+               'its evaluations.')
 METRIC = 'top_1_accuracy'  # higher is better
 
 

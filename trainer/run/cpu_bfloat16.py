@@ -70,16 +70,16 @@ def check(model, single_process=True, cpu=None, gpus=None):
     raise PipelineError('--precision=bfloat16 without --use_tpu is the CPU\'s bfloat16 (oneDNN), '
                         'and TensorFlow sees GPUs, which it does not cover%s' % drop)
   cpu = cpu or host_cpu.read_cpu()
-  if cpu.onednn_max_isa in host_cpu.ONEDNN_ISAS_WITHOUT_BF16:
-    raise PipelineError(
-        '--precision=bfloat16 without --use_tpu needs oneDNN\'s bfloat16 instructions, and '
-        'ONEDNN_MAX_CPU_ISA=%s holds oneDNN below them: unset it%s'
-        % (cpu.onednn_max_isa, drop))
-  if not cpu.computes_bfloat16:
+  if not cpu.has_bfloat16_instructions:
     raise PipelineError(
         '--precision=bfloat16 without --use_tpu needs a CPU with AVX512_BF16 or AMX-BF16 (AMD '
         'Zen 4 or later, Intel Cooper Lake or Sapphire Rapids and later); %s has neither, and '
         'emulated bfloat16 is slower than float32%s' % (cpu.model or cpu.machine, drop))
+  if not cpu.computes_bfloat16:
+    raise PipelineError(
+        '--precision=bfloat16 without --use_tpu needs oneDNN\'s bfloat16 instructions, and the '
+        'environment holds oneDNN below them (%s=%s): unset it%s'
+        % ('/'.join(host_cpu.ONEDNN_ISA_VARIABLES), cpu.onednn_max_isa, drop))
 
 
 def apply(session_config, precision, use_tpu):

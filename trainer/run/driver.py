@@ -134,11 +134,13 @@ def _run(config, watch, task, lease, step_time):
           config.model_dir, lease, results_lib.RESULTS_FILE, 'the results file',
           'Run the same command again: it resumes from the newest checkpoint and writes them.')
       results_fence.claim()
-      if config.mode == 'train_and_eval':
-        best_fences = {name: state_fence.StateFence(config.model_dir, lease, name, what)
-                       for name, what in best_checkpoint.FENCED_FILES.items()}
-        for best_fence in best_fences.values():
-          best_fence.claim()
+      # Claimed by every training run (one that only trains too), so that no earlier holder
+      # can name its copy in best/ once this run holds the lease.
+      best_fences = {name: state_fence.StateFence(config.model_dir, lease, name, what,
+                                                  best_checkpoint.FENCE_AGAIN)
+                     for name, what in best_checkpoint.FENCED_FILES.items()}
+      for best_fence in best_fences.values():
+        best_fence.claim()
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   prediction = None
   if config.mode != 'eval' and config.predict_step_time:  # before training, on an idle host
