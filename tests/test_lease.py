@@ -408,8 +408,9 @@ def test_on_gcs_a_stalled_trainer_that_lost_its_lease_lands_no_checkpoint(small_
   silent for 12 s and then for 12 s more by its own clock, trains to step 20 and ends. The
   stalled run, resumed, is refused the state file (its generation changed) and stops with
   LeaseLost: the newest checkpoint stays the second run's step 20 (before the fence it pointed
-  the state file at its own step 10, rewinding the run), and no file of the second run was
-  written over (each run's checkpoints carry its name)."""
+  the state file at its own step 10, rewinding the run), no file of the second run was written
+  over (each run's checkpoints carry its name), and the stalled run's orphaned step 10 was
+  deleted by the second run."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   model_dir = _bucket_dir()
   args = main_args(_cnn(small_dir, model_dir, '--mode=train', '--train_steps=20',
@@ -425,10 +426,16 @@ def test_on_gcs_a_stalled_trainer_that_lost_its_lease_lands_no_checkpoint(small_
   newest = tf.train.latest_checkpoint(model_dir)
   assert re.search(r'/model\.ckpt-[0-9a-f]{8}-20$', newest), newest
   assert results_of(model_dir)['global_step'] == 20
+  # The stalled run's step-10 files, named by no state file, were deleted by the second run as it
+  # started (its fences claimed); its step 0, which the state file named then, was kept.
+  orphan = re.search(r"Deleting (gs://\S+/model\.ckpt-([0-9a-f]{8})-10): a checkpoint of a run "
+                     r"that lost this directory's lease", second.stderr)
+  assert orphan, second.stderr[-3000:]
+  assert not tf.io.gfile.glob(orphan.group(1) + '.*')
+  assert tf.io.gfile.glob('%s/model.ckpt-%s-0.index' % (model_dir, orphan.group(2)))
   runs = {re.match(r'model\.ckpt-([0-9a-f]{8})-10\.index$', n).group(1)
           for n in tf.io.gfile.listdir(model_dir) if re.match(r'model\.ckpt-\w+-10\.index$', n)}
-  assert len(runs) == 2, runs  # the stalled run's orphan and the second run's own
-  assert newest.split('-')[-2] in runs
+  assert runs == {newest.split('-')[-2]}, runs  # the second run's own, each run's by its name
 
 
 @needs_gcs

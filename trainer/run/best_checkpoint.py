@@ -68,6 +68,22 @@ def read_state(model_dir):
   return state
 
 
+def remove_orphans(model_dir, also_keep=()):
+  """`checkpoints.remove_orphans` of model_dir and of best/, each keeping what its state file
+  names, the checkpoint best.json names (a run interrupted between best/checkpoint and best.json
+  leaves them naming two) and the prefixes `also_keep` (e.g. the run's --init_checkpoint): for
+  a gs:// training run that holds the lease and has claimed its fences. Returns the paths of the
+  prefixes removed."""
+  state = read_state(model_dir)
+  prefixes = [p for p in also_keep if p] + (
+      [state['best']['checkpoint']] if state and state['best'] else [])
+  keep = [os.path.basename(p.rstrip('/')) for p in prefixes]
+  removed = []
+  for directory in (model_dir.rstrip('/'), model_dir.rstrip('/') + '/' + BEST_DIR):
+    removed += [directory + '/' + p for p in checkpoints.remove_orphans(directory, keep)]
+  return removed
+
+
 class BestCheckpoint(object):
   """The evaluations of a run and its best one so far (best.json, always kept, so that early
   stopping counts across restarts) and, with `keep`, a copy of the best checkpoint.

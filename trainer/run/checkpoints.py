@@ -19,6 +19,7 @@ import os
 import re
 
 from absl import logging
+from google.protobuf import text_format
 import numpy as np
 import tensorflow.compat.v1 as tf
 
@@ -31,6 +32,8 @@ _SHARD = re.compile(r'\.data-(\d{5})-of-(\d{5})$')
 # The folder a sharded Saver.save writes its files into before merging them into the checkpoint's
 # and deleting it: PREFIX_temp_<uuid hex> on TF 1.15, PREFIX_temp on TF 2.x (saver.py,
 # _AddShardedSaveOpsForV2). A save killed before its merge leaves it, and no later save removes it.
+# A checkpoint file named by its run on gs:// (trainer/run/fenced_saver.py): group 1 the prefix.
+_RUN_NAMED = re.compile(r'^(model\.ckpt-[0-9a-f]{8}-\d+)\.(index|meta|data-\d{5}-of-\d{5})$')
 _UNFINISHED_SAVE = re.compile(r'^model\.ckpt-[\w-]+_temp(_[0-9a-f]{32})?/?$')
 
 
@@ -190,6 +193,37 @@ def remove_unfinished_saves(model_dir):
       tf.io.gfile.rmtree(path)
       removed.append(name.rstrip('/'))
   return removed
+
+
+def remove_orphans(directory, keep=()):
+  """Deletes the files of run-named checkpoints (gs://: model.ckpt-RUN-STEP,
+  trainer/run/fenced_saver.py) in `directory` that neither its `checkpoint` state file nor `keep`
+  (prefix basenames) names: the files of a run that stalled inside a save and lost the lease
+  (its state write was refused), which nothing will read. Only for the run that holds the lease
+  and has claimed its fences (no earlier holder can then name them). Other names are never
+  touched. Returns the prefixes removed (each logged)."""
+  try:
+    state = tf.train.get_checkpoint_state(directory)
+  except (tf.errors.OpError, text_format.ParseError) as e:  # then no file is known unnamed
+    logging.warning('Not looking for orphaned checkpoints in %s: its state file does not read '
+                    '(%s).', directory, e)
+    return []
+  named = set(keep)
+  if state:
+    named.update(os.path.basename(p) for p in
+                 list(state.all_model_checkpoint_paths) + [state.model_checkpoint_path])
+  orphans = {}
+  for name in tf.io.gfile.listdir(directory) if tf.io.gfile.isdir(directory) else []:
+    match = _RUN_NAMED.match(name)
+    if match and match.group(1) not in named:
+      orphans.setdefault(match.group(1), []).append(name)
+  for prefix, names in sorted(orphans.items()):
+    logging.warning('Deleting %s/%s: a checkpoint of a run that lost this directory\'s lease '
+                    'inside its save; no state file names it (the Saver names every one it '
+                    'keeps).', directory.rstrip('/'), prefix)
+    for name in names:
+      tf.io.gfile.remove(directory.rstrip('/') + '/' + name)
+  return sorted(orphans)
 
 
 def _damaged_dir(model_dir):

@@ -141,6 +141,8 @@ def _run(config, watch, task, lease, step_time):
                      for name, what in best_checkpoint.FENCED_FILES.items()}
       for best_fence in best_fences.values():
         best_fence.claim()
+      # A stalled earlier holder's files; not a warm start's own checkpoint.
+      best_checkpoint.remove_orphans(config.model_dir, [config.model.init_checkpoint])
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   prediction = None
   if config.mode != 'eval' and config.predict_step_time:  # before training, on an idle host
