@@ -3,6 +3,7 @@ object storage leaves it) is detected, moved aside and the run goes on from the 
 one; with none intact, a clear error."""
 
 import os
+import re
 import uuid
 
 import pytest
@@ -184,3 +185,32 @@ def test_the_folders_of_saves_killed_before_their_merge_are_deleted_and_nothing_
   assert left == {'checkpoint', 'model.ckpt-24_temp', 'model.ckpt-6.data-00000-of-00001',
                   'model.ckpt-6.index', 'model.ckpt-6.meta'} | set(kept), left
   assert tf.train.latest_checkpoint(model_dir) == prefixes[0]
+
+
+def test_only_run_named_checkpoints_no_state_file_names_are_deleted(tmp_path):
+  """checkpoints.remove_orphans (the next gs:// holder's cleanup; plain files here): a
+  run-named checkpoint that neither the state file nor `keep` names goes; named, kept and other
+  names stay; without a state file that reads and names one, nothing goes."""
+  directory = str(tmp_path)
+  prefixes = ['model.ckpt-aaaa0001-10', 'model.ckpt-aaaa0001-20', 'model.ckpt-bbbb0002-30',
+              'model.ckpt-bbbb0002-40', 'model.ckpt-40']  # the last: TensorFlow's own name
+  for prefix in prefixes:
+    for suffix in ('.index', '.meta', '.data-00000-of-00001'):
+      (tmp_path / (prefix + suffix)).write_text('x')
+  (tmp_path / 'model.ckpt-bbbb0002-50_temp').mkdir()  # an unfinished save: not this cleanup's
+
+  def left():
+    return sorted({re.sub(r'\.(index|meta|data-00000-of-00001)$', '', n)
+                   for n in os.listdir(directory)})
+
+  everything = sorted(prefixes + ['model.ckpt-bbbb0002-50_temp'])
+  assert checkpoints.remove_orphans(directory) == [] and left() == everything  # no state file
+  (tmp_path / 'checkpoint').write_text('not a CheckpointState {')
+  assert checkpoints.remove_orphans(directory) == []  # one that does not read
+  assert left() == sorted(everything + ['checkpoint'])
+  tf.train.update_checkpoint_state(directory, os.path.join(directory, prefixes[1]),
+                                   all_model_checkpoint_paths=[os.path.join(directory, p)
+                                                               for p in prefixes[:2]])
+  assert checkpoints.remove_orphans(directory, keep=[prefixes[2]]) == [prefixes[3]]
+  assert left() == ['checkpoint'] + sorted(prefixes[:3] + prefixes[4:] + [
+      'model.ckpt-bbbb0002-50_temp'])

@@ -19,12 +19,12 @@ import os
 import re
 
 from absl import logging
-from google.protobuf import text_format
 import numpy as np
 import tensorflow.compat.v1 as tf
 
 from trainer.errors import PipelineError
 from trainer.storage import patterns
+from trainer.storage import state_fence
 
 DAMAGED_DIR = 'damaged'
 FULL_READ_BYTES = 512 * 2**20
@@ -198,31 +198,44 @@ def remove_unfinished_saves(model_dir):
 def remove_orphans(directory, keep=()):
   """Deletes the files of run-named checkpoints (gs://: model.ckpt-RUN-STEP,
   trainer/run/fenced_saver.py) in `directory` that neither its `checkpoint` state file nor `keep`
-  (prefix basenames) names: the files of a run that stalled inside a save and lost the lease
-  (its state write was refused), which nothing will read. Only for the run that holds the lease
-  and has claimed its fences (no earlier holder can then name them). Other names are never
-  touched. Returns the prefixes removed (each logged)."""
+  (prefix basenames) names: a save interrupted before its state write, or the files of a run that
+  stalled inside a save and lost the lease (its state write was refused); nothing reads them.
+  Safe because the Saver names every checkpoint it keeps (keep_checkpoint_max > 0, no
+  keep_checkpoint_every_n_hours: the trainer's settings). Only for the run that holds the lease
+  and has claimed its fences. Deletes nothing without a state file that reads and names a
+  checkpoint (a directory with none yet: an earlier holder's first state write could still name
+  them), and never other names. A storage error ends the cleanup with a warning, never the run.
+  Returns the prefixes removed (each logged)."""
+  directory = directory.rstrip('/')
   try:
-    state = tf.train.get_checkpoint_state(directory)
-  except (tf.errors.OpError, text_format.ParseError) as e:  # then no file is known unnamed
-    logging.warning('Not looking for orphaned checkpoints in %s: its state file does not read '
-                    '(%s).', directory, e)
+    state = (tf.train.get_checkpoint_state(directory)
+             if tf.io.gfile.exists(directory + '/' + state_fence.STATE_FILE) else None)
+    names = tf.io.gfile.listdir(directory) if state and state.model_checkpoint_path else []
+  except (tf.errors.OpError, ValueError) as e:
+    logging.warning('Not looking for orphaned checkpoints in %s: %s', directory, e)
     return []
   named = set(keep)
-  if state:
+  if names:
     named.update(os.path.basename(p) for p in
                  list(state.all_model_checkpoint_paths) + [state.model_checkpoint_path])
   orphans = {}
-  for name in tf.io.gfile.listdir(directory) if tf.io.gfile.isdir(directory) else []:
+  for name in names:
     match = _RUN_NAMED.match(name)
     if match and match.group(1) not in named:
       orphans.setdefault(match.group(1), []).append(name)
-  for prefix, names in sorted(orphans.items()):
-    logging.warning('Deleting %s/%s: a checkpoint of a run that lost this directory\'s lease '
-                    'inside its save; no state file names it (the Saver names every one it '
-                    'keeps).', directory.rstrip('/'), prefix)
-    for name in names:
-      tf.io.gfile.remove(directory.rstrip('/') + '/' + name)
+  for prefix, files in sorted(orphans.items()):
+    logging.warning('Deleting %s/%s: a checkpoint no state file names (a save interrupted before '
+                    'its state write, or a run that lost this directory\'s lease inside it).',
+                    directory, prefix)
+    for name in files:
+      try:
+        tf.io.gfile.remove(directory + '/' + name)
+      except tf.errors.NotFoundError:
+        pass  # removed meanwhile
+      except tf.errors.OpError as e:
+        logging.warning('Not deleting the rest of the orphaned checkpoints in %s: %s',
+                        directory, e)
+        return sorted(p for p in orphans if p <= prefix)
   return sorted(orphans)
 
 
