@@ -146,9 +146,8 @@ def _measure(path, make_config, model_dir, windows):
 
 def _flop_rate(config, measurements):
   """Adds the bare loop's rate (else the Estimator path's) in FLOP/s and the CPU's peak in the
-  run's precision to
-  `measurements` (flops_per_example, gflops_per_sec, peak_gflops_per_sec and peak_basis, None
-  where unknown); returns the table's rows."""
+  run's precision to `measurements` (flops_per_example, gflops_per_sec, peak_gflops_per_sec and
+  peak_basis, None where unknown); returns the table's rows."""
   with tf.Graph().as_default() as graph:
     build_train_op(config)
     flops = step_flops(graph, config.train_batch_size)

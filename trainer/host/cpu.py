@@ -16,11 +16,11 @@ ISA_ORDER = ('avx512', 'avx2', 'avx', 'sse4_2')
 # /proc/cpuinfo flags of the bfloat16 instructions oneDNN computes with.
 BF16_FLAGS = ('avx512_bf16', 'amx_bf16')
 # oneDNN's ISA cap (https://uxlfoundation.github.io/oneDNN/dev_guide_cpu_dispatcher_control.html:
-# ONEDNN_MAX_CPU_ISA, DNNL_MAX_CPU_ISA before v3): the values below AVX512_CORE_BF16, which
-# leave oneDNN without bfloat16 arithmetic whatever the CPU has.
+# ONEDNN_MAX_CPU_ISA, DNNL_MAX_CPU_ISA before v3) and its values up to the first with bfloat16
+# arithmetic, narrowest first; the values after them (AMX's, ALL) allow all of these.
 ONEDNN_ISA_VARIABLES = ('ONEDNN_MAX_CPU_ISA', 'DNNL_MAX_CPU_ISA')
-ONEDNN_ISAS_WITHOUT_BF16 = frozenset({'SSE41', 'AVX', 'AVX2', 'AVX2_VNNI', 'AVX2_VNNI_2',
-                                      'AVX512_CORE', 'AVX512_CORE_VNNI'})
+ONEDNN_ISAS = ('SSE41', 'AVX', 'AVX2', 'AVX2_VNNI', 'AVX2_VNNI_2', 'AVX512_CORE',
+               'AVX512_CORE_VNNI', 'AVX512_CORE_BF16')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,11 +64,15 @@ class CpuInfo:
     later, Intel Cooper Lake; AMX-BF16: Intel Sapphire Rapids and later)."""
     return any(flag in self.flags for flag in BF16_FLAGS)
 
+  def onednn_allows(self, isa):
+    """Whether `onednn_max_isa` lets oneDNN use `isa` (one of ONEDNN_ISAS)."""
+    cap = self.onednn_max_isa
+    return cap not in ONEDNN_ISAS or ONEDNN_ISAS.index(cap) >= ONEDNN_ISAS.index(isa)
+
   @property
   def computes_bfloat16(self):
     """`has_bfloat16_instructions`, and oneDNN not capped below them (`onednn_max_isa`)."""
-    return (self.has_bfloat16_instructions and
-            self.onednn_max_isa not in ONEDNN_ISAS_WITHOUT_BF16)
+    return self.has_bfloat16_instructions and self.onednn_allows('AVX512_CORE_BF16')
 
   @property
   def smt(self):

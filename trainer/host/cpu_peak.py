@@ -39,8 +39,7 @@ _ZEN3_MODELS = ((0x00, 0x0F), (0x20, 0x5F))
 _ZEN4_MODELS = ((0x10, 0x1F), (0x60, 0x7F), (0xA0, 0xAF))
 _ZEN5_512_BIT_MODELS = ((0x00, 0x1F), (0x40, 0x4F))
 _AMX_BF16_FLOPS_PER_CYCLE = 1024
-# oneDNN caps (ONEDNN_MAX_CPU_ISA) below AVX-512 and below AMX.
-_CAPS_BELOW_AVX512 = frozenset({'SSE41', 'AVX', 'AVX2', 'AVX2_VNNI', 'AVX2_VNNI_2'})
+# oneDNN caps (ONEDNN_MAX_CPU_ISA) that allow AMX.
 _CAPS_WITH_AMX = ('AMX', 'ALL')
 
 
@@ -75,8 +74,8 @@ def fp32_flops_per_cycle(cpu):
   if entry is None or cpu.isa not in ('avx512', 'avx2') or 'fma' not in cpu.flags:
     return None
   flops, core = entry
-  if cpu.isa != 'avx512' or cpu.onednn_max_isa in _CAPS_BELOW_AVX512:
-    if cpu.onednn_max_isa in ('SSE41', 'AVX'):
+  if cpu.isa != 'avx512' or not cpu.onednn_allows('AVX512_CORE'):
+    if not cpu.onednn_allows('AVX2'):
       return None
     return min(flops, 32), core
   return flops, core
