@@ -149,7 +149,8 @@ def folder_dir(tmp_path_factory):
         tf.io.encode_png(tf.image.grayscale_to_rgb(grey)).numpy())
   output = str(tmp_path_factory.mktemp('folder'))
   ok(keras_runs.pipeline('tf1', 'trainer.prepare', 'image_folder', '--source_dir=%s' % tree,
-                         '--output_dir=' + output, '--validation_fraction=0.25'))
+                         '--output_dir=' + output, '--validation_fraction=0.25',
+                         '--direct_num_workers=1'))
   return output
 
 

@@ -112,14 +112,15 @@ def run_main(*args, env=None, timeout=600, fresh=False):
 
 
 def run_prepare(converter, *args, timeout=600):
-  """Runs `python -m trainer.prepare CONVERTER ARGS` in a fresh process; returns CompletedProcess.
+  """Runs `python -m trainer.prepare CONVERTER ARGS` in a process of its own (forked as run_main's
+  are); returns CompletedProcess.
 
-  Beam pipelines (imagenet, image_folder, photos) run in tests only this way: a DirectRunner leaves
-  thread pools (and, with several workers, gRPC servers) in the process that ran it, and a pytest
-  process holding those next to TensorFlow 1.15 died of a segmentation fault in CI."""
-  return subprocess.run([sys.executable, '-m', 'trainer.prepare', converter] + list(args),
-                        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        universal_newlines=True, timeout=timeout)
+  Beam pipelines (imagenet, image_folder, photos) run in tests only in a process of their own: a
+  DirectRunner leaves thread pools (and, with several workers, gRPC servers) in the process that
+  ran it, and a pytest process holding those next to TensorFlow 1.15 died of a segmentation fault
+  in CI."""
+  return forked_main.run(['-m', 'trainer.prepare', converter] + list(args), dict(os.environ),
+                         timeout)
 
 
 # trainer.run.hooks.ProgressHook's line: 'step 120/600 loss ...'

@@ -143,7 +143,7 @@ def photos(tmp_path_factory):
   """40 real photos (`trainer.prepare photos`), prepared once for the input benchmarks, which
   only read them."""
   photos = str(tmp_path_factory.mktemp('photos'))
-  ok(run_prepare('photos', '--output_dir=' + photos, '--num_images=40'))
+  ok(run_prepare('photos', '--output_dir=' + photos, '--num_images=40', '--direct_num_workers=1'))
   return photos
 
 

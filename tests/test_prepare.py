@@ -109,8 +109,8 @@ def test_image_folder_names_an_undecodable_file(tmp_path):
   labels = fashion_mnist.read_idx(os.path.join(source, 't10k-labels-idx1-ubyte.gz'))[:30]
   _write_tree(tmp_path / 'tree', images, labels, corrupt=True)
   refused(run_prepare('image_folder', '--source_dir=%s' % (tmp_path / 'tree'),
-                              '--output_dir=%s' % (tmp_path / 'out')),
-                  'broken.jpg is not a readable')
+                      '--output_dir=%s' % (tmp_path / 'out'), '--direct_num_workers=1'),
+          'broken.jpg is not a readable')
 
 
 def test_arrays_hold_the_pipelines_preprocessed_examples(tiny_dir, tmp_path):

@@ -52,8 +52,10 @@ def _add(relative, data=b'x'):
   return extra
 
 
+# One Beam worker: tests/test_prepare.py and test_prepare_imagenet.py run the multi-process one.
 ARGS = ['image_folder', '--source_dir={root}/tree', '--output_dir={root}/out',
-        '--validation_fraction=0.5', '--train_shards=1', '--validation_shards=1']
+        '--validation_fraction=0.5', '--train_shards=1', '--validation_shards=1',
+        '--direct_num_workers=1']
 
 
 def test_image_folder_refuses_what_would_silently_change_the_labels(tiny_dir, tmp_path):
