@@ -6,12 +6,15 @@ run. Each run must end as an uninterrupted one does: the same final step, every 
 and readable, nothing outside its own directories touched. (The Keras trainer's version, whose
 resumed weights equal an uninterrupted run's bit for bit: tests/test_keras_train.py.)
 
-The trainer's harness runs on both runtimes (their checkpoint saves and exports differ); the
-conversion's and the leftovers' are TensorFlow-free and run once."""
+The trainer's harness runs on both runtimes (their checkpoint saves and exports differ), on local
+disk and on gs:// (the GCS emulator: there the visible writes go through the writer's fences, and
+the killed runs' unnamed checkpoints must be gone at the end); the conversion's and the
+leftovers' are TensorFlow-free and run once."""
 
 import json
 import os
 import re
+import uuid
 
 import pytest
 import tensorflow.compat.v1 as tf
@@ -19,6 +22,7 @@ import tensorflow.compat.v1 as tf
 from trainer.run import checkpoints
 from trainer.storage import staged
 
+from helpers import needs_gcs
 from helpers import ok
 from helpers import run_main
 from helpers import run_prepare
@@ -127,6 +131,70 @@ def test_trainer_killed_anywhere_finishes_like_an_uninterrupted_run(draw, small_
   for left in ('export_in_progress.json', 'writer.lease'):
     assert not os.path.exists(os.path.join(model_dir, left))
 
+
+
+# On gs:// the trainer's visible writes are fenced (trainer/storage/state_fence.py): the points
+# are the state file's, results.json's and best/checkpoint's fenced writes besides a step and the
+# export (the data write's watcher and the staged renames are local disk's).
+# The seeds' kills reach (GCS_FIRED) the fenced state file, results.json and the export on both
+# runtimes, and best/checkpoint's fence on TF 2.15 (whose run exports twice: a kill drawn for the
+# 2nd export comes there, so the draws go on to the best fence).
+GCS_POINTS = {'step': 8, 'checkpoint': 3, 'results': 2, 'best': 2, 'export': 2}
+GCS_SEEDS = {'2': 15, '1': 21}
+GCS_FIRED = {15: {'checkpoint', 'best', 'export', 'results'},
+             21: {'checkpoint', 'results', 'export'}}
+
+
+@needs_gcs
+def test_on_gcs_a_trainer_killed_anywhere_finishes_with_no_orphan(small_dir):
+  """trainer.main with model_dir and export_dir on gs:// killed at the points of GCS_POINTS:
+  each run after a kill resumes from the newest intact checkpoint the killed one left; the run
+  ends at step 24 with results.json, an intact newest checkpoint, one loadable SavedModel and an
+  accuracy in the uninterrupted runs' spread; and every run-named checkpoint left in model_dir
+  and best/ is one the state files name (a killed run's unnamed ones were deleted by the next
+  holder), with no lease or unfinished export left."""
+  seed = GCS_SEEDS[tf.__version__[0]]
+  base = 'gs://bkt/kill-%s' % uuid.uuid4().hex[:12]  # the suites of both runtimes share the bucket
+  model_dir, export_dir = base + '/model', base + '/export'
+  left, resumed, fired = [], [], set()
+
+  def after_each(stderr):
+    fired.update(re.findall(r'^kill_at: (\w+) #', stderr, re.M))
+    found = re.search(r'Resuming from the checkpoint at step (\d+) of', stderr)
+    trained = re.search(r'step \d+/24 ', stderr)
+    resumed.append(int(found.group(1)) if found else 0 if trained else None)
+    newest = (checkpoints.newest_intact_checkpoint(model_dir, move_aside=False)
+              if tf.io.gfile.exists(model_dir) else None)
+    left.append(checkpoints.step_of(newest) if newest else 0)
+
+  history = run_until_done('trainer.main', _tiny(small_dir, model_dir, export_dir), seed,
+                           GCS_POINTS, after_each=after_each)
+  print('gs:// seed %d: %s, fired %s, left %s, resumed %s' % (seed, history, sorted(fired), left,
+                                                             resumed))
+  assert fired == GCS_FIRED[seed], (sorted(fired), history)
+  assert sum(status in KILLED['trainer.main'] for _, status in history) >= 3, history
+  for k in range(1, len(history)):
+    if 0 < left[k - 1] < 24 and resumed[k] is not None:
+      assert resumed[k] == left[k - 1], (k, left, resumed, history)
+  with tf.io.gfile.GFile(model_dir + '/results.json') as f:
+    results = json.load(f)
+  assert results['global_step'] == 24
+  low, high = ACCURACY_RANGE
+  assert low <= results['top_1_accuracy'] <= high, (results['top_1_accuracy'], history)
+  newest = checkpoints.newest_intact_checkpoint(model_dir, move_aside=False)
+  assert checkpoints.step_of(newest) == 24 and checkpoints.checkpoint_damage(newest) is None
+  exports = sorted(n.rstrip('/') for n in tf.io.gfile.listdir(export_dir))
+  assert [n for n in exports if n.isdigit()] == [os.path.basename(results['export_path'])], exports
+  with tf.Graph().as_default(), tf.Session() as session:
+    tf.saved_model.loader.load(session, ['serve'], results['export_path'])
+  named = set(tf.train.get_checkpoint_state(model_dir).all_model_checkpoint_paths)
+  best = tf.train.get_checkpoint_state(model_dir + '/best')
+  named |= set(best.all_model_checkpoint_paths) if best else set()
+  kept = {p[:-len('.index')] for folder in (model_dir, model_dir + '/best')
+          for p in tf.io.gfile.glob(folder + '/model.ckpt-*.index')}
+  assert kept <= named, (sorted(kept - named), sorted(named))
+  for name in ('export_in_progress.json', 'writer.lease'):
+    assert not tf.io.gfile.exists(model_dir + '/' + name), name
 
 @tensorflow_free
 def test_prepare_killed_anywhere_writes_the_same_conversion(tmp_path):
