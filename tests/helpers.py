@@ -310,12 +310,9 @@ def predict_in_fresh_process(export_path, data_dir, tmp_path):
              'input_name': 'text' if kind == 'text' else 'image_bytes'}
   labels = np.array([e[kind + '/class/label'].int64_list.value[0] for e in examples])
   (tmp_path / 'request.json').write_text(json.dumps(request))
-  script = tmp_path / 'predict_request.py'
-  script.write_text(_PREDICT_SCRIPT)
-  # Forked from the preloaded trainer (tests/forked_main.py): a process that has built no graph
-  # and loaded nothing but the imports.
-  proc = ok(forked_main.run([str(script), export_path, str(tmp_path / 'request.json')],
-                            dict(os.environ), 600, cwd=str(tmp_path)))
+  proc = ok(subprocess.run([sys.executable, '-c', _PREDICT_SCRIPT, export_path,
+                             str(tmp_path / 'request.json')], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, universal_newlines=True, cwd=str(tmp_path)))
   out = json.loads(proc.stdout.strip().splitlines()[-1])
   return (labels, np.array(out['classes']), np.array(out['probabilities']),
           np.array(out['logits']))

@@ -39,11 +39,13 @@ def run_until_done(module, args, seed, points, env=None, after_each=None):
   history = []
   for attempt in range(MAX_KILLS + 1):
     spec = ':'.join(map(str, draws[attempt])) if attempt < MAX_KILLS else 'none'
-    # trainer.main and trainer.prepare forked from a process that imported the trainer
-    # (tests/forked_main.py); trainer.train_keras (the Keras runtime) in a fresh interpreter.
+    # trainer.main forked from a process that imported it (tests/forked_main.py); the others in a
+    # fresh interpreter (trainer.train_keras: another runtime; trainer.prepare: each run with a
+    # hash seed of its own, so that a conversion whose output followed a set's order would differ
+    # from the uninterrupted one's).
     proc = forked_main.run([os.path.join(REPO, 'tests', 'kill_at.py'), spec, module] + list(args),
                            dict(os.environ) if env is None else env, timeout=600,
-                           fresh=module not in ('trainer.main', 'trainer.prepare'))
+                           fresh=module != 'trainer.main')
     history.append((spec, proc.returncode))
     if after_each:
       after_each(proc.stderr)

@@ -108,8 +108,9 @@ def test_image_folder_names_an_undecodable_file(tmp_path):
   images = fashion_mnist.read_idx(os.path.join(source, 't10k-images-idx3-ubyte.gz'))[:30]
   labels = fashion_mnist.read_idx(os.path.join(source, 't10k-labels-idx1-ubyte.gz'))[:30]
   _write_tree(tmp_path / 'tree', images, labels, corrupt=True)
+  # The multi-process DirectRunner: a worker's refusal reaches the launcher (beam_convert.py).
   refused(run_prepare('image_folder', '--source_dir=%s' % (tmp_path / 'tree'),
-                      '--output_dir=%s' % (tmp_path / 'out'), '--direct_num_workers=1'),
+                      '--output_dir=%s' % (tmp_path / 'out')),
           'broken.jpg is not a readable')
 
 
