@@ -20,8 +20,10 @@ refused so is listed ("METHOD PATH") in $GCS_SANDBOX_DIR/outage-requests.log. A 
 $GCS_SANDBOX_DIR/outage.FRAGMENT does the same only to the requests whose URL-decoded path
 contains FRAGMENT (a test's unique gs:// prefix: the emulator's resumable-upload URLs carry the
 object's name too), and lists them in outage.FRAGMENT-requests.log, so that the tests running at
-the same time keep their storage. Names sent only in a request's body (google-cloud-storage's
-uploads) are not matched.
+the same time keep their storage. A second word in the file (`drop model.ckpt`) narrows the
+outage further to the requests whose path also contains it (a checkpoint's files, not the events
+file written beside them). Names sent only in a request's body (google-cloud-storage's uploads)
+are not matched.
 
 Why it exists: TensorFlow's GCS client has https://www.googleapis.com and
 https://storage.googleapis.com compiled in, so the sandbox maps those names to 127.0.0.1 and this
@@ -117,7 +119,10 @@ class _Front(http.server.BaseHTTPRequestHandler):
         continue
       try:
         with open(os.path.join(folder, name)) as f:
-          mode = f.read().strip() or '503'
+          mode, _, also = f.read().strip().partition(' ')
+        if also and also not in subject:
+          continue
+        mode = mode or '503'
         with open(os.path.join(folder, name + '-requests.log'), 'a') as f:
           f.write('%s %s\n' % (self.command, self.path))
         return mode

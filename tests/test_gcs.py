@@ -212,12 +212,12 @@ OUTAGE_SECS = float(os.environ.get('GCS_OUTAGE_SECS', '10'))
 @pytest.mark.parametrize('meets,mode', [('input', '503'), ('checkpoint', 'drop')])
 def test_a_storage_outage_is_ridden_out_and_no_partial_checkpoint_is_listed(
     meets, mode, small_dir, gcs_dir, tmp_path):
-  """From step 20 on, every GCS request fails for OUTAGE_SECS: answered 503, or the connection
+  """From step 20 on, the run's GCS requests fail for OUTAGE_SECS: answered 503, or the connection
   closed unanswered (scripts/gcs_tls_front.py), with TensorFlow's production retry settings.
   It `meets` the input pipeline (data on gs:// in 32 shards, so that files are opened all the
-  time; model_dir local) or the next checkpoint save (model_dir on gs://, data local); the
-  sandbox's list of refused requests shows which. The run stalls, rides the outage out and
-  finishes; every checkpoint the state lists is intact."""
+  time; model_dir local) or the next checkpoint save (model_dir on gs://, data local; only the
+  checkpoint's requests fail); the sandbox's list of refused requests shows which. The run
+  stalls, rides the outage out and finishes; every checkpoint the state lists is intact."""
   from trainer.run import checkpoints
   if meets == 'input':
     data_dir = write_subset(small_dir, gcs_dir + '/data', 640, 300, num_shards=32)
@@ -241,7 +241,9 @@ def test_a_storage_outage_is_ridden_out_and_no_partial_checkpoint_is_listed(
       # Written whole, then renamed: the front never reads a half-written mode.
       pending = os.path.join(os.path.dirname(outage), 'pending-' + prefix)
       with open(pending, 'w') as f:
-        f.write(mode)
+        # The checkpoint's files only: an events file upload stalled first would hold the
+        # training loop through the outage, and the save would come after it.
+        f.write(mode + (' model.ckpt' if meets == 'checkpoint' else ''))
       os.rename(pending, outage)
       started = time.time()
       during = run.logged_step()
