@@ -57,6 +57,34 @@ FIRED = {2: {'checkpoint', 'step', 'rename', 'data'}, 17: {'step', 'rename', 'da
 ACCURACY_RANGE = (0.33, 0.76)
 
 
+def _killed_run(small_dir, model_dir, export_dir, seed, points):
+  """Runs `_tiny`'s trainer.main under the kill harness (`points`, `seed`) until it ends, and
+  checks that it was killed 3 times or more and that every run after a kill resumed from the
+  newest intact checkpoint the killed one left (a resume from an older one, or from scratch,
+  fails here). Returns (the harness's history, the points whose kills fired)."""
+  left, resumed = [], []  # the newest intact step each run left; the step each run resumed from
+  fired = set()
+
+  def after_each(stderr):
+    fired.update(re.findall(r'^kill_at: (\w+) #', stderr, re.M))
+    found = re.search(r'Resuming from the checkpoint at step (\d+) of', stderr)
+    trained = re.search(r'step \d+/24 ', stderr)  # it reached training: a resume was logged
+    resumed.append(int(found.group(1)) if found else 0 if trained else None)
+    newest = (checkpoints.newest_intact_checkpoint(model_dir, move_aside=False)
+              if tf.io.gfile.exists(model_dir) else None)
+    left.append(checkpoints.step_of(newest) if newest else 0)
+
+  history = run_until_done('trainer.main', _tiny(small_dir, model_dir, export_dir), seed, points,
+                           after_each=after_each)
+  print('%s seed %d: %s, fired %s, left %s, resumed %s' % (model_dir, seed, history, sorted(fired),
+                                                          left, resumed))
+  assert sum(status in KILLED['trainer.main'] for _, status in history) >= 3, history
+  for k in range(1, len(history)):
+    if 0 < left[k - 1] < 24 and resumed[k] is not None:
+      assert resumed[k] == left[k - 1], (k, left, resumed, history)
+  return history, fired
+
+
 @pytest.fixture(scope='module')
 def uninterrupted(small_dir, tmp_path_factory):
   """The uninterrupted run's directory (model/, export/), shared by the seeds' tests."""
@@ -83,28 +111,8 @@ def test_trainer_killed_anywhere_finishes_like_an_uninterrupted_run(draw, small_
   whole = uninterrupted
   killed = tmp_path / 'killed'
   model_dir = str(killed / 'model')
-  left, resumed = [], []  # the newest intact step each run left; the step each run resumed from
-
-  fired = set()
-
-  def after_each(stderr):
-    fired.update(re.findall(r'^kill_at: (\w+) #', stderr, re.M))
-    found = re.search(r'Resuming from the checkpoint at step (\d+) of', stderr)
-    trained = re.search(r'step \d+/24 ', stderr)  # it reached training: a resume was logged
-    resumed.append(int(found.group(1)) if found else 0 if trained else None)
-    newest = (checkpoints.newest_intact_checkpoint(model_dir, move_aside=False)
-              if os.path.isdir(model_dir) else None)
-    left.append(checkpoints.step_of(newest) if newest else 0)
-
-  history = run_until_done('trainer.main', _tiny(small_dir, model_dir, str(killed / 'export')),
-                           seed, POINTS,
-                           after_each=after_each)
-  print('seed %d: %s, left %s, resumed %s' % (seed, history, left, resumed))
+  history, fired = _killed_run(small_dir, model_dir, str(killed / 'export'), seed, POINTS)
   assert fired == FIRED[seed], (sorted(fired), history)
-  assert sum(status in KILLED['trainer.main'] for _, status in history) >= 3, history
-  for k in range(1, len(history)):
-    if 0 < left[k - 1] < 24 and resumed[k] is not None:
-      assert resumed[k] == left[k - 1], (k, left, resumed, history)
   assert fingerprint(str(neighbour)) == before
   results = [json.loads((run / 'model' / 'results.json').read_text()) for run in (whole, killed)]
   for key in ('global_step', 'train_steps', 'mode', 'model', 'seed'):
@@ -157,26 +165,8 @@ def test_on_gcs_a_trainer_killed_anywhere_finishes_with_no_orphan(small_dir):
   seed = GCS_SEEDS[tf.__version__[0]]
   base = 'gs://bkt/kill-%s' % uuid.uuid4().hex[:12]  # the suites of both runtimes share the bucket
   model_dir, export_dir = base + '/model', base + '/export'
-  left, resumed, fired = [], [], set()
-
-  def after_each(stderr):
-    fired.update(re.findall(r'^kill_at: (\w+) #', stderr, re.M))
-    found = re.search(r'Resuming from the checkpoint at step (\d+) of', stderr)
-    trained = re.search(r'step \d+/24 ', stderr)
-    resumed.append(int(found.group(1)) if found else 0 if trained else None)
-    newest = (checkpoints.newest_intact_checkpoint(model_dir, move_aside=False)
-              if tf.io.gfile.exists(model_dir) else None)
-    left.append(checkpoints.step_of(newest) if newest else 0)
-
-  history = run_until_done('trainer.main', _tiny(small_dir, model_dir, export_dir), seed,
-                           GCS_POINTS, after_each=after_each)
-  print('gs:// seed %d: %s, fired %s, left %s, resumed %s' % (seed, history, sorted(fired), left,
-                                                             resumed))
+  history, fired = _killed_run(small_dir, model_dir, export_dir, seed, GCS_POINTS)
   assert fired == GCS_FIRED[seed], (sorted(fired), history)
-  assert sum(status in KILLED['trainer.main'] for _, status in history) >= 3, history
-  for k in range(1, len(history)):
-    if 0 < left[k - 1] < 24 and resumed[k] is not None:
-      assert resumed[k] == left[k - 1], (k, left, resumed, history)
   with tf.io.gfile.GFile(model_dir + '/results.json') as f:
     results = json.load(f)
   assert results['global_step'] == 24

@@ -33,7 +33,8 @@ _SHARD = re.compile(r'\.data-(\d{5})-of-(\d{5})$')
 # and deleting it: PREFIX_temp_<uuid hex> on TF 1.15, PREFIX_temp on TF 2.x (saver.py,
 # _AddShardedSaveOpsForV2). A save killed before its merge leaves it, and no later save removes it.
 # A checkpoint file named by its run on gs:// (trainer/run/fenced_saver.py): group 1 the prefix.
-_RUN_NAMED = re.compile(r'^(model\.ckpt-[0-9a-f]{8}-\d+)\.(index|meta|data-\d{5}-of-\d{5})$')
+_RUN_NAMED = re.compile(r'^(model\.ckpt-%s-\d+)\.(index|meta|data-\d{5}-of-\d{5})$'
+                        % state_fence.RUN_NAME_PATTERN)
 _UNFINISHED_SAVE = re.compile(r'^model\.ckpt-[\w-]+_temp(_[0-9a-f]{32})?/?$')
 
 

@@ -32,6 +32,10 @@ from trainer.errors import PipelineError
 from trainer.storage import lease_stores
 
 STATE_FILE = 'checkpoint'  # TensorFlow's name for it (checkpoint_management)
+# A run's name in the checkpoints it writes (trainer/run/fenced_saver.py): the first hex digits of
+# its lease token (a uuid4), so that no two runs share a file.
+RUN_NAME_LENGTH = 8
+RUN_NAME_PATTERN = '[0-9a-f]{%d}' % RUN_NAME_LENGTH
 _ATTEMPTS = 5
 _RESUME = ('The checkpoint files are written; run the same command again to resume from the '
            'newest one the state file names.')
@@ -59,7 +63,7 @@ class StateFence(object):
     self._what, self._again = what, again
     self._lease = lease
     self._generation = None  # of the state file as this run last wrote or claimed it; 0: none
-    self.run_name = lease.token[:8]  # in this run's checkpoint names: no two runs share a file
+    self.run_name = lease.token[:RUN_NAME_LENGTH]  # in this run's checkpoint names
 
   def _unwritable(self, error):
     return PipelineError('could not write %s %s (%s: %s). %s'
