@@ -459,6 +459,32 @@ def test_on_gcs_a_trainer_stalled_before_its_results_lands_none_after_a_takeover
 
 
 @needs_gcs
+def test_on_gcs_a_trainer_stalled_inside_its_export_adds_no_version_after_a_takeover(small_dir):
+  """gs://: trainer.main (3 steps, --export_dir in the bucket) stopped (SIGSTOP) inside its
+  SavedModel export (variables written, saved_model.pb not yet); another run takes the lease
+  over. The stalled run, resumed, finishes writing its SavedModel where it is staged, reads the
+  lease before renaming it into place, and stops with LeaseLost (status 2): the export folder
+  gains no version (without the check the stale run's landed there, the newest version a
+  TensorFlow Serving of that folder would serve) and keeps none of its staged files."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  model_dir = _bucket_dir()
+  export_dir = model_dir + '-export'
+  args = _cnn(small_dir, model_dir, '--mode=train', '--train_steps=3', '--skip_host_call',
+              '--export_dir=' + export_dir)
+  with _stopped_at('export:1:STOP', args) as stalled:
+    assert [n for n in tf.io.gfile.listdir(export_dir) if n.startswith('temp-')], \
+        'no staged export in %s' % tf.io.gfile.listdir(export_dir)
+    _take_over(model_dir)
+    os.kill(stalled.proc.pid, signal.SIGCONT)
+    assert stalled.proc.wait(120) == 2, stalled.stderr[-3000:]
+  assert "error: this run lost the writer's lease of --model_dir=%s" % model_dir in \
+      stalled.stderr, stalled.stderr[-3000:]
+  left = tf.io.gfile.listdir(export_dir) if tf.io.gfile.exists(export_dir) else []
+  assert left == [], left
+  assert 'export_path' not in results_of(model_dir)
+
+
+@needs_gcs
 def test_on_gcs_a_trainer_stalled_before_its_best_checkpoint_names_none_after_a_takeover(
     small_dir):
   """gs://: trainer.main (train_and_eval, 3 steps) stopped (SIGSTOP) after copying its new best

@@ -161,8 +161,7 @@ def _run(config, watch, task, lease, step_time):
     results['step_time'] = step_time.scored(prediction, *throughput)
   if lease:
     lease.check()
-  return results_lib.finish(estimator, config, results, checkpoint, writer=lease is not None,
-                            fence=results_fence)
+  return results_lib.finish(estimator, config, results, checkpoint, lease, results_fence)
 
 
 def _record_network(config, new_run):
@@ -393,4 +392,4 @@ def _run_distributed(config, watch, lease, task_type, task_index, cluster):
     gcs_preflight.check_path_usable(config.export_dir, 'export_dir')
   if lease:
     lease.check()
-  return results_lib.finish(estimator, config, results, checkpoint, writer=lease is not None)
+  return results_lib.finish(estimator, config, results, checkpoint, lease)

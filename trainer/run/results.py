@@ -6,6 +6,7 @@ import os
 import platform
 import re
 import time
+import uuid
 
 from absl import logging
 import numpy as np
@@ -83,21 +84,45 @@ def _number(value):
   return int(value) if np.issubdtype(value.dtype, np.integer) else float(value)
 
 
-def export(estimator, config, checkpoint_path, export_dir=None):
+def export(estimator, config, checkpoint_path, export_dir=None, confirm=None):
   """Writes a SavedModel of `checkpoint_path` under `export_dir` (default config.export_dir;
   signature `serving_default`: image_bytes, or text for text models -> classes, probabilities,
-  logits), with the moving-average weights when the model keeps them. Returns the SavedModel's
-  path."""
+  logits), with the moving-average weights when the model keeps them.
+
+  `confirm`: for the holder of model_dir's writer lease, its `Lease.confirm`. The SavedModel is
+  then written under <export_dir>/temp-RUN/ (RUN: random hex digits), and renamed to
+  <export_dir>/<timestamp> only once `confirm()` (a read of the lease, made then) shows the run
+  still holds the lease: a run stalled inside its export past a takeover never adds a version
+  that a server of the newest one (TensorFlow Serving's default) would take. The time left
+  unfenced is the rename's own (one request per file on gs://).
+
+  Returns:
+    str, the SavedModel's path.
+
+  Raises:
+    lease.LeaseLost: `confirm` refused (the staged SavedModel is removed).
+  """
+  base = (export_dir or config.export_dir).rstrip('/')
+  staging = '%s/temp-%s' % (base, uuid.uuid4().hex[:8]) if confirm else base
   with run_errors.explain_checkpoint_mismatch(config):
     path = estimator.export_saved_model(
-        export_dir or config.export_dir, serving.serving_input_receiver_fn_builder(config.data),
+        staging, serving.serving_input_receiver_fn_builder(config.data),
         checkpoint_path=checkpoint_path)
   path = path.decode() if isinstance(path, bytes) else path
+  if confirm:
+    try:
+      confirm()
+      final = '%s/%s' % (base, path.rstrip('/').rpartition('/')[2])
+      tf.io.gfile.rename(path, final)
+      path = final
+    finally:
+      if tf.io.gfile.exists(staging):
+        tf.io.gfile.rmtree(staging)
   logging.info('Exported SavedModel to %s', path)
   return path
 
 
-def copy_saved_model(source, parent):
+def copy_saved_model(source, parent, confirm=None):
   """Copies the SavedModel directory `source` to <parent>/<its name> (local or gs://), written
   under temp-<name> and then renamed, as the Estimator writes an export, so that an interrupted
   copy is never taken for a SavedModel.
@@ -105,12 +130,14 @@ def copy_saved_model(source, parent):
   Args:
     source: str, a SavedModel directory (an export's <export_dir>/<timestamp>).
     parent: str, the directory to copy it into (created if missing).
+    confirm: called before the rename (`export`'s); what it raises leaves the copy unnamed.
 
   Returns:
     str, the copy's path.
 
   Raises:
     tf.errors.OpError: a read or write failed, or <parent>/<name> exists already.
+    lease.LeaseLost: `confirm` refused (the copy is removed).
   """
   source = source.rstrip('/')
   name = source.rpartition('/')[2]
@@ -121,6 +148,12 @@ def copy_saved_model(source, parent):
     tf.io.gfile.makedirs(target)
     for file_name in files:
       tf.io.gfile.copy(directory + '/' + file_name, target + '/' + file_name, overwrite=True)
+  if confirm:
+    try:
+      confirm()
+    except BaseException:
+      tf.io.gfile.rmtree(temporary)
+      raise
   tf.io.gfile.rename(temporary, path)
   return path
 
@@ -153,7 +186,8 @@ def check_export_dir(config):
 def interrupted_export(config):
   """The names in config.export_dir that an export of this model_dir, killed before it ended,
   left there: what the Estimator writes (a SavedModel's <timestamp>/ or temp-<timestamp>/, which
-  TF 1.15's Estimator names temp-b'<timestamp>', and best/) and was not there before it began.
+  TF 1.15's Estimator names temp-b'<timestamp>', and best/), or `export` stages (temp-RUN/), and
+  was not there before it began.
   [] when model_dir has no EXPORTING_FILE for this export_dir."""
   record = json_files.read(config.model_dir.rstrip('/') + '/' + EXPORTING_FILE)
   if (not isinstance(record, dict) or
@@ -162,27 +196,31 @@ def interrupted_export(config):
   before = set(record.get('names_before') or [])
   return [n for n in outputs.existing_entries(config.export_dir)
           if n not in before and
-          re.match(r"^(temp-b'\d+'|(temp-)?\d+|%s)$" % best_checkpoint.BEST_DIR, n)]
+          re.match(r"^(temp-(b'\d+'|[0-9a-f]+)|\d+|%s)$" % best_checkpoint.BEST_DIR, n)]
 
 
-def finish(estimator, config, results, checkpoint_path, writer=False, fence=None):
+def finish(estimator, config, results, checkpoint_path, lease=None, fence=None):
   """Writes `results` to <model_dir>/results.json and copies the events files to a Vertex AI
   job's AIP_TENSORBOARD_LOG_DIR; then, when config.export_dir is set, exports `checkpoint_path`
   (and the best checkpoint that results['best'] names, if any, under <export_dir>/best) and
   writes results.json again with export_path (best_export_path). Results are written first so
   that a failing export does not lose them.
 
-  `writer`: this run holds model_dir's lease (training): it records the export it begins in
-  EXPORTING_FILE and removes what an interrupted one left (`interrupted_export`). `fence`: a
-  claimed `trainer.storage.state_fence.StateFence` on results.json (gs://), which then writes
-  it: a run that lost the lease meanwhile cannot (lease.LeaseLost).
+  `lease`: the held `trainer.storage.lease.Lease` of model_dir (training runs): the run records
+  the export it begins in EXPORTING_FILE, removes what an interrupted one left
+  (`interrupted_export`), and makes each SavedModel visible only after a read of the lease shows
+  it still holds it (`export`). `fence`: a claimed `trainer.storage.state_fence.StateFence` on
+  results.json (gs://), which then writes it: a run that lost the lease meanwhile cannot.
 
   Returns:
     the results dict.
 
   Raises:
     PipelineError: the export failed (results.json is written), saying why.
+    lease.LeaseLost: the run lost model_dir's lease before its SavedModel became visible.
   """
+  writer = lease is not None
+  confirm = lease.confirm if writer else None
   _write_results(config, results, fence)
   vertex_env.copy_events(config.model_dir)
   if not config.export_dir:
@@ -200,17 +238,18 @@ def finish(estimator, config, results, checkpoint_path, writer=False, fence=None
     if writer:
       json_files.write(exporting, {'export_dir': config.export_dir,
                                    'names_before': outputs.existing_entries(config.export_dir)})
-    exported = {'export_path': export(estimator, config, checkpoint_path)}
+    exported = {'export_path': export(estimator, config, checkpoint_path, confirm=confirm)}
     if results.get('best'):
       best_dir = config.export_dir.rstrip('/') + '/' + best_checkpoint.BEST_DIR
       if checkpoints.same_checkpoint(results['best']['checkpoint'], checkpoint_path):
         # The same weights, so the same SavedModel: copied (no second graph, restore and save).
-        exported['best_export_path'] = copy_saved_model(exported['export_path'], best_dir)
+        exported['best_export_path'] = copy_saved_model(exported['export_path'], best_dir,
+                                                        confirm)
         logging.info('The best checkpoint is the exported one: its SavedModel copied to %s',
                      exported['best_export_path'])
       else:
         exported['best_export_path'] = export(estimator, config, results['best']['checkpoint'],
-                                              best_dir)
+                                              best_dir, confirm)
   except (tf.errors.OpError, OSError) as e:
     raise PipelineError(
         'the SavedModel export to %s=%s failed: %s. The run\'s results are in %s/%s (without '
