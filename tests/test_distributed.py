@@ -4,12 +4,15 @@ CUSTOM tier does it."""
 
 import json
 import os
+import re
+import uuid
 
 import pytest
 
 from trainer.run import network_record
 
 from helpers import free_ports
+from helpers import needs_gcs
 from helpers import results_of
 from helpers import run_cluster
 from helpers import run_main
@@ -22,18 +25,21 @@ def _tf_config(cluster):
       {'cluster': cluster, 'task': {'type': task_type, 'index': 0}}))
 
 
+@needs_gcs
 def test_chief_worker_and_ps_train_one_model_together(small_dir, tmp_path):
+  """The model_dir in a bucket, as a Vertex AI or AI Platform cluster's is: the chief, which
+  holds its lease, saves through the state fence (its checkpoints named by its run)."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   chief, worker, ps = ('127.0.0.1:%d' % p for p in free_ports(3))
   cluster = {'chief': [chief], 'worker': [worker], 'ps': [ps]}
-  model_dir = str(tmp_path / 'model')
+  model_dir = 'gs://bkt/cluster-%s' % uuid.uuid4().hex[:12]
   args = ['--train_steps=120', '--data_dir=' + small_dir, '--model_dir=' + model_dir,
           '--export_dir=' + str(tmp_path / 'export'), '--skip_host_call'] + TINY
   # Here the worker joined 17 s after the chief's first step, and 120 steps took 84 s (a
   # ResNet-18's variables travel to and from the parameter server every step); it trained 53.
   run_cluster(args, _tf_config(cluster), tmp_path, timeout=480)
   results = results_of(model_dir)
-  tasks = {t: json.load(open(os.path.join(model_dir, 'tasks', t + '-0.json')))
-           for t in ('chief', 'worker')}
+  tasks = {t: results_of(model_dir + '/tasks', t + '-0.json') for t in ('chief', 'worker')}
   assert results['global_step'] >= 120 and results['cluster'] == {'chief': 1, 'worker': 1, 'ps': 1}
   # Both workers advanced the one shared global_step.
   print('local steps:', {t: v['local_steps'] for t, v in tasks.items()})
@@ -46,6 +52,8 @@ def test_chief_worker_and_ps_train_one_model_together(small_dir, tmp_path):
   assert recorded in (tmp_path / 'chief.log').read_text()
   for task_type in ('worker', 'ps'):
     assert recorded not in (tmp_path / (task_type + '.log')).read_text(), task_type
+  newest = tf.train.latest_checkpoint(model_dir)
+  assert re.search(r'/model\.ckpt-[0-9a-f]{8}-\d+$', newest), newest
   # The checkpoint is an ordinary one: a single process without TF_CONFIG evaluates it.
   evaluated = run_main('--mode=eval', '--data_dir=' + small_dir, '--model_dir=' + model_dir, *TINY)
   assert evaluated.returncode == 0, evaluated.stderr[-3000:]

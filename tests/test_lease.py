@@ -439,6 +439,35 @@ def test_on_gcs_a_stalled_trainer_that_lost_its_lease_lands_no_checkpoint(small_
 
 
 @needs_gcs
+def test_on_gcs_a_stalled_mirrored_trainer_names_no_checkpoint_after_a_takeover(small_dir):
+  """gs://, MirroredStrategy over two CPU replicas: trainer.main stopped (SIGSTOP) inside its
+  second checkpoint save (step 10), its files written and the state file not yet; another run
+  takes the lease over and rewrites the state file (as its start does, claiming it). The stalled
+  run, resumed, is refused the state file and stops with LeaseLost (status 2): the state file
+  stays the new holder's (with TensorFlow's Saver, which MirroredStrategy runs kept before, the
+  stale write landed and the run trained on), and its checkpoints carry its run's name."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  model_dir = _bucket_dir()
+  args = _cnn(small_dir, model_dir, '--mode=train', '--train_steps=20',
+              '--save_checkpoints_steps=10', '--mirrored_devices=/cpu:0,/cpu:1',
+              '--skip_host_call')
+  theirs = ('model_checkpoint_path: "model.ckpt-0ther000-10"\n'
+            'all_model_checkpoint_paths: "model.ckpt-0ther000-10"\n')
+  with _stopped_at('checkpoint:2:STOP', args) as stalled:
+    _take_over(model_dir)
+    storage_blob(model_dir, 'checkpoint').upload_from_string(theirs)
+    os.kill(stalled.proc.pid, signal.SIGCONT)
+    assert stalled.proc.wait(120) == 2, stalled.stderr[-3000:]
+  assert "error: this run lost the writer's lease of --model_dir=%s" % model_dir in \
+      stalled.stderr, stalled.stderr[-3000:]
+  assert storage_blob(model_dir, 'checkpoint').download_as_bytes().decode() == theirs
+  steps = sorted(int(m.group(1)) for m in (
+      re.match(r'model\.ckpt-[0-9a-f]{8}-(\d+)\.index$', n)
+      for n in tf.io.gfile.listdir(model_dir)) if m)
+  assert steps == [0, 10], tf.io.gfile.listdir(model_dir)
+
+
+@needs_gcs
 def test_on_gcs_a_trainer_stalled_before_its_results_lands_none_after_a_takeover(small_dir):
   """gs://: trainer.main (3 steps) stopped (SIGSTOP) right before it writes results.json, its
   lease checked; another run takes the lease over and claims results.json (written here as that

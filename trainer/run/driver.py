@@ -28,9 +28,9 @@ from trainer.run import predict as predict_lib
 from trainer.run import preemption
 from trainer.run import results as results_lib
 from trainer.run import run_errors
+from trainer.run import run_fences
 from trainer.storage import lease as lease_lib
 from trainer.storage import staged
-from trainer.storage import state_fence
 
 
 def checkpoint_step(checkpoint_path):
@@ -115,7 +115,7 @@ def _run(config, watch, task, lease, step_time):
     return report
   if task:
     return _run_distributed(config, watch, lease, *task)
-  fence = _state_fence(config, lease)
+  fence = run_fences.state_fence_of(config, lease)
   results_fence = None  # results.json's, beside the state file's
   best_fences = None  # best/'s state file's and best.json's (trainer.run.best_checkpoint)
   estimator = estimator_lib.build_estimator(config, fence=fence)  # resolves a --use_tpu TPU
@@ -129,20 +129,7 @@ def _run(config, watch, task, lease, step_time):
                               [('loss', '.'), (model_fn_lib.TRAIN_ACCURACY_TAG, '.'),
                                ('top_1_accuracy', 'eval'), ('eval_loss', 'eval')])
     if fence:  # after any damaged checkpoint moved aside: earlier holders can no longer write
-      fence.claim()
-      results_fence = state_fence.StateFence(
-          config.model_dir, lease, results_lib.RESULTS_FILE, 'the results file',
-          'Run the same command again: it resumes from the newest checkpoint and writes them.')
-      results_fence.claim()
-      # Claimed by every training run (one that only trains too), so that no earlier holder
-      # can name its copy in best/ once this run holds the lease.
-      best_fences = {name: state_fence.StateFence(config.model_dir, lease, name, what,
-                                                  best_checkpoint.FENCE_AGAIN)
-                     for name, what in best_checkpoint.FENCED_FILES.items()}
-      for best_fence in best_fences.values():
-        best_fence.claim()
-      # A stalled earlier holder's files; not a warm start's own checkpoint.
-      best_checkpoint.remove_orphans(config.model_dir, [config.model.init_checkpoint])
+      results_fence, best_fences = run_fences.claim(config, lease, fence)
   throughput = [0, 0.0]  # steps, seconds measured by the progress hooks
   prediction = None
   if config.mode != 'eval' and config.predict_step_time:  # before training, on an idle host
@@ -203,16 +190,6 @@ def _resolve_init_checkpoint(config):
                           % (prefix, problem))
   return dataclasses.replace(config, model=dataclasses.replace(config.model,
                                                                init_checkpoint=prefix))
-
-
-def _state_fence(config, lease):
-  """The fence on a gs:// model_dir's state file (trainer.storage.state_fence) for a training
-  run on the TPUEstimator road (and then one on its results.json too); None elsewhere (local
-  disk: the lease is a lock; /gcs/: the mount's cache would not see the fenced writes)."""
-  if (not lease or config.mode == 'eval' or config.mirrored_devices or
-      not config.model_dir.startswith('gs://')):
-    return None
-  return state_fence.StateFence(config.model_dir, lease)
 
 
 def _train(estimator, config, start_step, max_steps, throughput, watch, lease):
@@ -355,11 +332,15 @@ def _run_distributed(config, watch, lease, task_type, task_index, cluster):
   if config.early_stopping_evals:
     raise PipelineError('--early_stopping_evals is not supported in a TF_CONFIG cluster (its '
                         'evaluations run beside training); drop the flag.')
-  estimator = estimator_lib.build_estimator(config, (task_type, task_index, cluster))
+  fence = run_fences.state_fence_of(config, lease)  # the chief's, on gs://
+  results_fence = None
+  estimator = estimator_lib.build_estimator(config, (task_type, task_index, cluster), fence=fence)
   if task_type != 'ps' and not lease:  # the chief checked it before taking the lease (`run`)
     gcs_preflight.check_path_usable(config.model_dir, 'model_dir')
   if task_type in ('chief', 'master'):
     _record_network(config, not checkpoints.newest_intact_checkpoint(config.model_dir))
+    if fence:
+      results_fence = run_fences.claim(config, lease, fence)[0]
   logging.info('Distributed training: task %s %d of cluster %s', task_type, task_index,
                json.dumps(cluster, sort_keys=True))
   progress = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
@@ -392,4 +373,4 @@ def _run_distributed(config, watch, lease, task_type, task_index, cluster):
     gcs_preflight.check_path_usable(config.export_dir, 'export_dir')
   if lease:
     lease.check()
-  return results_lib.finish(estimator, config, results, checkpoint, lease)
+  return results_lib.finish(estimator, config, results, checkpoint, lease, results_fence)

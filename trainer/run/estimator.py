@@ -34,7 +34,8 @@ def build_estimator(config, cluster_task=None, tpu_master=None, fence=None):
     tpu_master: with use_tpu, the master of a simulated slice (`trainer.tpu.simulated_slice`)
       instead of resolving config.tpu.
     fence: a `trainer.storage.state_fence.StateFence` of a gs:// model_dir that training writes
-      through (`trainer.run.fenced_saver`), on the TPUEstimator road; None: TensorFlow's Saver.
+      through (`trainer.run.fenced_saver`): a run in one process or a cluster's chief; None:
+      TensorFlow's Saver.
 
   Raises:
     PipelineError: a cluster with --use_tpu, MirroredStrategy or --mode=eval; with use_tpu, a TPU
@@ -52,9 +53,9 @@ def build_estimator(config, cluster_task=None, tpu_master=None, fence=None):
                           % cluster)
     if config.mode == 'eval':
       raise PipelineError('--mode=eval runs as one process: unset TF_CONFIG to evaluate.')
-    return _distributed_estimator(config)
+    return _distributed_estimator(config, fence)
   if config.mirrored_devices:
-    return _mirrored_estimator(config)
+    return _mirrored_estimator(config, fence)
   if not config.use_tpu:
     logging.info(host_threads.describe())
   return _tpu_estimator(config, tpu_master, fence)
@@ -237,7 +238,7 @@ def host_session_config(network=None):
   return tf_build.avoid_wrong_kernels(session_config, network)
 
 
-def _distributed_estimator(config):
+def _distributed_estimator(config, fence=None):
   """An Estimator on TensorFlow's distributed runtime: the cluster in TF_CONFIG (chief, workers,
   parameter servers), between-graph replication with the variables on the parameter servers and
   asynchronous updates. Each worker step uses `config.train_batch_size` examples."""
@@ -248,10 +249,10 @@ def _distributed_estimator(config):
     session_config.CopyFrom(run_config.session_config)
     run_config = run_config.replace(
         session_config=tf_build.avoid_wrong_kernels(session_config, config.model.model))
-  return _estimator(config, run_config)
+  return _estimator(config, run_config, fence)
 
 
-def _mirrored_estimator(config):
+def _mirrored_estimator(config, fence=None):
   """An Estimator training with MirroredStrategy over `config.mirrored_devices`: synchronous data
   parallelism in one process, each replica on train_batch_size / num_replicas examples, gradients
   averaged across replicas every step (batch-norm statistics stay per replica). Evaluation,
@@ -276,14 +277,14 @@ def _mirrored_estimator(config):
     strategy = tf.distribute.MirroredStrategy(devices)  # NCCL all-reduce where it can
   return _estimator(config, tf.estimator.RunConfig(
       log_step_count_steps=None, session_config=session_config, train_distribute=strategy,
-      **_checkpointing(config)))
+      **_checkpointing(config)), fence)
 
 
-def _estimator(config, run_config):
+def _estimator(config, run_config, fence=None):
   """A plain Estimator around the TPUEstimator model_fn. TPUEstimator's CPU mode does the same
   conversion (`TPUEstimatorSpec.as_estimator_spec`): eval metrics become eval_metric_ops and the
-  host_call runs as a training hook."""
-  model_fn = model_fn_of(config)
+  host_call runs as a training hook. `fence`: as `build_estimator`'s."""
+  model_fn = model_fn_of(config, fence)
   # TPUEstimator gives every model_fn params['batch_size'] and params['use_tpu']; a plain
   # Estimator does not, and a legacy model_fn may read them.
   train_batch = config.train_batch_size // config.num_replicas

@@ -9,10 +9,11 @@ On gs:// a run's checkpoint prefixes are
 and the step stays last. Local and /gcs/ model_dirs keep TensorFlow's names and its own state
 writes (a local lease is a lock; state_fence.py says why /gcs/ is not fenced).
 
-Used on the TPUEstimator road (a TPU, or the CPU/GPU in one process): `model_fn_with` wraps the
-run's model_fn so that the training spec's scaffold makes it the graph's Saver, which the
-Estimator's CheckpointSaverHook, the preemption save and TPU's GracefulShutdownHook all use.
-MirroredStrategy and TF_CONFIG clusters keep TensorFlow's Saver.
+Used on the TPUEstimator road (a TPU, or the CPU/GPU in one process) and with MirroredStrategy
+(whose Estimator takes the first replica's scaffold's Saver): `model_fn_with` wraps the run's
+model_fn so that the training spec's scaffold makes it the graph's Saver, which the Estimator's
+CheckpointSaverHook, the preemption save and TPU's GracefulShutdownHook all use; and by a
+TF_CONFIG cluster's chief, the one task that saves (the other tasks keep TensorFlow's Saver).
 """
 
 import os
@@ -85,8 +86,11 @@ def scaffold_fn_with(scaffold_fn, fence, keep_checkpoint_max):
   unfenced, with a warning."""
   def fenced_scaffold_fn():
     scaffold = scaffold_fn() if scaffold_fn else None
-    if (scaffold is not None and scaffold.saver is not None) or tf.get_collection(
-        tf.GraphKeys.SAVERS):
+    savers = tf.get_collection(tf.GraphKeys.SAVERS)
+    if (scaffold is None or scaffold.saver is None) and [type(s) for s in savers] == [FencedSaver]:
+      # MirroredStrategy calls the model_fn once per replica: the first made the graph's Saver.
+      return tf.train.Scaffold(saver=savers[0], copy_from_scaffold=scaffold)
+    if (scaffold is not None and scaffold.saver is not None) or savers:
       logging.warning('The model_fn brings its own Saver: its checkpoints on gs:// are written '
                       'as it writes them, without the state file\'s fence (docs/reliability.md).')
       return scaffold or tf.train.Scaffold()
