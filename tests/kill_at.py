@@ -23,6 +23,8 @@ goes on from there). The points, each reached from the pipeline's real code path
               Keras checkpoints, model.keras: `trainer.storage.gfile.rename`, tf.io.gfile.rename)
   export      inside a SavedModel export: variables written, saved_model.pb not yet
   keras_step  after a logged period of trainer.train_keras (before its checkpoint)
+  keras_checkpoint  inside a checkpoint of trainer.train_keras: its weights written and the
+              lease checked, checkpoint.json not yet (on gs:// written through its fence)
 """
 
 import importlib
@@ -133,6 +135,8 @@ def install(point, n, signal_name):
            state)
   elif point == 'keras_step':
     _patch('trainer.keras_run.progress', 'Progress', 'on_epoch_end', point, state)
+  elif point == 'keras_checkpoint':
+    _patch('trainer.keras_run.checkpoints', 'Checkpoints', '_write_state', point, state)
   else:
     raise SystemExit('kill_at: unknown point %r' % point)
 

@@ -10,9 +10,11 @@ of steps."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import types
+import uuid
 
 import numpy as np
 import pytest
@@ -20,8 +22,13 @@ import pytest
 keras = pytest.importorskip('keras', minversion='3', reason='the Keras 3 runtime (.venv-keras)')
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+from stalled_runs import stopped_at
+from stalled_runs import storage_blob
+from stalled_runs import take_over
+
 from trainer.keras_run import job
 
+from helpers import needs_gcs
 from helpers import refused
 from helpers import REPO
 import keras_resume
@@ -190,6 +197,35 @@ def test_killed_anywhere_the_run_ends_with_the_uninterrupted_weights_bit_for_bit
   left = [os.path.relpath(os.path.join(d, n), killed) for d, _, names in os.walk(killed)
           for n in names if 'partial' in n or n.startswith(('tmp-', 'writer.lease'))]
   assert not left, left
+
+
+@needs_gcs
+def test_on_gcs_a_stalled_run_names_no_checkpoint_after_a_takeover(tiny_arrays_dir):
+  """gs://, JAX from arrays: trainer.train_keras stopped (SIGSTOP) inside its second checkpoint
+  (step 4: weights written, lease checked, checkpoint.json not yet); another run takes the lease
+  over and writes checkpoint.json (as its start does, claiming it). The stalled run, resumed, is
+  refused and stops with LeaseLost (status 2): checkpoint.json stays the new holder's (with a
+  staged write the stale one landed and the run trained on), and the stalled run's weights carry
+  its run's name, so they can overwrite no other run's."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  model_dir = 'gs://bkt/keras-%s' % uuid.uuid4().hex[:12]
+  theirs = json.dumps({'step': 4, 'weights': 'ckpt-0ther000-4.weights.h5', 'seeds': []}) + '\n'
+  args = ['--model_dir=' + model_dir, '--data_dir=' + tiny_arrays_dir] + _RUN + [
+      '--train_steps=12']
+  with stopped_at('keras_checkpoint:2:STOP', args, 'trainer.train_keras',
+                  dict(os.environ, KERAS_BACKEND='jax')) as stalled:
+    take_over(model_dir)
+    storage_blob(model_dir, 'checkpoints/checkpoint.json').upload_from_string(theirs)
+    os.kill(stalled.proc.pid, signal.SIGCONT)
+    assert stalled.proc.wait(120) == 2, stalled.stderr[-3000:]
+  assert "this run lost the writer's lease of --model_dir=%s" % model_dir in stalled.stderr, \
+      stalled.stderr[-3000:]
+  state = storage_blob(model_dir, 'checkpoints/checkpoint.json').download_as_bytes().decode()
+  assert state == theirs
+  names = tf.io.gfile.listdir(model_dir + '/checkpoints')
+  assert sorted(n for n in names if n.startswith('ckpt-')) == sorted(
+      n for n in names if re.match(r'ckpt-[0-9a-f]{8}-[24]\.weights\.h5$', n)), names
+  assert len([n for n in names if n.startswith('ckpt-')]) == 2, names
 
 
 def test_under_a_strategy_every_iteration_of_the_input_is_the_stream(tiny_dir):

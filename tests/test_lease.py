@@ -18,9 +18,12 @@ import time
 import uuid
 
 import pytest
+from stalled_runs import stopped_at
+from stalled_runs import storage_blob
+from stalled_runs import take_over
+from stalled_runs import wait_until_stopped
 
 from trainer.storage import lease as lease_lib
-from trainer.storage import lease_stores
 from trainer.storage import staged
 
 from helpers import BackgroundRun
@@ -74,37 +77,8 @@ def _cnn(data_dir, model_dir, *extra):
           '--log_every_n_secs=0.2'] + list(extra)
 
 
-def _wait_until_stopped(proc, log=lambda: ''):
-  """Waits until `proc` is stopped (state T): a SIGSTOP is delivered some time after kill()."""
-  deadline = time.time() + 120
-  while lease_stores.process_state(proc.pid) != 'T':
-    assert proc.poll() is None and time.time() < deadline, log()[-3000:]
-    time.sleep(0.05)
-
-
-def _stopped_at(spec, args):
-  """trainer.main ARGS in the background under tests/kill_at.py, stopped (SIGSTOP) at the point
-  `spec` of tests/kill_at.py (e.g. 'checkpoint:2:STOP': inside its second checkpoint save, after
-  its files and before the state file); returned once stopped (a BackgroundRun: as a context
-  manager it kills the run)."""
-  run = BackgroundRun(*([spec, 'trainer.main'] + main_args(args)),
-                      command=[sys.executable, os.path.join(REPO, 'tests', 'kill_at.py')])
-  try:
-    _wait_until_stopped(run.proc, lambda: run.stderr)
-  except BaseException:
-    run.__exit__(None, None, None)
-    raise
-  return run
-
-
 def _bucket_dir():
   return 'gs://bkt/lease-%s' % uuid.uuid4().hex[:12]
-
-
-def storage_blob(directory, name):
-  from google.cloud import storage  # pylint: disable=g-import-not-at-top
-  bucket, _, prefix = directory[len('gs://'):].partition('/')
-  return storage.Client().bucket(bucket).blob(prefix + '/' + name)
 
 
 def _blob(directory):
@@ -163,7 +137,7 @@ def test_a_stopped_holder_keeps_its_lease_and_a_killed_one_is_taken_over_at_once
   directory = str(tmp_path / 'run')
   with Holder(directory) as holder:
     os.kill(holder.proc.pid, signal.SIGSTOP)
-    _wait_until_stopped(holder.proc)
+    wait_until_stopped(holder.proc)
     stale = time.time() - 3600
     os.utime(os.path.join(directory, lease_lib.LEASE_FILE), (stale, stale))
     with pytest.raises(lease_lib.LeaseHeld, match=r'pid %d on .*its process stopped .*`kill '
@@ -304,7 +278,7 @@ def test_a_stopped_trainer_inside_its_checkpoint_save_keeps_the_directory(small_
   model_dir = str(tmp_path / 'model')
   args = _cnn(small_dir, model_dir, '--mode=train', '--train_steps=30',
               '--save_checkpoints_steps=10')
-  with _stopped_at('checkpoint:2:STOP', args) as stalled:
+  with stopped_at('checkpoint:2:STOP', args) as stalled:
     stale = time.time() - 3600
     os.utime(os.path.join(model_dir, lease_lib.LEASE_FILE), (stale, stale))
     second = run_main(*args)
@@ -369,7 +343,7 @@ def test_on_gcs_the_state_fence_reads_back_at_once_replaces_a_stale_write_and_st
   fence.write(state(30))
   assert 'was written by another process since this run wrote it (a stalled holder' in caplog.text
   assert newest().endswith('-30')
-  _take_over(directory)
+  take_over(directory)
   stale.upload_from_string('model_checkpoint_path: "%s/model.ckpt-10"\n' % directory)
   with pytest.raises(lease_lib.LeaseLost, match='another run took it over'):
     fence.write(state(40))
@@ -393,7 +367,7 @@ def test_on_gcs_results_json_is_fenced_as_the_state_file_is():
   fence.write(json_files.text({'global_step': 10}))
   results = storage_blob(directory, results_lib.RESULTS_FILE)
   assert json.loads(results.download_as_bytes()) == {'global_step': 10}
-  _take_over(directory)
+  take_over(directory)
   results.upload_from_string(json_files.text({'global_step': 20}))  # the new holder's claim
   with pytest.raises(lease_lib.LeaseLost, match='another run took it over'):
     fence.write(json_files.text({'global_step': 10, 'export_path': 'stale'}))
@@ -415,7 +389,7 @@ def test_on_gcs_a_stalled_trainer_that_lost_its_lease_lands_no_checkpoint(small_
   model_dir = _bucket_dir()
   args = main_args(_cnn(small_dir, model_dir, '--mode=train', '--train_steps=20',
                         '--save_checkpoints_steps=10', '--lease_expiry_secs=12'))
-  with _stopped_at('checkpoint:2:STOP', args) as stalled:
+  with stopped_at('checkpoint:2:STOP', args) as stalled:
     time.sleep(13)  # its lease unrenewed for the expiry by the storage's clock
     second = ok(run_main(*args))
     assert 'Took over the lease of %s' % model_dir in second.stderr
@@ -453,8 +427,8 @@ def test_on_gcs_a_stalled_mirrored_trainer_names_no_checkpoint_after_a_takeover(
               '--skip_host_call')
   theirs = ('model_checkpoint_path: "model.ckpt-0ther000-10"\n'
             'all_model_checkpoint_paths: "model.ckpt-0ther000-10"\n')
-  with _stopped_at('checkpoint:2:STOP', args) as stalled:
-    _take_over(model_dir)
+  with stopped_at('checkpoint:2:STOP', args) as stalled:
+    take_over(model_dir)
     storage_blob(model_dir, 'checkpoint').upload_from_string(theirs)
     os.kill(stalled.proc.pid, signal.SIGCONT)
     assert stalled.proc.wait(120) == 2, stalled.stderr[-3000:]
@@ -477,8 +451,8 @@ def test_on_gcs_a_trainer_stalled_before_its_results_lands_none_after_a_takeover
   model_dir = _bucket_dir()
   args = _cnn(small_dir, model_dir, '--mode=train', '--train_steps=3', '--skip_host_call')
   theirs = {'global_step': 20, 'written_by': 'the run that took over'}
-  with _stopped_at('results:1:STOP', args) as stalled:
-    _take_over(model_dir)
+  with stopped_at('results:1:STOP', args) as stalled:
+    take_over(model_dir)
     storage_blob(model_dir, 'results.json').upload_from_string(json_files.text(theirs))
     os.kill(stalled.proc.pid, signal.SIGCONT)
     assert stalled.proc.wait(120) == 2, stalled.stderr[-3000:]
@@ -500,10 +474,10 @@ def test_on_gcs_a_trainer_stalled_inside_its_export_adds_no_version_after_a_take
   export_dir = model_dir + '-export'
   args = _cnn(small_dir, model_dir, '--mode=train', '--train_steps=3', '--skip_host_call',
               '--export_dir=' + export_dir)
-  with _stopped_at('export:1:STOP', args) as stalled:
+  with stopped_at('export:1:STOP', args) as stalled:
     assert [n for n in tf.io.gfile.listdir(export_dir) if n.startswith('temp-')], \
         'no staged export in %s' % tf.io.gfile.listdir(export_dir)
-    _take_over(model_dir)
+    take_over(model_dir)
     os.kill(stalled.proc.pid, signal.SIGCONT)
     assert stalled.proc.wait(120) == 2, stalled.stderr[-3000:]
   assert "error: this run lost the writer's lease of --model_dir=%s" % model_dir in \
@@ -533,8 +507,8 @@ def test_on_gcs_a_trainer_stalled_before_its_best_checkpoint_names_none_after_a_
                      'checkpoint': model_dir + '/best/model.ckpt-0ther000-20'}}
   their_state = ('model_checkpoint_path: "model.ckpt-0ther000-20"\n'
                  'all_model_checkpoint_paths: "model.ckpt-0ther000-20"\n')
-  with _stopped_at('best:1:STOP', args) as stalled:
-    _take_over(model_dir)
+  with stopped_at('best:1:STOP', args) as stalled:
+    take_over(model_dir)
     storage_blob(model_dir, 'best/checkpoint').upload_from_string(their_state)
     storage_blob(model_dir, 'best/best.json').upload_from_string(json_files.text(theirs))
     os.kill(stalled.proc.pid, signal.SIGCONT)
@@ -545,22 +519,6 @@ def test_on_gcs_a_trainer_stalled_before_its_best_checkpoint_names_none_after_a_
   assert json.loads(storage_blob(model_dir, 'best/best.json').download_as_bytes()) == theirs
   copies = [n for n in tf.io.gfile.listdir(model_dir + '/best') if n.endswith('.index')]
   assert copies and all(re.match(r'model\.ckpt-[0-9a-f]{8}-3\.index$', n) for n in copies), copies
-
-
-def _take_over(model_dir):
-  """Writes model_dir's lease as another machine's run would after a takeover."""
-  content = json.dumps({'token': 'other', 'host': 'another-machine', 'pid': 7,
-                        'command': 'trainer.main', 'started': 'now', 'beats': 0})
-  if model_dir.startswith('gs://'):
-    from google.cloud import storage  # pylint: disable=g-import-not-at-top
-    bucket, _, prefix = model_dir[len('gs://'):].partition('/')
-    storage.Client().bucket(bucket).blob(prefix + '/' + lease_lib.LEASE_FILE).upload_from_string(
-        content)
-  else:
-    path = os.path.join(model_dir, lease_lib.LEASE_FILE)
-    with open(path + '.new', 'w') as f:
-      f.write(content)
-    os.replace(path + '.new', path)
 
 
 def _checkpoint_times(model_dir):
@@ -587,7 +545,7 @@ def test_a_holder_that_lost_its_lease_stops_before_its_next_checkpoint(where, sm
               '--save_checkpoints_steps=20', '--lease_expiry_secs=12')
   with BackgroundRun(*args) as run:
     run.wait_for_step(25)  # past the checkpoint at step 20
-    _take_over(model_dir)
+    take_over(model_dir)
     taken_at = time.time()
     assert run.wait(60) == 2, run.stderr[-3000:]
   assert 'Traceback' not in run.stderr.split('Reraising captured error')[-1]

@@ -14,9 +14,9 @@ import uuid
 
 import numpy as np
 import pytest
+from stalled_runs import storage_blob
 import tensorflow.compat.v1 as tf
 from test_lease import needs_gcs
-from test_lease import storage_blob
 
 from trainer.data import dataset_json
 from trainer.prepare import beam_convert

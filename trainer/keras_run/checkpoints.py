@@ -7,6 +7,10 @@ generators), which `checkpoint.json` holds. The weights are written aside and re
 then named in `checkpoint.json` ({"step": N, "weights": "ckpt-N.weights.h5", "seeds": [...]}),
 also renamed into place: a process killed at any moment (kill -9) leaves the previous checkpoint
 intact and named.
+On gs:// the holder of model_dir's writer lease also fences them (`fence`,
+trainer/storage/state_fence.py): each file carries its run's name (ckpt-RUN-N.weights.h5), and
+checkpoint.json is written only with a generation match, so that a run that stalled past a
+takeover can neither name its checkpoint nor overwrite or delete the new holder's.
 Resuming loads the named one; the training input is deterministic (`trainer.data.input_fn`: seeded
 shuffles, each example's augmentation keyed by its position), so skipping the N batches already
 trained on gives the batches an uninterrupted run trains on next: the resumed run is the same run.
@@ -14,6 +18,7 @@ trained on gives the batches an uninterrupted run trains on next: the resumed ru
 
 import json
 import os
+import re
 
 from absl import logging
 import keras
@@ -23,9 +28,12 @@ from trainer.keras_run import process_outputs
 from trainer.storage import gfile
 from trainer.storage import json_files
 from trainer.storage import staged
+from trainer.storage import state_fence
 
 STATE_FILE = 'checkpoint.json'
 _PATTERN = 'ckpt-%d.weights.h5'
+# A checkpoint's weights file: ckpt-STEP, or on gs:// ckpt-RUN-STEP; group 1 the step.
+_NAME = re.compile(r'^ckpt-(?:%s-)?(\d+)\.weights\.h5$' % state_fence.RUN_NAME_PATTERN)
 
 
 def _seed_states(model):
@@ -43,6 +51,9 @@ class Checkpoints:
     self.keep = max(1, keep)
     self.chief = chief
     self.before_save = None  # called first by save(): the writer's lease check, which raises
+    # gs://: a claimed StateFence on checkpoint.json (`fence`); None: a staged write.
+    self._fence = None
+    self._owned = []  # with a fence: the weights files this run resumed from or wrote, oldest first
 
   def _path(self, name):
     return os.path.join(self.directory, name)
@@ -50,6 +61,24 @@ class Checkpoints:
   def _state(self):
     state = json_files.read(self._path(STATE_FILE))
     return None if state is json_files.MISSING else state
+
+  def fence(self, fence):
+    """Writes checkpoint.json through `fence` (a state_fence.StateFence on it, of the run that
+    holds model_dir's lease on gs://), claimed now, and names this run's weights files by its
+    run. Deletes the weights files checkpoint.json does not name (a stalled earlier holder's).
+
+    Raises:
+      PipelineError: checkpoint.json could not be claimed."""
+    fence.claim()
+    self._fence = fence
+    state = self._state()
+    named = state.get('weights') if state else None
+    for name in self._all():
+      if name != named:
+        logging.info('Deleting %s: a checkpoint checkpoint.json does not name (an earlier run '
+                     'that lost the lease of this directory wrote it, or an older one).',
+                     self._path(name))
+        gfile.remove(self._path(name))
 
   def latest(self):
     """The newest checkpoint's step, or None (no checkpoint.json)."""
@@ -66,24 +95,41 @@ class Checkpoints:
     if self.before_save:
       self.before_save()
     gfile.makedirs(self.directory)
-    name = _PATTERN % step
+    name = (_PATTERN % step if self._fence is None else
+            'ckpt-%s-%d.weights.h5' % (self._fence.run_name, step))
     with staged.staged_path(self._path(name)) as temporary:
       model.save_weights(temporary)
     if self.before_save:  # again before the act that makes it the newest: the write can be long
       self.before_save()
-    with staged.staged_file(self._path(STATE_FILE)) as f:
-      f.write(json.dumps({'step': step, 'weights': name, 'seeds': [
-          keras.ops.convert_to_numpy(v).tolist() for v in _seed_states(model)]}) + '\n')
-    for old in self._all()[:-self.keep]:
-      gfile.remove(self._path(_PATTERN % old))
+    self._write_state(json.dumps({'step': step, 'weights': name, 'seeds': [
+        keras.ops.convert_to_numpy(v).tolist() for v in _seed_states(model)]}) + '\n')
+    if self._fence is None:  # local: the lease is a lock, every checkpoint there is this run's
+      older = self._all()[:-self.keep]
+    else:  # gs://: only what this run owns (a stalled earlier holder's next write is refused)
+      self._owned.append(name)
+      older, self._owned = self._owned[:-self.keep], self._owned[-self.keep:]
+    for old in older:
+      if gfile.exists(self._path(old)):
+        gfile.remove(self._path(old))
     logging.info('checkpoint at step %d: %s', step, self._path(name))
 
+  def _write_state(self, text):
+    """Writes checkpoint.json: through the fence on gs:// (lease.LeaseLost when another run
+    wrote it since and this run lost the lease), else staged."""
+    if self._fence is not None:
+      self._fence.write(text)
+      return
+    with staged.staged_file(self._path(STATE_FILE)) as f:
+      f.write(text)
+
   def _all(self):
-    steps = []
-    for name in gfile.listdir(self.directory):
-      if name.startswith('ckpt-') and name.endswith('.weights.h5'):
-        steps.append(int(name[len('ckpt-'):-len('.weights.h5')]))
-    return sorted(steps)
+    """The weights files in the directory, oldest step first (list of str)."""
+    found = []
+    for name in gfile.listdir(self.directory) if gfile.isdir(self.directory) else []:
+      match = _NAME.match(name.rstrip('/'))
+      if match:
+        found.append((int(match.group(1)), name.rstrip('/')))
+    return [name for _, name in sorted(found)]
 
   def restore(self, model):
     """Loads the newest checkpoint into the compiled `model` (its optimizer built first, so
@@ -92,16 +138,11 @@ class Checkpoints:
     if state is None:
       return 0
     step = int(state['step'])
+    name = state.get('weights') or _PATTERN % step
     model.optimizer.build(model.trainable_variables)
-    model.load_weights(self._path(_PATTERN % step))
+    model.load_weights(self._path(name))
     for variable, value in zip(_seed_states(model), state.get('seeds', [])):
       variable.assign(np.asarray(value, dtype=variable.dtype))
-    logging.info('resumed from step %d (%s)', step, self._path(_PATTERN % step))
+    self._owned = [name]
+    logging.info('resumed from step %d (%s)', step, self._path(name))
     return step
-
-  def remove_all(self):
-    """Deletes every checkpoint and checkpoint.json (after a finished run's outputs)."""
-    for step in self._all():
-      gfile.remove(self._path(_PATTERN % step))
-    if gfile.exists(self._path(STATE_FILE)):
-      gfile.remove(self._path(STATE_FILE))

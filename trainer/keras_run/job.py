@@ -35,6 +35,7 @@ from trainer.storage import json_files
 from trainer.storage import lease as lease_lib
 from trainer.storage import outputs
 from trainer.storage import staged
+from trainer.storage import state_fence
 
 RESULTS_FILE = 'results.json'
 MODEL_FILE = 'model.keras'
@@ -149,8 +150,17 @@ def train(config, callbacks=()):
       # What a killed run left aside; the lease's own files are the lease's to clear.
       staged.remove_leftovers(config.model_dir, but=(lease_lib.LEASE_FILE,))
       staged.remove_leftovers(checkpoints.directory)
+    results_fence = None
     if chief:  # the other processes of a multi-process run share model_dir and read it only
       _prepare_model_dir(config, checkpoints)
+      if lease and config.model_dir.startswith('gs://'):
+        checkpoints.fence(state_fence.StateFence(
+            config.model_dir, lease, 'checkpoints/' + checkpoints_lib.STATE_FILE,
+            'the checkpoint state file'))
+        results_fence = state_fence.StateFence(
+            config.model_dir, lease, RESULTS_FILE, 'the results file',
+            'Run the same command again: it resumes from the newest checkpoint.')
+        results_fence.claim()
     steps_per_epoch = data.num_train_examples / float(config.train_batch_size)
     total = config.train_steps or recipes.steps_of_epochs(
         config.train_epochs, data.num_train_examples, config.train_batch_size)
@@ -220,5 +230,8 @@ def train(config, callbacks=()):
         if gfile.isdir(serving_dir):  # an export of this run cut short (no results.json yet)
           gfile.rmtree(serving_dir)
         serving.export(inference, serving_dir, data.config)
-      json_files.write(os.path.join(config.model_dir, RESULTS_FILE), results)
+      if results_fence:
+        results_fence.write(json_files.text(results))
+      else:
+        json_files.write(os.path.join(config.model_dir, RESULTS_FILE), results)
     return results
