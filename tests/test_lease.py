@@ -468,11 +468,14 @@ def test_on_gcs_a_trainer_stalled_inside_its_export_adds_no_version_after_a_take
   over. The stalled run, resumed, finishes writing its SavedModel where it is staged, reads the
   lease before renaming it into place, and stops with LeaseLost (status 2): the export folder
   gains no version (without the check the stale run's landed there, the newest version a
-  TensorFlow Serving of that folder would serve) and keeps none of its staged files."""
+  TensorFlow Serving of that folder would serve) and keeps none of its staged files. The
+  model_dir is given as Vertex AI's mount of the bucket (/gcs/BUCKET/...), which the run reads
+  and writes through the Cloud Storage API (its fences need it)."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   model_dir = _bucket_dir()
   export_dir = model_dir + '-export'
-  args = _cnn(small_dir, model_dir, '--mode=train', '--train_steps=3', '--skip_host_call',
+  mount_dir = '/gcs/' + model_dir[len('gs://'):]
+  args = _cnn(small_dir, mount_dir, '--mode=train', '--train_steps=3', '--skip_host_call',
               '--export_dir=' + export_dir)
   with stopped_at('export:1:STOP', args) as stalled:
     assert [n for n in tf.io.gfile.listdir(export_dir) if n.startswith('temp-')], \
@@ -485,6 +488,10 @@ def test_on_gcs_a_trainer_stalled_inside_its_export_adds_no_version_after_a_take
   left = tf.io.gfile.listdir(export_dir) if tf.io.gfile.exists(export_dir) else []
   assert left == [], left
   assert 'export_path' not in results_of(model_dir)
+  assert 'as %s through the Cloud Storage API' % model_dir in stalled.stderr
+  assert re.match(r'model\.ckpt-[0-9a-f]{8}-3$',
+                  os.path.basename(tf.train.latest_checkpoint(model_dir)))
+  assert not os.path.exists(mount_dir)
 
 
 @needs_gcs

@@ -30,6 +30,7 @@ from trainer.run import results as results_lib
 from trainer.run import run_errors
 from trainer.run import run_fences
 from trainer.storage import lease as lease_lib
+from trainer.storage import lease_stores
 from trainer.storage import staged
 
 
@@ -70,6 +71,7 @@ def run(config, step_time=None):
     PipelineError: the training diverged (a NaN or Inf loss), or model_dir's disk is full
       (`trainer.run.run_errors`): the newest usable checkpoint is kept.
   """
+  config = _through_the_api(config)
   input_checks.check(config)  # vocab.txt, best.json, model_dir's checkpoint vs this network
   task = None if config.mode == 'dry_run' else aiplatform_env.distributed_task()
   chief = not task or task[0] in ('chief', 'master')
@@ -90,6 +92,20 @@ def run(config, step_time=None):
                       needed=writes) as lease, watch.installed(), \
       (run_errors.explain_full_disk(config) if writes else contextlib.nullcontext()):
     return _run(config, watch, task, lease, step_time)
+
+
+def _through_the_api(config):
+  """A model_dir on Vertex AI's Cloud Storage FUSE mount (/gcs/BUCKET/...) as gs://BUCKET/...:
+  the run reads and writes it through TensorFlow's GCS file system and the Cloud Storage API,
+  whose generation matches fence its checkpoints (trainer/storage/state_fence.py); the mount
+  gives none, and its cache would serve a fenced file stale. The same objects either way."""
+  path = lease_stores.object_path(config.model_dir)
+  if not path or path == config.model_dir:
+    return config
+  logging.warning('--model_dir=%s is Cloud Storage mounted by Vertex AI: this run reads and '
+                  'writes it as %s through the Cloud Storage API (the fences of its checkpoints '
+                  'need it; docs/reliability.md).', config.model_dir, path)
+  return dataclasses.replace(config, model_dir=path)
 
 
 def _run(config, watch, task, lease, step_time):

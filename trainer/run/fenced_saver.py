@@ -6,8 +6,8 @@ overwrite the files of the run that took over.
 On gs:// a run's checkpoint prefixes are
 `model.ckpt-<run>-<step>` (run: the first 8 hex digits of its lease token) instead of
 `model.ckpt-<step>`: TensorFlow finds them through the state file (`tf.train.latest_checkpoint`),
-and the step stays last. Local and /gcs/ model_dirs keep TensorFlow's names and its own state
-writes (a local lease is a lock; state_fence.py says why /gcs/ is not fenced).
+and the step stays last. Local model_dirs keep TensorFlow's names and its own state writes (a
+local lease is a lock; a /gcs/ model_dir is written as gs://).
 
 Used on the TPUEstimator road (a TPU, or the CPU/GPU in one process) and with MirroredStrategy
 (whose Estimator takes the first replica's scaffold's Saver): `model_fn_with` wraps the run's

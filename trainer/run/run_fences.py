@@ -30,8 +30,7 @@ def claim(config, lease, fence):
 def state_fence_of(config, lease):
   """The fence on a gs:// model_dir's state file (trainer.storage.state_fence) for a training
   run that holds the lease (one process, or a TF_CONFIG cluster's chief; and then one on its
-  results.json too); None elsewhere (local disk: the lease is a lock; /gcs/: the mount's cache
-  would not see the fenced writes)."""
+  results.json too); None elsewhere (local disk: the lease is a lock)."""
   if not lease or config.mode == 'eval' or not config.model_dir.startswith('gs://'):
     return None
   return state_fence.StateFence(config.model_dir, lease)

@@ -20,7 +20,8 @@ and this run's state replaces its write (with a warning).
 
 TensorFlow's GCS file system does not see these writes: its stat cache would read the new file
 cut to the old size for 5 s, so trainer/__init__.py turns it off (GCS_STAT_CACHE_MAX_AGE=0).
-Vertex AI's /gcs/ mount has its own cache: /gcs/ model_dirs are not fenced.
+Vertex AI's /gcs/ mount has its own cache and no generations: trainer.main reads and writes a
+/gcs/ model_dir as gs:// (trainer/run/driver.py).
 
 TensorFlow, Orbax and Keras write their state files unconditionally. Local disks need none of
 this: their lease is a lock no live process loses (lease_stores.LocalStore).
