@@ -352,6 +352,51 @@ def test_on_gcs_the_state_fence_reads_back_at_once_replaces_a_stale_write_and_st
 
 
 @pure_python
+def _save_variable(prefix, *values):
+  """Saves checkpoints of one variable `v`, <prefix>-STEP for each (value, STEP) in `values`,
+  with one Saver (the state file lists them all); returns their prefixes."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  with tf.Graph().as_default():
+    variable = tf.get_variable('v', initializer=0.0)
+    saver = tf.train.Saver(max_to_keep=10)
+    with tf.Session() as session:
+      saved = []
+      for value, step in values:
+        session.run(variable.assign(value))
+        saved.append(saver.save(session, prefix, global_step=step))
+      return saved
+
+
+@needs_gcs
+def test_on_gcs_the_state_rewrite_after_a_divergence_is_fenced():
+  """gs://: after a divergence the run moves its NaN checkpoints into damaged/ and rewrites the
+  state file to name the newest finite one, through its fence, before it moves anything. A run
+  whose lease was taken over (and whose state file the new holder claimed) is refused there
+  (LeaseLost): the new holder's checkpoint stays in place and its state file unchanged (without
+  the fence the stale run moved it aside and named its own)."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+
+  from trainer.run import checkpoints  # pylint: disable=g-import-not-at-top
+  from trainer.storage import state_fence  # pylint: disable=g-import-not-at-top
+  model_dir = _bucket_dir()
+  finite = _save_variable(model_dir + '/model.ckpt', (1.0, 1), (float('nan'), 2))[0]
+  fence = state_fence.StateFence(
+      model_dir, lease_lib.Lease(model_dir, '--model_dir', 12, 'test').acquire())
+  fence.claim()
+  assert checkpoints.newest_intact_checkpoint(model_dir, finite=True, fence=fence) == finite
+  assert tf.train.latest_checkpoint(model_dir) == finite
+  assert tf.io.gfile.exists(model_dir + '/damaged/model.ckpt-2.index')
+  theirs = _save_variable(model_dir + '/model.ckpt', (float('nan'), 3))[0]  # NaN: to be moved
+  take_over(model_dir)
+  state = storage_blob(model_dir, 'checkpoint')
+  state.upload_from_string(state.download_as_bytes())  # the new holder's claim
+  claimed = state.download_as_bytes()
+  with pytest.raises(lease_lib.LeaseLost):
+    checkpoints.newest_intact_checkpoint(model_dir, finite=True, fence=fence)
+  assert tf.io.gfile.exists(theirs + '.index')
+  assert storage_blob(model_dir, 'checkpoint').download_as_bytes() == claimed
+
+
 @needs_gcs
 def test_on_gcs_results_json_is_fenced_as_the_state_file_is():
   """results.json through its fence (trainer.run.results.finish on gs://): the holder's writes

@@ -19,6 +19,7 @@ import os
 import re
 
 from absl import logging
+from google.protobuf import text_format
 import numpy as np
 import tensorflow.compat.v1 as tf
 
@@ -125,7 +126,7 @@ def nonfinite_variables(prefix):
                 if dtype.is_floating and not np.all(np.isfinite(reader.get_tensor(name))))
 
 
-def newest_intact_checkpoint(model_dir, move_aside=True, finite=False):
+def newest_intact_checkpoint(model_dir, move_aside=True, finite=False, fence=None):
   """The newest intact checkpoint in `model_dir` (the prefix), or None when it holds none.
 
   With `finite`, a checkpoint whose weights hold a NaN or an infinity counts as damaged (after a
@@ -135,10 +136,13 @@ def newest_intact_checkpoint(model_dir, move_aside=True, finite=False):
   into <model_dir>/damaged/ with a warning, and the `checkpoint` state file is rewritten to list
   only what is left, so that Estimator's resume, `tf.train.latest_checkpoint` and the Saver's
   `keep_checkpoint_max` see the same. Without it (an evaluation beside a training job) they are
-  only skipped, with a warning.
+  only skipped, with a warning. `fence`: the run's claimed StateFence on a gs:// model_dir's
+  state file, which then writes it, before any file is moved: a run that lost the lease is
+  refused there and moves none of the new holder's files.
 
   Raises:
     PipelineError: model_dir has checkpoints and none of them is intact.
+    lease.LeaseLost: with `fence`, this run lost the lease (nothing was moved).
   """
   state = tf.train.get_checkpoint_state(model_dir)
   if not state or not state.model_checkpoint_path:
@@ -160,6 +164,15 @@ def newest_intact_checkpoint(model_dir, move_aside=True, finite=False):
       intact = prefix
       break
     damaged.append((prefix, problem))
+  # The paths as get_checkpoint_state gave them (joined to model_dir), as the Saver passes them:
+  # TensorFlow stores them relative to a relative or gs:// model_dir.
+  kept = [p for p in listed if intact and step_of(p) <= step_of(intact)]
+  if damaged and move_aside and fence is not None:
+    if intact:
+      fence.write(text_format.MessageToString(tf.train.generate_checkpoint_state_proto(
+          model_dir, intact, all_model_checkpoint_paths=kept)))
+    else:
+      fence.confirm()
   for prefix, problem in damaged:
     moved = ('Its files were moved to %s' % _move_aside(model_dir, prefix) if move_aside else
              'Skipped')
@@ -171,10 +184,7 @@ def newest_intact_checkpoint(model_dir, move_aside=True, finite=False):
         'over, or put an intact checkpoint back.' % (
             model_dir, '; '.join('%s: %s' % (os.path.basename(p), why) for p, why in damaged),
             ' The damaged files are in %s.' % _damaged_dir(model_dir) if move_aside else ''))
-  if damaged and move_aside:
-    # The paths as get_checkpoint_state gave them (joined to model_dir), as the Saver passes
-    # them: TensorFlow stores them relative to a relative or gs:// model_dir.
-    kept = [p for p in listed if step_of(p) <= step_of(intact)]
+  if damaged and move_aside and fence is None:
     tf.train.update_checkpoint_state(model_dir, intact, all_model_checkpoint_paths=kept)
   return intact
 

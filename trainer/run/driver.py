@@ -157,7 +157,7 @@ def _run(config, watch, task, lease, step_time):
   if config.mode == 'eval':
     results, checkpoint = _eval_only(estimator, config)
   else:
-    results = _train_and_eval(estimator, config, throughput, watch, lease, best_fences)
+    results = _train_and_eval(estimator, config, throughput, watch, lease, fence, best_fences)
     checkpoint = tf.train.latest_checkpoint(config.model_dir)
   results.update(results_lib.run_facts(config, throughput[0], throughput[1], start))
   if prediction:
@@ -208,7 +208,7 @@ def _resolve_init_checkpoint(config):
                                                                init_checkpoint=prefix))
 
 
-def _train(estimator, config, start_step, max_steps, throughput, watch, lease):
+def _train(estimator, config, start_step, max_steps, throughput, watch, lease, fence):
   hook = hooks_lib.ProgressHook(config.model, config.train_steps, config.log_every_n_secs)
   hooks = [hook, watch.hook()] + ([lease_hooks.LeaseHook(lease)] if lease else [])
   if (not config.use_tpu and config.data.modality == 'image' and start_step == 0 and
@@ -219,7 +219,7 @@ def _train(estimator, config, start_step, max_steps, throughput, watch, lease):
                                      *config.profile_steps))
   with run_errors.explain_input_errors(config, 'train'), \
       run_errors.explain_checkpoint_mismatch(config), run_errors.explain_tpu_shape_errors(config), \
-      run_errors.explain_warm_start_errors(), run_errors.explain_divergence(config, hook), \
+      run_errors.explain_warm_start_errors(), run_errors.explain_divergence(config, hook, fence=fence), \
       watch.training():
     estimator.train(estimator_lib.input_fns(config, estimator, start_step)[0],
                     max_steps=max_steps, hooks=hooks,
@@ -233,12 +233,13 @@ def _evaluate(estimator, config, checkpoint_path):
                               estimator_lib.input_fns(config, estimator)[1])
 
 
-def _train_and_eval(estimator, config, throughput, watch, lease, best_fences=None):
+def _train_and_eval(estimator, config, throughput, watch, lease, fence=None, best_fences=None):
   """Trains to config.train_steps in chunks of steps_per_eval (train_and_eval) and evaluates
   after each; keeps the best checkpoint (config.keep_best) and stops early after
   config.early_stopping_evals evaluations without a better top_1_accuracy. Returns the last
   evaluation's results (train: the step reached), with the best one and why training stopped.
-  `best_fences`: on gs://, the fences that write best/'s files (`best_checkpoint.BestCheckpoint`)."""
+  `fence`, `best_fences`: on gs://, the fences that write the state file (after a divergence)
+  and best/'s files (`best_checkpoint.BestCheckpoint`)."""
   step = latest_step(config.model_dir)
   if step >= config.train_steps:
     logging.info('model_dir %s already holds a checkpoint at step %d >= train_steps %d: not '
@@ -262,7 +263,7 @@ def _train_and_eval(estimator, config, throughput, watch, lease, best_fences=Non
       stopped_early = True
       break
     next_stop = min(config.train_steps, (step // chunk + 1) * chunk)
-    _train(estimator, config, step, next_stop, throughput, watch, lease)
+    _train(estimator, config, step, next_stop, throughput, watch, lease, fence)
     step = latest_step(config.model_dir)
     if evaluating:
       results = _evaluate_latest(estimator, config, best, lease)
@@ -369,7 +370,8 @@ def _run_distributed(config, watch, lease, task_type, task_index, cluster):
   start = time.time()
   with run_errors.explain_input_errors(config, 'train'), \
       run_errors.explain_checkpoint_mismatch(config), run_errors.explain_warm_start_errors(), \
-      run_errors.explain_divergence(config, progress, lease is not None), watch.training():
+      run_errors.explain_divergence(config, progress, lease is not None, fence), \
+      watch.training():
     tf.estimator.train_and_evaluate(  # a 'ps' task serves here until it is stopped
         estimator,
         tf.estimator.TrainSpec(train_input_fn, max_steps=config.train_steps,

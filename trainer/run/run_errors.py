@@ -151,7 +151,7 @@ def storage_outage_message(error):
 
 
 @contextlib.contextmanager
-def explain_divergence(config, progress, owns_model_dir=True):
+def explain_divergence(config, progress, owns_model_dir=True, fence=None):
   """A training loss that became NaN or Inf (TensorFlow's NanTensorHook stops the session)
   becomes a PipelineError with the step, the last finite loss and what to try; checkpoints whose
   weights are no longer finite (saved after the divergence began, some in the very step that
@@ -160,13 +160,15 @@ def explain_divergence(config, progress, owns_model_dir=True):
 
   progress: the run's `trainer.run.hooks.ProgressHook` (its last finite loss; None on a TPU,
   whose loss the hook does not read). owns_model_dir: False for a cluster's worker, which
-  leaves the checkpoints to the chief (it only names the newest finite one)."""
+  leaves the checkpoints to the chief (it only names the newest finite one). fence: the run's
+  claimed StateFence on a gs:// model_dir's state file, which rewrites it
+  (`checkpoints.newest_intact_checkpoint`)."""
   try:
     yield
   except tf.train.NanLossDuringTrainingError:
     finite = progress.last_finite_loss if progress else None
     kept = checkpoints.newest_intact_checkpoint(config.model_dir, move_aside=owns_model_dir,
-                                                finite=True)
+                                                finite=True, fence=fence)
     model = config.model
     if model.is_model_fn:  # its optimizer is its own
       advice = ('Lower the learning rate or clip the gradients in --model_fn=%s'

@@ -70,6 +70,10 @@ class StateFence(object):
     return PipelineError('could not write %s %s (%s: %s). %s'
                          % (self._what, self.path, type(error).__name__, error, self._again))
 
+  def confirm(self):
+    """Raises lease.LeaseLost unless a read of the lease, made now, shows this run holds it."""
+    self._lease.confirm()
+
   @property
   def claimed(self):
     return self._generation is not None
