@@ -5,8 +5,10 @@ such a job can break TPUEstimator's contract refused at start in one line."""
 
 import json
 import os
+import re
 import subprocess
 import sys
+import uuid
 
 import pytest
 import tensorflow.compat.v1 as tf
@@ -17,6 +19,7 @@ from trainer.run import input_checks
 
 from helpers import config_from_args
 from helpers import main_args
+from helpers import needs_gcs
 from helpers import ok
 from helpers import REPO
 from helpers import results_of
@@ -52,6 +55,27 @@ def test_the_iris_job_trains_is_killed_with_kill_9_and_resumes(tmp_path):
                      'model_fn --input_fn=examples.iris:input_fn.: pass both again'):
     config_from_args('--model_dir=' + model_dir, '--mode=eval', '--fake_data',
                      '--image_size=8', '--num_classes=3')
+
+
+@needs_gcs
+def test_on_gcs_a_legacy_job_that_brings_its_own_saver_saves_through_the_fence():
+  """A legacy model_fn whose scaffold_fn gives its own Saver (keeping 2 checkpoints), model_dir
+  in a bucket: the Saver keeps its settings and saves as the pipeline's fenced one does, its
+  checkpoints named by the run (`model.ckpt-RUN-STEP`) and the state file written through the
+  fence (trainer/run/fenced_saver.py); before, it saved unfenced, with a warning."""
+  model_dir = 'gs://bkt/own-saver-%s' % uuid.uuid4().hex[:12]
+  run = ok(run_main('--model_fn=user_model_fns:own_saver', '--input_fn=examples.iris:input_fn',
+                    '--model_dir=' + model_dir, '--train_steps=30', '--train_batch_size=16',
+                    '--eval_batch_size=10', '--num_eval_examples=30', '--steps_per_eval=30',
+                    '--save_checkpoints_steps=10', '--seed=1',
+                    env={'PYTHONPATH': os.path.join(REPO, 'tests')}))
+  assert 'brings its own Saver' not in run.stderr
+  assert results_of(model_dir)['global_step'] == 30
+  steps = sorted(int(m.group(1)) for m in (
+      re.match(r'model\.ckpt-[0-9a-f]{8}-(\d+)\.index$', n)
+      for n in tf.io.gfile.listdir(model_dir)) if m)
+  assert steps == [20, 30], tf.io.gfile.listdir(model_dir)  # its max_to_keep=2
+  assert re.search(r'/model\.ckpt-[0-9a-f]{8}-30$', tf.train.latest_checkpoint(model_dir))
 
 
 def test_the_iris_job_dry_runs_on_a_v3_32_and_is_advised_to_stay_on_the_cpu(tmp_path):

@@ -36,3 +36,13 @@ def reads_context(params, mode):
   context = params['context']
   del context
   return iris.input_fn(params, mode)
+
+
+def own_saver(features, labels, mode, params):
+  """examples.iris's model_fn with its own Saver, which keeps 2 checkpoints, through scaffold_fn
+  (as TPU reference code brings one)."""
+  spec = iris.model_fn(features, labels, mode, params)
+  if mode != tf.estimator.ModeKeys.TRAIN:
+    return spec
+  return spec._replace(scaffold_fn=lambda: tf.train.Scaffold(
+      saver=tf.train.Saver(max_to_keep=2, sharded=True)))

@@ -44,23 +44,56 @@ class FencedSaver(tf.train.Saver):
   def save(self, sess, save_path, global_step=None, latest_filename=None,
            meta_graph_suffix='meta', write_meta_graph=True, write_state=True,
            strip_default_attrs=False, save_debug_info=False):
-    save_path = '%s-%s' % (save_path, self._fence.run_name)
-    path = super(FencedSaver, self).save(
-        sess, save_path, global_step=global_step, latest_filename=latest_filename,
-        meta_graph_suffix=meta_graph_suffix, write_meta_graph=write_meta_graph,
-        write_state=False, strip_default_attrs=strip_default_attrs,
-        save_debug_info=save_debug_info)
-    if write_state and path:
-      directory = os.path.dirname(save_path)
-      self._RecordLastCheckpoint(path)  # pylint: disable=protected-access  # Saver's own list
-      state = tf.train.generate_checkpoint_state_proto(
-          directory, _relative(path, directory, self._save_relative_paths),
-          all_model_checkpoint_paths=[_relative(p, directory, self._save_relative_paths)
-                                      for p in self.last_checkpoints])
-      self._fence.write(text_format.MessageToString(state))
-      # pylint: disable-next=protected-access
-      self._MaybeDeleteOldCheckpoints(meta_graph_suffix=meta_graph_suffix)
-    return path
+    return _fenced_save(self, self._fence, super(FencedSaver, self).save, sess, save_path,
+                        global_step, latest_filename, meta_graph_suffix, write_meta_graph,
+                        write_state, strip_default_attrs, save_debug_info)
+
+
+def fence_own_saver(saver, fence):
+  """A legacy model_fn's own tf.train.Saver made to save as a FencedSaver does (its files named
+  by the run, the state file through `fence`), its own settings (variables, max_to_keep,
+  sharding) kept. Returns `saver`, changed in place (once: a Saver the model_fn returns again,
+  e.g. for each MirroredStrategy replica, is left as it is)."""
+  unfenced = saver.save
+  if getattr(unfenced, 'fence', None) is not None:
+    return saver
+
+  def save(sess, save_path, global_step=None, latest_filename=None, meta_graph_suffix='meta',
+           write_meta_graph=True, write_state=True, strip_default_attrs=False,
+           save_debug_info=False):
+    return _fenced_save(saver, fence, unfenced, sess, save_path, global_step, latest_filename,
+                        meta_graph_suffix, write_meta_graph, write_state, strip_default_attrs,
+                        save_debug_info)
+  save.fence = fence
+  saver.save = save
+  return saver
+
+
+def _fenced_save(saver, fence, unfenced_save, sess, save_path, global_step, latest_filename,
+                 meta_graph_suffix, write_meta_graph, write_state, strip_default_attrs,
+                 save_debug_info):
+  """Saver.save through `fence`: `unfenced_save` (the Saver's own) writes the files under the
+  run's name without the state file, which `fence` then writes; old checkpoints are deleted
+  only after that write (lease.LeaseLost: not at all)."""
+  save_path = '%s-%s' % (save_path, fence.run_name)
+  path = unfenced_save(
+      sess, save_path, global_step=global_step, latest_filename=latest_filename,
+      meta_graph_suffix=meta_graph_suffix, write_meta_graph=write_meta_graph,
+      write_state=False, strip_default_attrs=strip_default_attrs,
+      save_debug_info=save_debug_info)
+  if write_state and path:
+    directory = os.path.dirname(save_path)
+    # pylint: disable=protected-access  # the Saver's own list of kept checkpoints
+    relative = saver._save_relative_paths
+    saver._RecordLastCheckpoint(path)
+    state = tf.train.generate_checkpoint_state_proto(
+        directory, _relative(path, directory, relative),
+        all_model_checkpoint_paths=[_relative(p, directory, relative)
+                                    for p in saver.last_checkpoints])
+    fence.write(text_format.MessageToString(state))
+    saver._MaybeDeleteOldCheckpoints(meta_graph_suffix=meta_graph_suffix)
+    # pylint: enable=protected-access
+  return path
 
 
 def model_fn_with(model_fn, fence, keep_checkpoint_max):
@@ -82,14 +115,20 @@ def model_fn_with(model_fn, fence, keep_checkpoint_max):
 def scaffold_fn_with(scaffold_fn, fence, keep_checkpoint_max):
   """A TPUEstimatorSpec scaffold_fn that returns `scaffold_fn`'s Scaffold (or a new one) with a
   FencedSaver as the graph's Saver (also in the SAVERS collection, where hooks that make their
-  own saver look first). A model_fn that brings its own Saver (a legacy --model_fn) keeps it,
-  unfenced, with a warning."""
+  own saver look first). A model_fn that brings its own tf.train.Saver (a legacy --model_fn)
+  keeps it, fenced (`fence_own_saver`); one that brings another kind keeps it unfenced, with a
+  warning."""
   def fenced_scaffold_fn():
     scaffold = scaffold_fn() if scaffold_fn else None
     savers = tf.get_collection(tf.GraphKeys.SAVERS)
     if (scaffold is None or scaffold.saver is None) and [type(s) for s in savers] == [FencedSaver]:
       # MirroredStrategy calls the model_fn once per replica: the first made the graph's Saver.
       return tf.train.Scaffold(saver=savers[0], copy_from_scaffold=scaffold)
+    own = scaffold.saver if scaffold is not None and scaffold.saver is not None else (
+        savers[0] if len(savers) == 1 else None)
+    if isinstance(own, tf.train.Saver) and not isinstance(own, FencedSaver):
+      fence_own_saver(own, fence)
+      return scaffold or tf.train.Scaffold()
     if (scaffold is not None and scaffold.saver is not None) or savers:
       logging.warning('The model_fn brings its own Saver: its checkpoints on gs:// are written '
                       'as it writes them, without the state file\'s fence (docs/reliability.md).')
