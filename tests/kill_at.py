@@ -25,6 +25,7 @@ goes on from there). The points, each reached from the pipeline's real code path
   keras_step  after a logged period of trainer.train_keras (before its checkpoint)
   keras_checkpoint  inside a checkpoint of trainer.train_keras: its weights written and the
               lease checked, checkpoint.json not yet (on gs:// written through its fence)
+  keras_model before trainer.train_keras writes model.keras (the lease checked)
 """
 
 import importlib
@@ -137,6 +138,8 @@ def install(point, n, signal_name):
     _patch('trainer.keras_run.progress', 'Progress', 'on_epoch_end', point, state)
   elif point == 'keras_checkpoint':
     _patch('trainer.keras_run.checkpoints', 'Checkpoints', '_write_state', point, state)
+  elif point == 'keras_model':
+    _patch('trainer.keras_run.job', None, '_save_model', point, state)
   else:
     raise SystemExit('kill_at: unknown point %r' % point)
 

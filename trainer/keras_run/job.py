@@ -13,6 +13,7 @@ with the JAX or PyTorch backend, needs no TensorFlow at all.
 """
 
 import os
+import tempfile
 import time
 
 from absl import logging
@@ -50,6 +51,39 @@ def _prepare_model_dir(config, checkpoints):
   unfinished = checkpoints.latest() is not None and RESULTS_FILE not in names
   if not unfinished or config.overwrite:
     outputs.prepare_output_dir(config.model_dir, '--model_dir', config.overwrite)
+
+
+def _save_model(model, model_dir, fence):
+  """Writes <model_dir>/model.keras: staged and renamed (local disk), or on gs:// saved locally
+  and uploaded through `fence` (a claimed StateFence on it), so that a run that lost the lease
+  replaces no newer holder's model (lease.LeaseLost)."""
+  path = os.path.join(model_dir, MODEL_FILE)
+  if fence is None:
+    with staged.staged_path(path) as temporary:
+      model.save(temporary)
+    return
+  with tempfile.TemporaryDirectory() as local:
+    model.save(os.path.join(local, MODEL_FILE))
+    with open(os.path.join(local, MODEL_FILE), 'rb') as f:
+      fence.write(f.read())
+
+
+def _export_serving(model, model_dir, data_config, lease):
+  """Writes <model_dir>/model_serving/ (keras_models.serving) under a hidden staged name and
+  puts it in place (replacing what an export of this run cut short left) only after a read of
+  the lease shows this run still holds it (lease.LeaseLost: the staged export is removed)."""
+  from trainer.keras_models import serving  # pylint: disable=g-import-not-at-top
+  serving_dir = os.path.join(model_dir, SERVING_DIR)
+  temporary = staged.aside_name(serving_dir)
+  try:
+    serving.export(model, temporary, data_config)
+    lease.confirm()
+    if gfile.isdir(serving_dir):
+      gfile.rmtree(serving_dir)
+    gfile.rename(temporary, serving_dir)
+  finally:
+    if gfile.isdir(temporary):
+      gfile.rmtree(temporary)
 
 
 def _model(config, data_info, devices):
@@ -150,7 +184,7 @@ def train(config, callbacks=()):
       # What a killed run left aside; the lease's own files are the lease's to clear.
       staged.remove_leftovers(config.model_dir, but=(lease_lib.LEASE_FILE,))
       staged.remove_leftovers(checkpoints.directory)
-    results_fence = None
+    results_fence = model_fence = None
     if chief:  # the other processes of a multi-process run share model_dir and read it only
       _prepare_model_dir(config, checkpoints)
       if lease and config.model_dir.startswith('gs://'):
@@ -161,6 +195,9 @@ def train(config, callbacks=()):
             config.model_dir, lease, RESULTS_FILE, 'the results file',
             'Run the same command again: it resumes from the newest checkpoint.')
         results_fence.claim()
+        model_fence = state_fence.StateFence(config.model_dir, lease, MODEL_FILE,
+                                             'the trained model')
+        model_fence.claim()
     steps_per_epoch = data.num_train_examples / float(config.train_batch_size)
     total = config.train_steps or recipes.steps_of_epochs(
         config.train_epochs, data.num_train_examples, config.train_batch_size)
@@ -222,14 +259,9 @@ def train(config, callbacks=()):
       process_outputs.save_in_scratch(inference.save, '.keras')
     else:
       lease.check()
-      with staged.staged_path(os.path.join(config.model_dir, MODEL_FILE)) as path:
-        inference.save(path)
+      _save_model(inference, config.model_dir, model_fence)
       if keras.backend.backend() == 'tensorflow' and data.config is not None:
-        from trainer.keras_models import serving  # pylint: disable=g-import-not-at-top
-        serving_dir = os.path.join(config.model_dir, SERVING_DIR)
-        if gfile.isdir(serving_dir):  # an export of this run cut short (no results.json yet)
-          gfile.rmtree(serving_dir)
-        serving.export(inference, serving_dir, data.config)
+        _export_serving(inference, config.model_dir, data.config, lease)
       if results_fence:
         results_fence.write(json_files.text(results))
       else:

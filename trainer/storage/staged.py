@@ -133,6 +133,10 @@ def remove_leftovers(directory, of=None, but=(), older_than_secs=0):
       continue
     path = '%s/%s' % (directory.rstrip('/'), name)
     try:
+      if gfile.isdir(path):  # a staged folder (model_serving/)
+        gfile.rmtree(path)
+        left.append(name)
+        continue
       if older_than_secs and time.time() - gfile.mtime(path) <= older_than_secs:
         continue
       gfile.remove(path)

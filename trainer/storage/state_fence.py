@@ -106,8 +106,8 @@ class StateFence(object):
                         % (self._what, self.path, _ATTEMPTS))
 
   def write(self, text):
-    """Writes `text` (the state file's: a CheckpointState in text format) as the file if no other
-    process wrote it since this run's last write or claim.
+    """Writes `text` (str or bytes: the state file's is a CheckpointState in text format) as the
+    file if no other process wrote it since this run's last write or claim.
 
     Raises:
       lease.LeaseLost: another run wrote it, and this run lost its lease.
