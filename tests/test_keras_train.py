@@ -231,21 +231,21 @@ def test_on_gcs_a_stalled_run_names_no_checkpoint_after_a_takeover(tiny_arrays_d
 @needs_gcs
 def test_on_gcs_a_stalled_run_replaces_no_newer_model_after_a_takeover(tiny_arrays_dir):
   """gs://, JAX from arrays: trainer.train_keras stopped (SIGSTOP) after training, its lease
-  checked, right before it writes model.keras; another run takes the lease over and writes its
-  own model.keras. The stalled run, resumed, is refused and stops with LeaseLost (status 2):
-  model.keras stays the new holder's (written after a check only, the stale one replaced it)."""
+  checked, right before it writes model.keras; another run takes the lease over (and, still
+  training, has written no model.keras yet). The stalled run, resumed, is refused and stops with
+  LeaseLost (status 2), writing no model.keras: a fenced file that does not exist yet is
+  written only after a read of the lease (written after a check only, the stale one landed)."""
   model_dir = 'gs://bkt/keras-%s' % uuid.uuid4().hex[:12]
   args = ['--model_dir=' + model_dir, '--data_dir=' + tiny_arrays_dir] + _RUN + [
       '--train_steps=2']
   with stopped_at('keras_model:1:STOP', args, 'trainer.train_keras',
                   dict(os.environ, KERAS_BACKEND='jax')) as stalled:
     take_over(model_dir)
-    storage_blob(model_dir, 'model.keras').upload_from_string(b'the new holder\'s model')
     os.kill(stalled.proc.pid, signal.SIGCONT)
     assert stalled.proc.wait(120) == 2, stalled.stderr[-3000:]
   assert "this run lost the writer's lease of --model_dir=%s" % model_dir in stalled.stderr, \
       stalled.stderr[-3000:]
-  assert storage_blob(model_dir, 'model.keras').download_as_bytes() == b'the new holder\'s model'
+  assert not storage_blob(model_dir, 'model.keras').exists()
 
 
 def test_under_a_strategy_every_iteration_of_the_input_is_the_stream(tiny_dir):

@@ -351,7 +351,6 @@ def test_on_gcs_the_state_fence_reads_back_at_once_replaces_a_stale_write_and_st
   holder.release()
 
 
-@pure_python
 def _save_variable(prefix, *values):
   """Saves checkpoints of one variable `v`, <prefix>-STEP for each (value, STEP) in `values`,
   with one Saver (the state file lists them all); returns their prefixes."""
@@ -388,15 +387,19 @@ def test_on_gcs_the_state_rewrite_after_a_divergence_is_fenced():
   assert tf.io.gfile.exists(model_dir + '/damaged/model.ckpt-2.index')
   theirs = _save_variable(model_dir + '/model.ckpt', (float('nan'), 3))[0]  # NaN: to be moved
   take_over(model_dir)
-  state = storage_blob(model_dir, 'checkpoint')
-  state.upload_from_string(state.download_as_bytes())  # the new holder's claim
-  claimed = state.download_as_bytes()
+  # The new holder's state file: its step 3 (NaN, which a stale rewrite would move aside) after
+  # the intact step 1, so the stale run's rewrite is refused by the generation match.
+  claimed = ('model_checkpoint_path: "model.ckpt-3"\n'
+             'all_model_checkpoint_paths: "model.ckpt-1"\n'
+             'all_model_checkpoint_paths: "model.ckpt-3"\n').encode()
+  storage_blob(model_dir, 'checkpoint').upload_from_string(claimed)
   with pytest.raises(lease_lib.LeaseLost):
     checkpoints.newest_intact_checkpoint(model_dir, finite=True, fence=fence)
   assert tf.io.gfile.exists(theirs + '.index')
   assert storage_blob(model_dir, 'checkpoint').download_as_bytes() == claimed
 
 
+@pure_python
 @needs_gcs
 def test_on_gcs_results_json_is_fenced_as_the_state_file_is():
   """results.json through its fence (trainer.run.results.finish on gs://): the holder's writes

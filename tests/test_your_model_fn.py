@@ -78,6 +78,21 @@ def test_on_gcs_a_legacy_job_that_brings_its_own_saver_saves_through_the_fence()
   assert re.search(r'/model\.ckpt-[0-9a-f]{8}-30$', tf.train.latest_checkpoint(model_dir))
 
 
+def test_a_legacy_saver_that_keeps_checkpoints_the_state_file_does_not_list_stays_unfenced():
+  """The fence's state file lists a Saver's kept checkpoints, and a restart deletes run-named
+  checkpoints it does not list: a Saver that keeps every checkpoint or one every N hours is
+  left unfenced (trainer.run.fenced_saver.why_not_fenced says why), one that keeps its newest
+  N is fenced."""
+  from trainer.run import fenced_saver  # pylint: disable=g-import-not-at-top
+  with tf.Graph().as_default():
+    tf.get_variable('v', initializer=0.0)
+    assert fenced_saver.why_not_fenced(tf.train.Saver(max_to_keep=3)) is None
+    assert 'max_to_keep=0' in fenced_saver.why_not_fenced(tf.train.Saver(max_to_keep=0))
+    assert 'every 2 hours' in fenced_saver.why_not_fenced(
+        tf.train.Saver(max_to_keep=3, keep_checkpoint_every_n_hours=2))
+    assert 'not a tf.train.Saver' in fenced_saver.why_not_fenced(object())
+
+
 def test_the_iris_job_dry_runs_on_a_v3_32_and_is_advised_to_stay_on_the_cpu(tmp_path):
   config = config_from_args('--mode=dry_run', '--tpu_topology=v3-32', '--model_dir=' +
                             str(tmp_path), '--train_batch_size=64', '--eval_batch_size=32',

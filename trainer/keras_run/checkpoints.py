@@ -36,6 +36,11 @@ _PATTERN = 'ckpt-%d.weights.h5'
 _NAME = re.compile(r'^ckpt-(?:%s-)?(\d+)\.weights\.h5$' % state_fence.RUN_NAME_PATTERN)
 
 
+def _named(state):
+  """The weights file checkpoint.json's `state` names (every version wrote 'weights')."""
+  return state.get('weights') or _PATTERN % int(state['step'])
+
+
 def _seed_states(model):
   """The state variables of the model's random-number generators (keras.random.SeedGenerator,
   e.g. of each Dropout), in the model's order."""
@@ -72,7 +77,7 @@ class Checkpoints:
     fence.claim()
     self._fence = fence
     state = self._state()
-    named = state.get('weights') if state else None
+    named = _named(state) if state else None
     for name in self._all():
       if name != named:
         logging.info('Deleting %s: a checkpoint checkpoint.json does not name (an earlier run '
@@ -104,6 +109,7 @@ class Checkpoints:
     self._write_state(json.dumps({'step': step, 'weights': name, 'seeds': [
         keras.ops.convert_to_numpy(v).tolist() for v in _seed_states(model)]}) + '\n')
     if self._fence is None:  # local: the lease is a lock, every checkpoint there is this run's
+      # (a /gcs/ model_dir too, unfenced: docs/reliability.md)
       older = self._all()[:-self.keep]
     else:  # gs://: only what this run owns (a stalled earlier holder's next write is refused)
       self._owned.append(name)
@@ -138,7 +144,7 @@ class Checkpoints:
     if state is None:
       return 0
     step = int(state['step'])
-    name = state.get('weights') or _PATTERN % step
+    name = _named(state)
     model.optimizer.build(model.trainable_variables)
     model.load_weights(self._path(name))
     for variable, value in zip(_seed_states(model), state.get('seeds', [])):

@@ -212,7 +212,8 @@ def remove_orphans(directory, keep=()):
   (prefix basenames) names: a save interrupted before its state write, or the files of a run that
   stalled inside a save and lost the lease (its state write was refused); nothing reads them.
   Safe because the Saver names every checkpoint it keeps (keep_checkpoint_max > 0, no
-  keep_checkpoint_every_n_hours: the trainer's settings). Only for the run that holds the lease
+  keep_checkpoint_every_n_hours: the trainer's settings, and the only legacy Savers fenced,
+  trainer.run.fenced_saver.why_not_fenced). Only for the run that holds the lease
   and has claimed its fences. Deletes nothing without a state file that reads and names a
   checkpoint (a directory with none yet: an earlier holder's first state write could still name
   them), and never other names. A storage error ends the cleanup with a warning, never the run.

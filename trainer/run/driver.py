@@ -105,7 +105,8 @@ def _through_the_api(config):
   logging.warning('--model_dir=%s is Cloud Storage mounted by Vertex AI: this run reads and '
                   'writes it as %s through the Cloud Storage API (the fences of its checkpoints '
                   'need it; docs/reliability.md).', config.model_dir, path)
-  return dataclasses.replace(config, model_dir=path)
+  return dataclasses.replace(config, model_dir=path,
+                             model=dataclasses.replace(config.model, model_dir=path))
 
 
 def _run(config, watch, task, lease, step_time):

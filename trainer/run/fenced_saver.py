@@ -25,6 +25,7 @@ import tensorflow.compat.v1 as tf
 # The Saver the Estimator makes when a model_fn gives none (estimator.py,
 # _train_with_estimator_spec): the same settings, so that only the state write differs.
 _ESTIMATOR_SAVER = dict(sharded=True, defer_build=True, save_relative_paths=True)
+_KEEP_EVERY_DEFAULT_HOURS = 10000.0  # tf.train.Saver's keep_checkpoint_every_n_hours: never
 
 
 def _relative(path, directory, relative):
@@ -49,18 +50,40 @@ class FencedSaver(tf.train.Saver):
                         write_state, strip_default_attrs, save_debug_info)
 
 
+def why_not_fenced(saver):
+  """Why a legacy model_fn's own `saver` cannot save through the fence (str), or None. The
+  fence's state file lists the Saver's kept checkpoints (`last_checkpoints`), and the next run
+  deletes every run-named checkpoint it does not list (`trainer.run.checkpoints.remove_orphans`):
+  a Saver that keeps checkpoints outside that list (max_to_keep 0 or None: all of them;
+  keep_checkpoint_every_n_hours) would lose them."""
+  # pylint: disable=protected-access  # the Saver's own settings, as it reads them
+  if not isinstance(saver, tf.train.Saver):
+    return 'it is a %s, not a tf.train.Saver' % type(saver).__name__
+  if not saver._max_to_keep:
+    return 'it keeps every checkpoint (max_to_keep=%s)' % saver._max_to_keep
+  if saver._keep_checkpoint_every_n_hours != _KEEP_EVERY_DEFAULT_HOURS:
+    return ('it keeps a checkpoint every %g hours beside its newest %d'
+            % (saver._keep_checkpoint_every_n_hours, saver._max_to_keep))
+  return None
+
+
 def fence_own_saver(saver, fence):
-  """A legacy model_fn's own tf.train.Saver made to save as a FencedSaver does (its files named
-  by the run, the state file through `fence`), its own settings (variables, max_to_keep,
-  sharding) kept. Returns `saver`, changed in place (once: a Saver the model_fn returns again,
-  e.g. for each MirroredStrategy replica, is left as it is)."""
+  """A legacy model_fn's own tf.train.Saver (one `why_not_fenced` accepts) made to save as a
+  FencedSaver does (its files named by the run, the state file through `fence`), its own
+  settings (variables, max_to_keep, sharding) kept; a save elsewhere than model_dir or under
+  another state file name stays its own. Returns `saver`, changed in place (once: a Saver the
+  model_fn returns again, e.g. for each MirroredStrategy replica, is left as it is)."""
   unfenced = saver.save
   if getattr(unfenced, 'fence', None) is not None:
     return saver
+  model_dir = fence.path.rpartition('/')[0]
 
   def save(sess, save_path, global_step=None, latest_filename=None, meta_graph_suffix='meta',
            write_meta_graph=True, write_state=True, strip_default_attrs=False,
            save_debug_info=False):
+    if latest_filename or os.path.dirname(save_path).rstrip('/') != model_dir:
+      return unfenced(sess, save_path, global_step, latest_filename, meta_graph_suffix,
+                      write_meta_graph, write_state, strip_default_attrs, save_debug_info)
     return _fenced_save(saver, fence, unfenced, sess, save_path, global_step, latest_filename,
                         meta_graph_suffix, write_meta_graph, write_state, strip_default_attrs,
                         save_debug_info)
@@ -116,8 +139,8 @@ def scaffold_fn_with(scaffold_fn, fence, keep_checkpoint_max):
   """A TPUEstimatorSpec scaffold_fn that returns `scaffold_fn`'s Scaffold (or a new one) with a
   FencedSaver as the graph's Saver (also in the SAVERS collection, where hooks that make their
   own saver look first). A model_fn that brings its own tf.train.Saver (a legacy --model_fn)
-  keeps it, fenced (`fence_own_saver`); one that brings another kind keeps it unfenced, with a
-  warning."""
+  keeps it, fenced (`fence_own_saver`) where `why_not_fenced` allows, else unfenced with a
+  warning saying why."""
   def fenced_scaffold_fn():
     scaffold = scaffold_fn() if scaffold_fn else None
     savers = tf.get_collection(tf.GraphKeys.SAVERS)
@@ -126,12 +149,14 @@ def scaffold_fn_with(scaffold_fn, fence, keep_checkpoint_max):
       return tf.train.Scaffold(saver=savers[0], copy_from_scaffold=scaffold)
     own = scaffold.saver if scaffold is not None and scaffold.saver is not None else (
         savers[0] if len(savers) == 1 else None)
-    if isinstance(own, tf.train.Saver) and not isinstance(own, FencedSaver):
+    if own is not None and not isinstance(own, FencedSaver) and why_not_fenced(own) is None:
       fence_own_saver(own, fence)
       return scaffold or tf.train.Scaffold()
     if (scaffold is not None and scaffold.saver is not None) or savers:
-      logging.warning('The model_fn brings its own Saver: its checkpoints on gs:// are written '
-                      'as it writes them, without the state file\'s fence (docs/reliability.md).')
+      logging.warning('The model_fn brings its own Saver, and %s: its checkpoints on gs:// are '
+                      'written as it writes them, without the state file\'s fence '
+                      '(docs/reliability.md).', why_not_fenced(own) if own is not None else
+                      'there are several')
       return scaffold or tf.train.Scaffold()
     saver = FencedSaver(fence, max_to_keep=keep_checkpoint_max, **_ESTIMATOR_SAVER)
     tf.add_to_collection(tf.GraphKeys.SAVERS, saver)

@@ -104,22 +104,33 @@ def export(estimator, config, checkpoint_path, export_dir=None, confirm=None):
   """
   base = (export_dir or config.export_dir).rstrip('/')
   staging = '%s/temp-%s' % (base, uuid.uuid4().hex[:8]) if confirm else base
-  with run_errors.explain_checkpoint_mismatch(config):
-    path = estimator.export_saved_model(
-        staging, serving.serving_input_receiver_fn_builder(config.data),
-        checkpoint_path=checkpoint_path)
-  path = path.decode() if isinstance(path, bytes) else path
-  if confirm:
-    try:
+  try:
+    with run_errors.explain_checkpoint_mismatch(config):
+      path = estimator.export_saved_model(
+          staging, serving.serving_input_receiver_fn_builder(config.data),
+          checkpoint_path=checkpoint_path)
+    path = path.decode() if isinstance(path, bytes) else path
+    if confirm:
       confirm()
       final = '%s/%s' % (base, path.rstrip('/').rpartition('/')[2])
       tf.io.gfile.rename(path, final)
       path = final
-    finally:
-      if tf.io.gfile.exists(staging):
-        tf.io.gfile.rmtree(staging)
+  finally:
+    if confirm:
+      remove_staged(staging)
   logging.info('Exported SavedModel to %s', path)
   return path
+
+
+def remove_staged(path):
+  """Removes the staged folder `path` if it is there; a failure is logged, not raised (what
+  raised before it, or the export that landed, is what the caller reports)."""
+  try:
+    if tf.io.gfile.exists(path):
+      tf.io.gfile.rmtree(path)
+  except (tf.errors.OpError, OSError) as e:
+    logging.warning('Could not remove the staged export %s (%s); a rerun of this command '
+                    'removes it.', path, _first_line(e))
 
 
 def copy_saved_model(source, parent, confirm=None):
@@ -152,7 +163,7 @@ def copy_saved_model(source, parent, confirm=None):
     try:
       confirm()
     except BaseException:
-      tf.io.gfile.rmtree(temporary)
+      remove_staged(temporary)
       raise
   tf.io.gfile.rename(temporary, path)
   return path

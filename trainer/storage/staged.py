@@ -133,7 +133,9 @@ def remove_leftovers(directory, of=None, but=(), older_than_secs=0):
       continue
     path = '%s/%s' % (directory.rstrip('/'), name)
     try:
-      if gfile.isdir(path):  # a staged folder (model_serving/)
+      if gfile.isdir(path):  # a staged folder (model_serving/): a live writer's is not this old
+        if older_than_secs:
+          continue
         gfile.rmtree(path)
         left.append(name)
         continue

@@ -12,8 +12,9 @@ last wrote or claimed (https://cloud.google.com/storage/docs/request-preconditio
 object's generation is the fencing token (what etcd's revisions and Chubby's sequencers are; M.
 Kleppmann, "How to do distributed locking", 2016). `claim()`, at the start of a run's training,
 rewrites it unchanged under a generation match, so that every earlier holder's next write is
-refused (with no state file yet there is nothing to rewrite: an earlier holder's very first
-state write can still land, until this run's first write replaces it). A refused write means
+refused (with no file yet there is nothing to rewrite: a write that finds none reads the lease
+first, so an earlier holder's first write can land only within that one upload, until this
+run's first write replaces it). A refused write means
 some other run wrote the state file since: unless a read of the lease, made then, shows this
 run's token, this run is the stale one (LeaseLost); if it does, the other was a stale holder,
 and this run's state replaces its write (with a warning).
@@ -114,6 +115,10 @@ class StateFence(object):
     """
     if not self.claimed:
       self.claim()
+    if self._generation == 0:
+      # None existed when claimed, so every holder's write would match: a read of the lease,
+      # made now, narrows a stale holder's window to this one upload.
+      self._lease.confirm()
     for _ in range(_ATTEMPTS):
       blob = self._bucket.blob(self._name)
       try:
