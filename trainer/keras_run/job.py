@@ -82,12 +82,7 @@ def _export_serving(model, model_dir, data_config, lease):
       gfile.rmtree(serving_dir)
     gfile.rename(temporary, serving_dir)
   finally:
-    try:
-      if gfile.isdir(temporary):
-        gfile.rmtree(temporary)
-    except (gfile.OpError, OSError) as e:  # what raised before, or the export that landed, counts
-      logging.warning('Could not remove the staged export %s (%s); the next run removes it.',
-                      temporary, e)
+    staged.discard(temporary)
 
 
 def _model(config, data_info, devices):

@@ -220,8 +220,8 @@ def _train(estimator, config, start_step, max_steps, throughput, watch, lease, f
                                      *config.profile_steps))
   with run_errors.explain_input_errors(config, 'train'), \
       run_errors.explain_checkpoint_mismatch(config), run_errors.explain_tpu_shape_errors(config), \
-      run_errors.explain_warm_start_errors(), run_errors.explain_divergence(config, hook, fence=fence), \
-      watch.training():
+      run_errors.explain_warm_start_errors(), \
+      run_errors.explain_divergence(config, hook, fence=fence), watch.training():
     estimator.train(estimator_lib.input_fns(config, estimator, start_step)[0],
                     max_steps=max_steps, hooks=hooks,
                     saving_listeners=[lease_hooks.LeaseSaverListener(lease)] if lease else None)

@@ -23,6 +23,7 @@ from trainer.run import run_errors
 from trainer.run import tf_build
 from trainer.storage import json_files
 from trainer.storage import outputs
+from trainer.storage import staged
 
 RESULTS_FILE = 'results.json'
 # The modes that write model_dir's checkpoints, under its writer lease (trainer.storage.lease).
@@ -117,20 +118,9 @@ def export(estimator, config, checkpoint_path, export_dir=None, confirm=None):
       path = final
   finally:
     if confirm:
-      remove_staged(staging)
+      staged.discard(staging)
   logging.info('Exported SavedModel to %s', path)
   return path
-
-
-def remove_staged(path):
-  """Removes the staged folder `path` if it is there; a failure is logged, not raised (what
-  raised before it, or the export that landed, is what the caller reports)."""
-  try:
-    if tf.io.gfile.exists(path):
-      tf.io.gfile.rmtree(path)
-  except (tf.errors.OpError, OSError) as e:
-    logging.warning('Could not remove the staged export %s (%s); a rerun of this command '
-                    'removes it.', path, _first_line(e))
 
 
 def copy_saved_model(source, parent, confirm=None):
@@ -163,7 +153,7 @@ def copy_saved_model(source, parent, confirm=None):
     try:
       confirm()
     except BaseException:
-      remove_staged(temporary)
+      staged.discard(temporary)
       raise
   tf.io.gfile.rename(temporary, path)
   return path

@@ -87,6 +87,20 @@ def staged_path(path):
       gfile.remove(temporary)
 
 
+def discard(path):
+  """Removes `path`, a staged file or folder its writer gave up (local or gs://), if it is there.
+  A storage error is logged, not raised: what made the writer give up, or the write that landed,
+  is what its caller reports."""
+  try:
+    if gfile.isdir(path):
+      gfile.rmtree(path)
+    elif gfile.exists(path):
+      gfile.remove(path)
+  except (gfile.OpError, OSError) as e:
+    logging.warning('Could not remove the staged %s (%s); a later run of this command removes '
+                    'it.', path, str(e).strip().split('\n')[0])
+
+
 @contextlib.contextmanager
 def commits_checked(directory, check):
   """Within the block, every staged write of this process into `directory` (or below) calls
