@@ -23,9 +23,10 @@ goes on from there). The points, each reached from the pipeline's real code path
               Keras checkpoints, model.keras: `trainer.storage.gfile.rename`, tf.io.gfile.rename)
   export      inside a SavedModel export: variables written, saved_model.pb not yet
   keras_step  after a logged period of trainer.train_keras (before its checkpoint)
-  keras_checkpoint  inside a checkpoint of trainer.train_keras: its weights written and the
-              lease checked, checkpoint.json not yet (on gs:// written through its fence)
-  keras_model before trainer.train_keras writes model.keras (the lease checked)
+  keras_checkpoint  on gs://, inside a checkpoint of trainer.train_keras: its weights written
+              and the lease checked, checkpoint.json not yet written through its fence
+  keras_model on gs://, before trainer.train_keras writes model.keras through its fence (the
+              lease checked)
 """
 
 import importlib
@@ -137,9 +138,11 @@ def install(point, n, signal_name):
   elif point == 'keras_step':
     _patch('trainer.keras_run.progress', 'Progress', 'on_epoch_end', point, state)
   elif point == 'keras_checkpoint':
-    _patch('trainer.keras_run.checkpoints', 'Checkpoints', '_write_state', point, state)
+    _patch('trainer.storage.state_fence', 'StateFence', 'write', point, state,
+           _fence_of('checkpoints/checkpoint.json'))
   elif point == 'keras_model':
-    _patch('trainer.keras_run.job', None, '_save_model', point, state)
+    _patch('trainer.storage.state_fence', 'StateFence', 'write', point, state,
+           _fence_of('model.keras'))
   else:
     raise SystemExit('kill_at: unknown point %r' % point)
 
