@@ -1,7 +1,7 @@
 """make train's training step beside plain PyTorch's on this CPU, in one process pair, alternating.
 
   python3 scripts/cpu_step_vs_pytorch.py [--tf_venv=.venv-tf2] [--torch_venv=.venv-keras]
-      [--pairs=6] [--steps_per_window=3] [--isa_cap=avx2]
+      [--pairs=6] [--steps_per_window=3] [--isa_cap=avx2] [--precision=bfloat16]
 
 Two long-lived workers build their network once: the project's ResNet-18 model_fn (make train's:
 32x32x3, batch 256, momentum SGD, weight decay, synthetic input, the host settings of
@@ -11,6 +11,12 @@ thread defaults) in --torch_venv. After a warm-up the driver asks them for windo
 the order A B C, C B A, A B C, ...: a drift of the machine's speed costs every worker the same
 over two rounds, and no two workers ever run at once. Prints each worker's median examples/s and
 the ratios to PyTorch's channels-last step; --output writes them as JSON.
+
+--precision=bfloat16 runs both in their own best bfloat16 setting on a CPU that has it (AVX512_BF16
+or AMX): the project's `--precision=bfloat16` off TPU (TensorFlow 2.x's oneDNN bfloat16 rewrite,
+trainer/run/cpu_bfloat16.py) against PyTorch's `torch.autocast('cpu', dtype=torch.bfloat16)`
+around the forward pass and the loss (PyTorch's CPU automatic mixed precision; float32 weights and
+optimizer in both).
 
 --isa_cap=avx2 holds oneDNN (TF 2.x, PyTorch), MKL and PyTorch's own kernels to AVX2 on an
 AVX-512 host (ONEDNN_MAX_CPU_ISA, DNNL_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS,
@@ -32,7 +38,7 @@ ISA_CAPS = {'avx2': {'ONEDNN_MAX_CPU_ISA': 'AVX2', 'DNNL_MAX_CPU_ISA': 'AVX2',
                      'MKL_ENABLE_INSTRUCTIONS': 'AVX2', 'ATEN_CPU_CAPABILITY': 'avx2'}}
 
 
-def tf_worker():
+def tf_worker(precision):
   """The project's model_fn train op in a bare session loop (trainer.benchmark model's graph)."""
   sys.path.insert(0, REPO)
   # The trainer's host settings (trainer/host/threads.py) must be in place before TensorFlow loads.
@@ -45,6 +51,7 @@ def tf_worker():
   from trainer.cli import log_noise  # pylint: disable=g-import-not-at-top
   from trainer.flags import run_flags  # pylint: disable=g-import-not-at-top
   from trainer.flags import to_config  # pylint: disable=g-import-not-at-top
+  from trainer.run import cpu_bfloat16  # pylint: disable=g-import-not-at-top
   from trainer.run import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
   from trainer.run import results  # pylint: disable=g-import-not-at-top
 
@@ -55,7 +62,7 @@ def tf_worker():
   # make train's network and optimizer settings (Makefile, TRAIN_FLAGS_resnet).
   flags(['tf_worker', '--model=resnet', '--resnet_depth=18', '--image_size=%d' % IMAGE_SIZE,
          '--num_classes=%d' % CLASSES, '--base_learning_rate=0.2', '--weight_decay=5e-5',
-         '--label_smoothing=0'])
+         '--label_smoothing=0', '--precision=%s' % precision])
   config = to_config.config_from_flags(dict(
       flags.flag_values_dict(), fake_data=True, data_dir=None, model_dir='/tmp', job_dir=None,
       export_dir=None, mode='train', train_steps=1, train_epochs=None, train_batch_size=BATCH))
@@ -63,15 +70,18 @@ def tf_worker():
   with graph.as_default():
     train_op = model_bench.build_train_op(config)
     init = [tf.global_variables_initializer(), tf.local_variables_initializer()]
-  sess = tf.Session(graph=graph, config=estimator_lib.host_session_config())
+  if precision == 'bfloat16':
+    cpu_bfloat16.check(config.model.model)
+  session_config = cpu_bfloat16.apply(estimator_lib.host_session_config(), precision, False)
+  sess = tf.Session(graph=graph, config=session_config)
   sess.run(init)
   runtime = results.tensorflow_runtime()
-  name = 'TF %s (%s%s)' % (runtime['tensorflow_version'], runtime['tensorflow_build'],
-                           ', oneDNN' if runtime['mkl_enabled'] else '')
+  name = 'TF %s (%s%s, %s)' % (runtime['tensorflow_version'], runtime['tensorflow_build'],
+                               ', oneDNN' if runtime['mkl_enabled'] else '', precision)
   serve(name, lambda: sess.run(train_op))
 
 
-def torch_worker(channels_last):
+def torch_worker(channels_last, precision):
   """ResNet-18 v1.5 in plain PyTorch, the layout of models/resnet.py (ImageNet stem)."""
   import torch  # pylint: disable=g-import-not-at-top
   from torch import nn  # pylint: disable=g-import-not-at-top
@@ -109,12 +119,14 @@ def torch_worker(channels_last):
 
   def step():
     optimizer.zero_grad(set_to_none=True)
-    loss_fn(model(images), labels).backward()
+    with torch.autocast('cpu', dtype=torch.bfloat16, enabled=precision == 'bfloat16'):
+      loss = loss_fn(model(images), labels)
+    loss.backward()
     optimizer.step()
 
-  serve('PyTorch %s (%s, %d threads)' % (
-      torch.__version__, 'channels-last' if channels_last else 'NCHW', torch.get_num_threads()),
-        step)
+  serve('PyTorch %s (%s, %d threads, %s)' % (
+      torch.__version__, 'channels-last' if channels_last else 'NCHW', torch.get_num_threads(),
+      'autocast bfloat16' if precision == 'bfloat16' else 'float32'), step)
 
 
 def serve(name, step):
@@ -154,6 +166,9 @@ def main():
   parser.add_argument('--steps_per_window', type=int, default=3)
   parser.add_argument('--warmup_steps', type=int, default=3)
   parser.add_argument('--isa_cap', choices=sorted(ISA_CAPS), help='hold the vector ISA to this')
+  parser.add_argument('--precision', choices=['float32', 'bfloat16'], default='float32',
+                      help='bfloat16: the project\'s CPU bfloat16 rewrite against PyTorch\'s '
+                      'autocast')
   parser.add_argument('--output', help='JSON file for the result (a new file, unless --overwrite)')
   parser.add_argument('--overwrite', action='store_true', help='replace --output if it exists')
   args = parser.parse_args()
@@ -161,18 +176,24 @@ def main():
     parser.exit(2, 'error: --output %s exists: pass --overwrite to replace it, or another '
                 'path.\n' % args.output)
   if args.worker == 'tf':
-    return tf_worker()
+    return tf_worker(args.precision)
   if args.worker:
-    return torch_worker(args.worker == 'torch')
+    return torch_worker(args.worker == 'torch', args.precision)
 
   env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='2')
   env.update(ISA_CAPS.get(args.isa_cap, {}))
   if args.isa_cap and 'mkl' in args.tf_venv:
     print('note: intel-tensorflow 1.15.2 (MKL-DNN 0.x) has no ISA switch: only its MKL calls '
           'are capped', file=sys.stderr)
-  workers = [_start(os.path.join(args.tf_venv, 'bin', 'python'), ['--worker=tf'], env),
-             _start(os.path.join(args.torch_venv, 'bin', 'python'), ['--worker=torch'], env),
-             _start(os.path.join(args.torch_venv, 'bin', 'python'), ['--worker=torch-nchw'], env)]
+  if args.precision == 'bfloat16' and 'mkl' in args.tf_venv:
+    parser.exit(2, 'error: --precision=bfloat16 needs TensorFlow 2.x\'s oneDNN rewrite: pass '
+                '--tf_venv=.venv-tf2.\n')
+  precision = ['--precision=%s' % args.precision]
+  workers = [_start(os.path.join(args.tf_venv, 'bin', 'python'), ['--worker=tf'] + precision, env),
+             _start(os.path.join(args.torch_venv, 'bin', 'python'), ['--worker=torch'] + precision,
+                    env),
+             _start(os.path.join(args.torch_venv, 'bin', 'python'),
+                    ['--worker=torch-nchw'] + precision, env)]
   for proc, _ in workers:
     _ask(proc, args.warmup_steps)
   rates = [[] for _ in workers]
@@ -186,15 +207,17 @@ def main():
   medians = [statistics.median(r) for r in rates]
   cpu = next((line.split(':', 1)[1].strip() for line in open('/proc/cpuinfo')
               if line.startswith('model name')), 'unknown CPU')
-  print('ResNet-18 @ %d px, batch %d, training step, %s%s; %d windows of %d steps each' % (
-      IMAGE_SIZE, BATCH, cpu, ', ISA held to %s' % args.isa_cap if args.isa_cap else '',
+  print('ResNet-18 @ %d px, batch %d, training step in %s, %s%s; %d windows of %d steps each' % (
+      IMAGE_SIZE, BATCH, args.precision, cpu,
+      ', ISA held to %s' % args.isa_cap if args.isa_cap else '',
       len(rates[0]), args.steps_per_window))
   for (_, name), median, r in zip(workers, medians, rates):
     print('  %-60s %7.1f examples/s (%.1f-%.1f)  %.2fx PyTorch channels-last' % (
         name, median, min(r), max(r), median / medians[1]))
   if args.output:
     with open(args.output, 'w') as f:
-      json.dump({'cpu_model': cpu, 'isa_cap': args.isa_cap, 'batch_size': BATCH,
+      json.dump({'cpu_model': cpu, 'isa_cap': args.isa_cap, 'precision': args.precision,
+                 'batch_size': BATCH,
                  'steps_per_window': args.steps_per_window,
                  'workers': [{'name': name, 'examples_per_sec': r, 'median': m}
                              for (_, name), m, r in zip(workers, medians, rates)]}, f, indent=2)

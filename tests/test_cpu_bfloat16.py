@@ -82,16 +82,21 @@ def test_tf1_refuses_bfloat16_off_tpu(small_dir, tmp_path):
 def test_a_bfloat16_run_is_rewritten_and_exports_float32(small_dir, tmp_path):
   """The same run in float32 and bfloat16: grappler reports converting the bfloat16 run's graph
   only; both train and evaluate; the bfloat16 run's SavedModel is float32 (its network is built
-  in float32 off TPU: no bfloat16 op is saved)."""
+  in float32 off TPU: no bfloat16 op is saved); each predicts its step on this CPU probed in its
+  own precision."""
   for precision in ('float32', 'bfloat16'):
     model_dir = str(tmp_path / precision)
     proc = ok(run_main('--precision=' + precision, '--train_steps=2', '--steps_per_eval=2',
-                       '--seed=3', '--skip_host_call', '--data_dir=' + small_dir,
+                       '--predict_step_time', '--seed=3', '--skip_host_call',
+                       '--data_dir=' + small_dir,
                        '--model_dir=' + model_dir,
                        '--export_dir=' + str(tmp_path / (precision + '_export')), *TINY))
     assert (CONVERTED in proc.stderr) == (precision == 'bfloat16'), proc.stderr[-3000:]
     results = results_of(model_dir)
     assert results['global_step'] == 2 and results['precision'] == precision
+    step = results['step_time']
+    assert step['target'] == 'this CPU', step
+    assert step['precision'] == {'float32': 'fp32', 'bfloat16': 'bf16'}[precision]
   with tf.Graph().as_default(), tf.Session() as sess:
     meta = tf.saved_model.load(sess, ['serve'], results['export_path'])
     logits = meta.signature_def['serving_default'].outputs['logits']

@@ -1,5 +1,6 @@
 """Dataset preparation: real Fashion-MNIST and a folder-per-class tree, in the ImageNet schema."""
 
+import gzip
 import os
 
 import numpy as np
@@ -65,6 +66,47 @@ def test_truncated_idx_file_is_refused(tmp_path):
   path.write_bytes(bytes([0, 0, 8, 3]) + (10).to_bytes(4, 'big') * 3 + b'\x00' * 7)
   with pytest.raises(PipelineError, match='truncated'):
     fashion_mnist.read_idx(str(path))
+
+
+def _write_idx(path, array):
+  """A gzipped unsigned-byte IDX file (LeCun's format) of a uint8 array."""
+  header = bytes([0, 0, 8, array.ndim]) + b''.join(d.to_bytes(4, 'big') for d in array.shape)
+  with gzip.open(str(path), 'wb') as f:
+    f.write(header + array.tobytes())
+
+
+def test_a_held_out_conversion_splits_the_training_images_and_holds_no_test_image(tmp_path):
+  """`--validation_fraction` on fashion_mnist: a tenth of the training images (the same ones in
+  every conversion) becomes the validation split, the rest train, and no test image is written,
+  so a recipe chosen on it never saw the test set."""
+  source = fashion_mnist.DEFAULT_SOURCE_DIR
+  real = {name: fashion_mnist.read_idx(os.path.join(source, name))
+          for pair in fashion_mnist.FILES.values() for name in pair}
+  small = tmp_path / 'source'
+  small.mkdir()
+  for name, array in real.items():
+    _write_idx(small / name, array[:200] if name.startswith('train') else array[:50])
+  out = [str(tmp_path / d) for d in ('a', 'b')]
+  for d in out:
+    fashion_mnist.prepare(d, str(small), train_shards=2, validation_shards=1,
+                          holdout_fraction=0.1)
+  info = dataset_json.read(out[0])
+  assert (info['num_train_examples'], info['num_eval_examples']) == (180, 20)
+  assert info['holdout_fraction'] == 0.1
+  names = {}
+  for split in ('train', 'validation'):
+    records = [_parse(r) for r in read_records(os.path.join(out[0], split + '-*'))]
+    names[split] = [r['image/filename'].bytes_list.value[0].decode() for r in records]
+    for r, name in zip(records, names[split]):
+      assert name.startswith('train/'), name  # no test image anywhere
+      index = int(name[len('train/'):-len('.png')])
+      assert r['image/class/label'].int64_list.value[0] == real['train-labels-idx1-ubyte.gz'][index]
+  assert sorted(names['train'] + names['validation']) == ['train/%05d.png' % i for i in range(200)]
+  again = [_parse(r)['image/filename'].bytes_list.value[0].decode()
+           for r in read_records(os.path.join(out[1], 'validation-*'))]
+  assert sorted(again) == sorted(names['validation'])
+  with pytest.raises(PipelineError, match='above 0 and below 1'):
+    fashion_mnist.prepare(str(tmp_path / 'c'), str(small), holdout_fraction=1.0)
 
 
 def _write_tree(root, images, labels, corrupt=False):

@@ -41,7 +41,8 @@ def _record(cost, target, iterations_per_loop=1):
   fits, needed = step_model.memory_fits(cost, target)
   return {
       'target': target['name'], 'machine': target.get('machine'),
-      'predicted_seconds': prediction.seconds, 'lower_seconds': prediction.lower,
+      'precision': target['precision'], 'predicted_seconds': prediction.seconds,
+      'lower_seconds': prediction.lower,
       'upper_seconds': prediction.upper, 'binds': prediction.binds,
       'flops_per_step': job_cost.flops_per_step(cost), 'memory_needed_bytes': needed,
       'fits': fits, 'input': INPUT_NOT_TIMED,
@@ -69,7 +70,8 @@ def _skipped(why):
 def predict_run(config, session_config=None):
   """The step-time prediction of a CPU or GPU training run of `config` (a
   `trainer.run.run_config.Config`) on the device it trains on, as a dict for results.json:
-  target, machine, predicted_seconds, lower_seconds, upper_seconds (seconds per step; on several
+  target, machine, precision (the target's: fp32, tf32 or bf16; a bfloat16 run's CPU is probed
+  in bfloat16), predicted_seconds, lower_seconds, upper_seconds (seconds per step; on several
   GPUs one replica's step on its share of the batch, without the all-reduce), binds,
   flops_per_step (of that step), memory_needed_bytes, fits, input. A TPU run, a GPU the table
   does not have or a prediction that failed gives {'target': None, 'skipped': why}, logged.
@@ -81,7 +83,10 @@ def predict_run(config, session_config=None):
   try:
     gpus = _gpu_names(session_config)
     if not gpus:
-      target = host_probe.target(host_probe.measure(session_config))
+      # A bfloat16 run's session_config carries the CPU bfloat16 rewrite: the probe's
+      # convolution and matmul run in bfloat16 as the run's do.
+      target = host_probe.target(host_probe.measure(session_config),
+                                 'bf16' if config.model.precision == 'bfloat16' else 'fp32')
       return _record(_cost(config, config.train_batch_size), target)
     target = targets_lib.gpu_named(gpus[0],
                                    tf32=targets_lib.uses_tf32('estimator', tf.__version__))

@@ -123,7 +123,8 @@ def _convert(source, overwrite, lease):
                           FLAGS.crop_padding, overwrite=overwrite)
   if source == 'fashion_mnist':
     return fashion_mnist.prepare(FLAGS.output_dir, FLAGS.source_dir, FLAGS.train_shards,
-                                 FLAGS.validation_shards, overwrite=overwrite)
+                                 FLAGS.validation_shards, overwrite=overwrite,
+                                 holdout_fraction=FLAGS.validation_fraction)
   if source == 'text':
     return text_csv.prepare(
         FLAGS.input, FLAGS.output_dir, validation_input=FLAGS.validation_input,

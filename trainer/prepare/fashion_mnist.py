@@ -72,31 +72,71 @@ def _find_fashion_mnist(source_dir):
       % (candidates[0], ', '.join(needed), DEFAULT_SOURCE_DIR))
 
 
-def prepare(output_dir, source_dir=None, train_shards=16, validation_shards=4, overwrite=False):
-  """Converts Fashion-MNIST (Xiao et al. 2017; 60,000 train / 10,000 test, 28x28 grayscale) into
-  PNG TFRecords; the test set becomes the `validation` split. Returns the dataset.json dict.
+def held_out(count, fraction):
+  """Which of `count` training images (by index) a `fraction` in (0, 1) holds out for recipe
+  selection: the first round(count x fraction) of a fixed permutation (numpy's RandomState(0)),
+  so the split is the same in every conversion.
 
-  Raises:
-    PipelineError: the files are missing or damaged, or output_dir holds a conversion and
-      `overwrite` is False (with it, that conversion is deleted first).
+  Returns:
+    bool numpy array [count], True where held out.
   """
-  shards.check_output_dir(output_dir, overwrite)
-  source_dir = _find_fashion_mnist(source_dir)
-  shards.prepare_output_dir(output_dir, overwrite)
-  counts, mean, std = {}, None, None
+  order = np.random.RandomState(0).permutation(count)
+  out = np.zeros(count, bool)
+  out[order[:int(round(count * fraction))]] = True
+  return out
+
+
+def _split_arrays(source_dir, holdout_fraction):
+  """{split: (images uint8 [n, 28, 28], labels uint8 [n], file-name prefix)}: the test set as
+  validation, or with `holdout_fraction` the held-out training images (and no test image)."""
+  arrays = {}
   for split, (images_file, labels_file) in FILES.items():
     images = read_idx(os.path.join(source_dir, images_file))
     labels = read_idx(os.path.join(source_dir, labels_file))
     if images.ndim != 3 or len(images) != len(labels) or labels.max() >= 10:
       raise PipelineError('%s / %s are inconsistent: %s images, %s labels, max label %d.' % (
           images_file, labels_file, images.shape, labels.shape, labels.max()))
+    arrays[split] = (images, labels, np.arange(len(labels)), split)
+  if holdout_fraction:
+    images, labels, index, _ = arrays[shards.TRAIN_SPLIT]
+    out = held_out(len(labels), holdout_fraction)
+    arrays = {shards.TRAIN_SPLIT: (images[~out], labels[~out], index[~out], shards.TRAIN_SPLIT),
+              shards.EVAL_SPLIT: (images[out], labels[out], index[out], shards.TRAIN_SPLIT)}
+  return arrays
+
+
+def prepare(output_dir, source_dir=None, train_shards=16, validation_shards=4, overwrite=False,
+            holdout_fraction=None):
+  """Converts Fashion-MNIST (Xiao et al. 2017; 60,000 train / 10,000 test, 28x28 grayscale) into
+  PNG TFRecords; the test set becomes the `validation` split. Returns the dataset.json dict.
+
+  With `holdout_fraction` (a float in (0, 1), e.g. 0.1) the `validation` split is instead that
+  share of the 60,000 training images (a fixed choice: `held_out`) and the rest is `train`; no
+  test image is written. That conversion is for choosing a recipe without looking at the test
+  set; its dataset.json says so ('holdout_fraction').
+
+  Raises:
+    PipelineError: the files are missing or damaged, `holdout_fraction` is outside (0, 1), or
+      output_dir holds a conversion and `overwrite` is False (with it, that conversion is deleted
+      first).
+  """
+  if holdout_fraction is not None and not 0 < holdout_fraction < 1:
+    raise PipelineError('--validation_fraction=%s: fashion_mnist holds out that share of the '
+                        'training images, so it must be above 0 and below 1 (e.g. 0.1).'
+                        % holdout_fraction)
+  shards.check_output_dir(output_dir, overwrite)
+  source_dir = _find_fashion_mnist(source_dir)
+  shards.prepare_output_dir(output_dir, overwrite)
+  counts, mean, std = {}, None, None
+  for split, (images, labels, index, prefix) in _split_arrays(source_dir,
+                                                              holdout_fraction).items():
     if split == shards.TRAIN_SPLIT:
       mean, std = float(images.mean()), float(images.std())
     pngs = encode_png(images[..., np.newaxis])
     examples = [
         records.image_example(png, 'PNG', 28, 28, 1, int(label), CLASSES[label],
-                              '%s/%05d.png' % (split, i)).SerializeToString()
-        for i, (png, label) in enumerate(zip(pngs, labels))]
+                              '%s/%05d.png' % (prefix, i)).SerializeToString()
+        for i, png, label in zip(index, pngs, labels)]
     shards.write_shards(output_dir, split, examples,
                         train_shards if split == shards.TRAIN_SPLIT else validation_shards)
     counts[split] = len(examples)
@@ -115,5 +155,7 @@ def prepare(output_dir, source_dir=None, train_shards=16, validation_shards=4, o
                         'eval_crop_fraction': 1.0, 'random_flip': False},
       'source': source_dir,
   }
+  if holdout_fraction:
+    info['holdout_fraction'] = holdout_fraction
   dataset_json.write(output_dir, info)
   return info

@@ -39,7 +39,9 @@ def _define_common_flags():
   flags.DEFINE_float('validation_fraction', None,
                      'Fraction held out for validation when the data has no validation split: '
                      'image_folder (by a stable hash of the file name, default 0.1); text and '
-                     'rotten_tomatoes (by a fixed-seed shuffle, default 0.2).')
+                     'rotten_tomatoes (by a fixed-seed shuffle, default 0.2). fashion_mnist: when '
+                     'given, that share of the training images is the validation split and no '
+                     'test image is written (for choosing a recipe).')
   flags.DEFINE_integer('num_images', 2000, 'photos: JPEG crops to cut from the scikit-image '
                        'sample photos.')
   flags.mark_flag_as_required('output_dir')
