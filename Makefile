@@ -129,7 +129,7 @@ help:
 	@echo "             (RUNTIME_PROBE=again); RUNTIME=tf1 | RUNTIME=tf2 | TF1=stock choose one"
 	@echo "             PRECISION=bfloat16 (with RUNTIME=tf2, on a CPU with AVX512_BF16 or AMX)"
 	@echo "             MODEL_DIR=... DATA_DIR=... SEED=N"
-	@echo "make train-keras  the same ResNet-18 recipe with Keras 3 (BACKEND=tensorflow, jax or torch)"
+	@echo "make train-keras  the 9-epoch ResNet-18 recipe with Keras 3 (BACKEND=tensorflow, jax or torch)"
 	@echo "             DATA_DIR=data/fashion_mnist_arrays  from NumPy arrays (trainer.prepare arrays)"
 	@echo "make test    run the test suite on TF 1.15.5/Python 3.7 and TF 2.15.1/Python 3.11, and the"
 	@echo "             Keras 3 migration tests on TF 2.21/Keras 3.15/JAX"

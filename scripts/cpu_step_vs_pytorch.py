@@ -62,7 +62,7 @@ def tf_worker(precision):
   # make train's network and optimizer settings (Makefile, TRAIN_FLAGS_resnet).
   flags(['tf_worker', '--model=resnet', '--resnet_depth=18', '--image_size=%d' % IMAGE_SIZE,
          '--num_classes=%d' % CLASSES, '--base_learning_rate=0.2', '--weight_decay=5e-5',
-         '--label_smoothing=0', '--precision=%s' % precision])
+         '--label_smoothing=0.1', '--precision=%s' % precision])
   config = to_config.config_from_flags(dict(
       flags.flag_values_dict(), fake_data=True, data_dir=None, model_dir='/tmp', job_dir=None,
       export_dir=None, mode='train', train_steps=1, train_epochs=None, train_batch_size=BATCH))
@@ -185,9 +185,17 @@ def main():
   if args.isa_cap and 'mkl' in args.tf_venv:
     print('note: intel-tensorflow 1.15.2 (MKL-DNN 0.x) has no ISA switch: only its MKL calls '
           'are capped', file=sys.stderr)
-  if args.precision == 'bfloat16' and 'mkl' in args.tf_venv:
-    parser.exit(2, 'error: --precision=bfloat16 needs TensorFlow 2.x\'s oneDNN rewrite: pass '
-                '--tf_venv=.venv-tf2.\n')
+  if args.precision == 'bfloat16':
+    if args.isa_cap:
+      parser.exit(2, 'error: --precision=bfloat16 needs the CPU\'s bfloat16 instructions, which '
+                  '--isa_cap=%s takes away: drop one of them.\n' % args.isa_cap)
+    version = subprocess.run(
+        [os.path.join(args.tf_venv, 'bin', 'python'), '-c',
+         'import tensorflow as tf; print(tf.__version__)'], env=env, stdout=subprocess.PIPE,
+        universal_newlines=True).stdout.strip()
+    if not version.startswith('2.'):
+      parser.exit(2, 'error: --precision=bfloat16 needs TensorFlow 2.9+\'s oneDNN rewrite; %s has '
+                  'TensorFlow %s: pass --tf_venv=.venv-tf2.\n' % (args.tf_venv, version or '?'))
   precision = ['--precision=%s' % args.precision]
   workers = [_start(os.path.join(args.tf_venv, 'bin', 'python'), ['--worker=tf'] + precision, env),
              _start(os.path.join(args.torch_venv, 'bin', 'python'), ['--worker=torch'] + precision,

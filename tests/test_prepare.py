@@ -87,9 +87,10 @@ def test_a_held_out_conversion_splits_the_training_images_and_holds_no_test_imag
   for name, array in real.items():
     _write_idx(small / name, array[:200] if name.startswith('train') else array[:50])
   out = [str(tmp_path / d) for d in ('a', 'b')]
-  for d in out:
-    fashion_mnist.prepare(d, str(small), train_shards=2, validation_shards=1,
-                          holdout_fraction=0.1)
+  fashion_mnist.prepare(out[0], str(small), train_shards=2, validation_shards=1,
+                        holdout_fraction=0.1)
+  ok(run_prepare('fashion_mnist', '--source_dir=%s' % small, '--output_dir=' + out[1],
+                 '--validation_fraction=0.1', '--train_shards=2', '--validation_shards=1'))
   info = dataset_json.read(out[0])
   assert (info['num_train_examples'], info['num_eval_examples']) == (180, 20)
   assert info['holdout_fraction'] == 0.1
@@ -107,6 +108,8 @@ def test_a_held_out_conversion_splits_the_training_images_and_holds_no_test_imag
   assert sorted(again) == sorted(names['validation'])
   with pytest.raises(PipelineError, match='above 0 and below 1'):
     fashion_mnist.prepare(str(tmp_path / 'c'), str(small), holdout_fraction=1.0)
+  with pytest.raises(PipelineError, match='holds out 0 of the 200 training images'):
+    fashion_mnist.prepare(str(tmp_path / 'd'), str(small), holdout_fraction=0.001)
 
 
 def _write_tree(root, images, labels, corrupt=False):

@@ -31,9 +31,7 @@ def _best_seconds(sess, fetch, repeats):
 def measure(session_config=None, repeats=5):
   """The probe's figures: {'conv_flops', 'matmul_flops', 'stream_bytes_per_sec',
   'op_overhead', 'heavy_op_floor', 'step_overhead'} (FLOP/s, bytes/s, seconds), each the best
-  of `repeats` runs. With a `session_config` that turns on the CPU bfloat16 rewrite
-  (trainer/run/cpu_bfloat16.apply) the convolution and the matmul run in bfloat16, as a
-  `--precision=bfloat16` run's do; the fixed costs are timed without rewrites either way."""
+  of `repeats` runs."""
   with tf.Graph().as_default():
     images = tf.Variable(tf.random.normal(_CONV['images']))
     filters = tf.Variable(tf.random.normal(_CONV['filters']))
@@ -85,15 +83,14 @@ def measure(session_config=None, repeats=5):
   }
 
 
-def target(figures, precision='fp32'):
-  """This host as a targets.json entry (see targets.py) from `measure()`'s figures; `precision`
-  'bf16' when they were measured with the bfloat16 rewrite."""
+def target(figures):
+  """This host as a targets.json entry (see targets.py) from `measure()`'s figures."""
   here = cpu.read_cpu()
   fast = max(figures['conv_flops'], figures['matmul_flops'])
   return {
       'name': 'this CPU', 'kind': 'cpu', 'road': 'estimator', 'devices': 1,
       'machine': '%s, %d vCPUs' % (here.model or 'this host', here.logical_cpus),
-      'peak_flops': {precision: fast}, 'precision': precision,
+      'peak_flops': {'fp32': fast}, 'precision': 'fp32',
       # Convolutions at the convolution's measured rate, matmuls at the matmul's; the lower bound
       # puts both at the faster one.
       'heavy_efficiency': 1.0,

@@ -11,7 +11,7 @@ intel-tensorflow, the runtime of make train's recorded runs, keeps the job unles
 more than `MARGIN` faster. Stock TF 1.15.5 is no candidate: 3-10x behind both wherever it was
 measured. On a CPU with bfloat16 instructions (AVX512_BF16, AMX-BF16) TF 2.15 in bfloat16
 (trainer/run/cpu_bfloat16.py) is a third candidate: make train's ResNet-18 recipe reaches its
-accuracy there too (BENCHMARKS.md, "bfloat16 on the CPU"), and `make train` passes
+accuracy there too (BENCHMARKS.md, "The 6-epoch recipe"), and `make train` passes
 --precision=bfloat16 to that recipe only (BF16_MODELS in the Makefile). A choice is kept only when
 every float32 candidate ran (bfloat16 may be refused where oneDNN is off or a GPU is seen).
 

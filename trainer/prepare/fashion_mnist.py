@@ -87,8 +87,13 @@ def held_out(count, fraction):
 
 
 def _split_arrays(source_dir, holdout_fraction):
-  """{split: (images uint8 [n, 28, 28], labels uint8 [n], file-name prefix)}: the test set as
-  validation, or with `holdout_fraction` the held-out training images (and no test image)."""
+  """{split: (images uint8 [n, 28, 28], labels uint8 [n], source indices int [n], file-name
+  prefix)}: the test set as validation, or with `holdout_fraction` the held-out training images
+  (and no test image).
+
+  Raises:
+    PipelineError: the files are inconsistent, or `holdout_fraction` holds out no image or all.
+  """
   arrays = {}
   for split, (images_file, labels_file) in FILES.items():
     images = read_idx(os.path.join(source_dir, images_file))
@@ -100,6 +105,10 @@ def _split_arrays(source_dir, holdout_fraction):
   if holdout_fraction:
     images, labels, index, _ = arrays[shards.TRAIN_SPLIT]
     out = held_out(len(labels), holdout_fraction)
+    if not 0 < out.sum() < len(out):
+      raise PipelineError('--validation_fraction=%s holds out %d of the %d training images: '
+                          'give a fraction that leaves images in both splits (e.g. 0.1).'
+                          % (holdout_fraction, out.sum(), len(out)))
     arrays = {shards.TRAIN_SPLIT: (images[~out], labels[~out], index[~out], shards.TRAIN_SPLIT),
               shards.EVAL_SPLIT: (images[out], labels[out], index[out], shards.TRAIN_SPLIT)}
   return arrays

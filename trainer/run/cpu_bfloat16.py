@@ -82,6 +82,16 @@ def check(model, single_process=True, cpu=None, gpus=None):
         % ('/'.join(host_cpu.ONEDNN_ISA_VARIABLES), cpu.onednn_max_isa, drop))
 
 
+def without(session_config):
+  """A copy of `session_config` (a tf.ConfigProto, or None) with the rewrite off."""
+  plain = tf.ConfigProto()
+  if session_config is not None:
+    plain.CopyFrom(session_config)
+  if has_rewrite():
+    setattr(plain.graph_options.rewrite_options, REWRITE, rewriter_config_pb2.RewriterConfig.OFF)
+  return plain
+
+
 def apply(session_config, precision, use_tpu):
   """Turns the rewrite on in `session_config` (a tf.ConfigProto, changed in place) for a
   bfloat16 run off TPU; returns session_config."""
