@@ -115,7 +115,7 @@ def torch_worker(channels_last, precision):
     model = model.to(memory_format=torch.channels_last)
     images = images.contiguous(memory_format=torch.channels_last)
   optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
-  loss_fn = nn.CrossEntropyLoss()
+  loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)  # make train's
 
   def step():
     optimizer.zero_grad(set_to_none=True)
@@ -189,13 +189,17 @@ def main():
     if args.isa_cap:
       parser.exit(2, 'error: --precision=bfloat16 needs the CPU\'s bfloat16 instructions, which '
                   '--isa_cap=%s takes away: drop one of them.\n' % args.isa_cap)
-    version = subprocess.run(
-        [os.path.join(args.tf_venv, 'bin', 'python'), '-c',
-         'import tensorflow as tf; print(tf.__version__)'], env=env, stdout=subprocess.PIPE,
-        universal_newlines=True).stdout.strip()
-    if not version.startswith('2.'):
-      parser.exit(2, 'error: --precision=bfloat16 needs TensorFlow 2.9+\'s oneDNN rewrite; %s has '
-                  'TensorFlow %s: pass --tf_venv=.venv-tf2.\n' % (args.tf_venv, version or '?'))
+    # The question trainer/run/cpu_bfloat16.has_rewrite asks, in the TensorFlow venv.
+    ask = ('from tensorflow.core.protobuf import rewriter_config_pb2 as r; print('
+           '"auto_mixed_precision_onednn_bfloat16" in r.RewriterConfig.DESCRIPTOR.fields_by_name)')
+    try:
+      answer = subprocess.run([os.path.join(args.tf_venv, 'bin', 'python'), '-c', ask], cwd=REPO,
+                              env=env, stdout=subprocess.PIPE, universal_newlines=True).stdout
+    except OSError as e:
+      parser.exit(2, 'error: --tf_venv=%s: %s\n' % (args.tf_venv, e))
+    if answer.strip() != 'True':
+      parser.exit(2, 'error: --precision=bfloat16 needs TensorFlow 2.9+\'s oneDNN bfloat16 '
+                  'rewrite, which %s lacks: pass --tf_venv=.venv-tf2.\n' % args.tf_venv)
   precision = ['--precision=%s' % args.precision]
   workers = [_start(os.path.join(args.tf_venv, 'bin', 'python'), ['--worker=tf'] + precision, env),
              _start(os.path.join(args.torch_venv, 'bin', 'python'), ['--worker=torch'] + precision,

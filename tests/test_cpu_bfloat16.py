@@ -64,6 +64,21 @@ def test_the_rewrite_runs_on_one_cpu_process_with_bfloat16_instructions_only():
     assert config.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 == on
 
 
+def test_the_step_time_probe_gets_the_runs_config_without_the_rewrite():
+  """cpu_bfloat16.without, on every host and runtime: a copy of the run's session config with the
+  rewrite off (TF 1.15 has none: the copy as it is), the run's own config unchanged."""
+  run = tf.ConfigProto(intra_op_parallelism_threads=2)
+  if not TF1:
+    run = cpu_bfloat16.apply(run, 'bfloat16', False)
+  probed = cpu_bfloat16.without(run)
+  assert probed.intra_op_parallelism_threads == 2
+  assert cpu_bfloat16.without(None).intra_op_parallelism_threads == 0
+  if not TF1:
+    options = (run.graph_options.rewrite_options, probed.graph_options.rewrite_options)
+    assert [getattr(o, cpu_bfloat16.REWRITE) for o in options] == [
+        rewriter_config_pb2.RewriterConfig.ON, rewriter_config_pb2.RewriterConfig.OFF]
+
+
 @pytest.mark.skipif(TF1 or not HOST.computes_bfloat16,
                     reason='needs TF 2.9+ and a CPU with AVX512_BF16 or AMX-BF16 (this host: '
                     '%s)' % HOST.describe())

@@ -125,9 +125,9 @@ def prepare(output_dir, source_dir=None, train_shards=16, validation_shards=4, o
   set; its dataset.json says so ('holdout_fraction').
 
   Raises:
-    PipelineError: the files are missing or damaged, `holdout_fraction` is outside (0, 1), or
-      output_dir holds a conversion and `overwrite` is False (with it, that conversion is deleted
-      first).
+    PipelineError: the files are missing or damaged, `holdout_fraction` is outside (0, 1) or
+      would leave a split empty, or output_dir holds a conversion and `overwrite` is False (with
+      it, that conversion is deleted first, after every other check).
   """
   if holdout_fraction is not None and not 0 < holdout_fraction < 1:
     raise PipelineError('--validation_fraction=%s: fashion_mnist holds out that share of the '
@@ -135,10 +135,10 @@ def prepare(output_dir, source_dir=None, train_shards=16, validation_shards=4, o
                         % holdout_fraction)
   shards.check_output_dir(output_dir, overwrite)
   source_dir = _find_fashion_mnist(source_dir)
+  arrays = _split_arrays(source_dir, holdout_fraction)  # refuses before anything is deleted
   shards.prepare_output_dir(output_dir, overwrite)
   counts, mean, std = {}, None, None
-  for split, (images, labels, index, prefix) in _split_arrays(source_dir,
-                                                              holdout_fraction).items():
+  for split, (images, labels, index, prefix) in arrays.items():
     if split == shards.TRAIN_SPLIT:
       mean, std = float(images.mean()), float(images.std())
     pngs = encode_png(images[..., np.newaxis])
