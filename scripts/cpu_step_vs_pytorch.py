@@ -70,8 +70,7 @@ def tf_worker(precision):
   with graph.as_default():
     train_op = model_bench.build_train_op(config)
     init = [tf.global_variables_initializer(), tf.local_variables_initializer()]
-  if precision == 'bfloat16':
-    cpu_bfloat16.check(config.model.model)
+  # config_from_flags has refused bfloat16 where the rewrite cannot run (cpu_bfloat16.check).
   session_config = cpu_bfloat16.apply(estimator_lib.host_session_config(), precision, False)
   sess = tf.Session(graph=graph, config=session_config)
   sess.run(init)
@@ -189,9 +188,7 @@ def main():
     if args.isa_cap:
       parser.exit(2, 'error: --precision=bfloat16 needs the CPU\'s bfloat16 instructions, which '
                   '--isa_cap=%s takes away: drop one of them.\n' % args.isa_cap)
-    # The question trainer/run/cpu_bfloat16.has_rewrite asks, in the TensorFlow venv.
-    ask = ('from tensorflow.core.protobuf import rewriter_config_pb2 as r; print('
-           '"auto_mixed_precision_onednn_bfloat16" in r.RewriterConfig.DESCRIPTOR.fields_by_name)')
+    ask = 'from trainer.run import cpu_bfloat16; print(cpu_bfloat16.has_rewrite())'
     try:
       answer = subprocess.run([os.path.join(args.tf_venv, 'bin', 'python'), '-c', ask], cwd=REPO,
                               env=env, stdout=subprocess.PIPE, universal_newlines=True).stdout
