@@ -40,21 +40,41 @@ if importlib.util.find_spec('jax') and 'JAX_COMPILATION_CACHE_DIR' not in os.env
                     JAX_COMPILATION_CACHE_MAX_SIZE=str(2 ** 30))
 
 
+# trainer.advise and each run's step-time prediction keep this host's probe figures in a cache
+# (trainer/advise/probe_cache.py): the suite keeps its own, never the user's, removed with the
+# JAX cache's directory by the process that made it.
+_ADVISE_CACHE_DIR = None
+if 'TRAINER_ADVISE_CACHE' not in os.environ:
+  _ADVISE_CACHE_DIR = tempfile.mkdtemp(prefix='advise-cache-')
+  os.environ['TRAINER_ADVISE_CACHE'] = os.path.join(_ADVISE_CACHE_DIR, 'advise-probes.json')
+
+
 # The TF 1.15 runtimes are the Python 3.7 virtualenvs (.venv, .venv-mkl); TF 2.15's is Python 3.11.
 TF1_RUNTIME = sys.version_info < (3, 8)
 
 
 def pytest_runtest_setup(item):
-  """A test marked one_runtime(why) runs once, on the TF 2.15 runtime (pytest.ini)."""
+  """A test marked one_runtime(why) runs once, on the TF 2.15 runtime (pytest.ini). Under
+  `--dist loadgroup` (the Keras suite's) an xdist_group test that pytest-xdist did not tag fails:
+  its group's tests would be spread over the workers and each would train the group's run again
+  (pytest 9.2 ignores the tag pytest-xdist 3.8.0 sets: the Keras suite lost its grouping and held
+  1.3 GB more on disk)."""
   marker = item.get_closest_marker('one_runtime')
   if marker and TF1_RUNTIME:
     pytest.skip('runtime-independent, run on TF 2.15 only: %s' % marker.args[0])
+  if (getattr(item.config.option, 'loadgroup', False) and item.get_closest_marker('xdist_group')
+      and '@' not in item.nodeid):
+    import xdist  # pylint: disable=g-import-not-at-top  # here only under pytest-xdist
+    pytest.fail('pytest-xdist %s did not tag this xdist_group test for --dist loadgroup under '
+                'pytest %s: install the pytest that constraints/ pins (make venvs)'
+                % (xdist.__version__, pytest.__version__), pytrace=False)
 
 
 def pytest_unconfigure(config):
   del config  # unused
-  if _JAX_CACHE_DIR:
-    shutil.rmtree(_JAX_CACHE_DIR, ignore_errors=True)
+  for made in (_JAX_CACHE_DIR, _ADVISE_CACHE_DIR):
+    if made:
+      shutil.rmtree(made, ignore_errors=True)
 
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
