@@ -41,10 +41,10 @@ if importlib.util.find_spec('jax') and 'JAX_COMPILATION_CACHE_DIR' not in os.env
 
 
 # trainer.advise and each run's step-time prediction keep this host's probe figures in a cache
-# (trainer/advise/probe_cache.py): the suite keeps its own, never the user's, removed with the
-# JAX cache's directory by the process that made it.
+# (trainer/advise/probe_cache.py): the suite keeps its own, never the user's (made by pytest's
+# main process, inherited by its pytest-xdist workers), removed by the process that made it.
 _ADVISE_CACHE_DIR = None
-if 'TRAINER_ADVISE_CACHE' not in os.environ:
+if 'PYTEST_XDIST_WORKER' not in os.environ:
   _ADVISE_CACHE_DIR = tempfile.mkdtemp(prefix='advise-cache-')
   os.environ['TRAINER_ADVISE_CACHE'] = os.path.join(_ADVISE_CACHE_DIR, 'advise-probes.json')
 
@@ -62,8 +62,10 @@ def pytest_runtest_setup(item):
   marker = item.get_closest_marker('one_runtime')
   if marker and TF1_RUNTIME:
     pytest.skip('runtime-independent, run on TF 2.15 only: %s' % marker.args[0])
-  if (getattr(item.config.option, 'loadgroup', False) and item.get_closest_marker('xdist_group')
-      and '@' not in item.nodeid):
+  groups = sorted({str(m.args[0] if m.args else m.kwargs.get('name', 'default'))
+                   for m in item.iter_markers('xdist_group')})
+  if (groups and getattr(item.config.option, 'loadgroup', False) and
+      not item.nodeid.endswith('@' + '_'.join(groups))):
     import xdist  # pylint: disable=g-import-not-at-top  # here only under pytest-xdist
     pytest.fail('pytest-xdist %s did not tag this xdist_group test for --dist loadgroup under '
                 'pytest %s: install the pytest that constraints/ pins (make venvs)'

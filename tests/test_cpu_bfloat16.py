@@ -10,6 +10,7 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 
 from trainer.advise import host_probe
 from trainer.advise import own_device
+from trainer.advise import shape_probe
 from trainer.errors import PipelineError
 from trainer.host import cpu as host_cpu
 from trainer.run import cpu_bfloat16
@@ -91,11 +92,15 @@ def test_the_run_config_of_a_bfloat16_run_turns_the_rewrite_on(small_dir, tmp_pa
   # The run's own step-time prediction probes this CPU with that config less the rewrite: its
   # float32 rates (the bfloat16 ones predicted the step about 2x too fast; own_device.py).
   probed = []
-  monkeypatch.setattr(host_probe, 'measure', lambda config=None: probed.append(config) or FIGURES)
+  monkeypatch.setattr(host_probe, 'measure_cached',
+                      lambda config=None: probed.append(config) or dict(FIGURES, cached=False))
+  monkeypatch.setattr(shape_probe, 'measure', lambda cost, rate, config=None: probed.append(
+      config) or dict(shape_probe.NOT_TIMED))
   record = own_device.predict_run(config, session_config)
   assert record['target'] == 'this CPU' and record['precision'] == 'fp32', record
+  assert len(probed) == 2  # the host's rates and its shapes, with one config
   rewrite = probed[0].graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16
-  assert rewrite == rewriter_config_pb2.RewriterConfig.OFF
+  assert rewrite == rewriter_config_pb2.RewriterConfig.OFF and probed[1] is probed[0]
   assert probed[0].intra_op_parallelism_threads == session_config.intra_op_parallelism_threads
   assert session_config.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 == 1
 

@@ -25,6 +25,7 @@ from trainer.advise import advisor
 from trainer.advise import host_probe
 from trainer.advise import job_cost
 from trainer.advise import report
+from trainer.advise import shape_probe
 from trainer.advise import targets as targets_lib
 from trainer.cli import help_text
 from trainer.cli import log_noise
@@ -32,6 +33,7 @@ from trainer.errors import PipelineError
 from trainer.flags import run_flags
 from trainer.flags import to_config
 from trainer.host import cpu
+from trainer.run import estimator
 from trainer.storage import json_files
 from trainer.storage import outputs
 
@@ -50,6 +52,11 @@ def _define_advise_flags():
                           'without either, the input is left out of the prediction).')
   absl_flags.DEFINE_string('output', None, 'Also write the advice as JSON here (an existing '
                            'file is refused unless --overwrite).')
+  absl_flags.DEFINE_boolean('time_shapes', True, 'Time each convolution and matmul shape of the '
+                            'job on this host (once per host: the probe cache keeps them; '
+                            'docs/advise.md). --notime_shapes prices them at one probe '
+                            'convolution\'s and matmul\'s rate: faster the first time, but '
+                            '1.7-2.6x optimistic for ResNet-18 and InceptionV3 on a 2-vCPU Zen 5.')
   absl_flags.DEFINE_enum('road', 'estimator', targets_lib.ROADS[:2],
                          'estimator: this job as trainer.main runs it (TPU v2-v4, GPUs through '
                          'TensorFlow\'s executor). keras: as trainer.train_keras runs its Keras '
@@ -114,9 +121,13 @@ def main(argv):
     real, config = _configs()
     name = report.job_name(config)
     cost = job_cost.from_config(config, name)
-    # This CPU at its float32 rates, for a --precision=bfloat16 job too (own_device.py says why).
-    figures = host_probe.measure()
-    here = host_probe.target(figures)
+    # This CPU at its float32 rates, for a --precision=bfloat16 job too (own_device.py says why),
+    # with the threads trainer.main would give the job.
+    session_config = estimator.host_session_config(config.model.model)
+    figures = host_probe.measure_cached(session_config)
+    shapes = (shape_probe.measure(cost, figures['conv_flops'], session_config)
+              if FLAGS.time_shapes else dict(shape_probe.NOT_TIMED))
+    here = host_probe.target(figures, shapes['seconds'])
     targets = targets_lib.select(FLAGS.targets, here, FLAGS.road,
                                  tf32=targets_lib.uses_tf32(FLAGS.road, tf.__version__))
     if slice_target and slice_target['name'] not in [t['name'] for t in targets]:
@@ -129,7 +140,7 @@ def main(argv):
     train_steps = (real.train_steps if real else config.train_steps) if length_given else None
     advice = advisor.advise(cost, targets, here_rate / cores if here_rate else None, here_rate,
                             steps_per_epoch, train_steps, config.iterations_per_loop)
-    record = report.record(cost, figures, here_rate, advice, targets)
+    record = report.record(cost, figures, here_rate, advice, targets, shapes)
   except PipelineError as e:
     print('error: %s' % e, file=sys.stderr)
     sys.exit(2)

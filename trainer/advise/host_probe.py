@@ -8,6 +8,7 @@ import time
 
 import tensorflow.compat.v1 as tf
 
+from trainer.advise import probe_cache
 from trainer.host import cpu
 
 # A 3x3 convolution of ResNet's middle stages (64 -> 64 channels, 32x32 maps, batch 32).
@@ -16,6 +17,8 @@ _MATMUL = 1024
 _STREAM_FLOATS = 16 * 1024 * 1024  # 64 MB, beyond any cache
 _CHAIN = 200
 _CONV_CHAIN = 50
+_FIGURES = {'conv_flops', 'matmul_flops', 'stream_bytes_per_sec', 'op_overhead', 'heavy_op_floor',
+            'step_overhead'}
 
 
 def _best_seconds(sess, fetch, repeats):
@@ -83,8 +86,21 @@ def measure(session_config=None, repeats=5):
   }
 
 
-def target(figures):
-  """This host as a targets.json entry (see targets.py) from `measure()`'s figures."""
+def measure_cached(session_config=None):
+  """`measure(session_config)`'s figures, taken once per host and then read from the probe cache
+  (probe_cache.py), with 'cached': whether they were read."""
+  key = probe_cache.host_key(session_config)
+  figures = probe_cache.read(key, 'figures')
+  if set(figures) >= _FIGURES:
+    return dict(figures, cached=True)
+  figures = measure(session_config)
+  probe_cache.update(key, 'figures', figures)
+  return dict(figures, cached=False)
+
+
+def target(figures, op_seconds=None):
+  """This host as a targets.json entry (see targets.py) from `measure()`'s figures, with
+  shape_probe.measure's seconds per convolution and matmul shape (`op_seconds`) where given."""
   here = cpu.read_cpu()
   fast = max(figures['conv_flops'], figures['matmul_flops'])
   return {
@@ -95,6 +111,7 @@ def target(figures):
       # puts both at the faster one.
       'heavy_efficiency': 1.0,
       'heavy_rates': {'conv': figures['conv_flops'], 'matmul': figures['matmul_flops']},
+      'op_seconds': op_seconds or {},
       'memory_bandwidth': figures['stream_bytes_per_sec'], 'memory_per_device': None,
       'fused': False, 'op_overhead': figures['op_overhead'],
       'heavy_op_floor': figures['heavy_op_floor'],

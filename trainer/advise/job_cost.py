@@ -13,12 +13,14 @@ GPU); step_model.py decides what fusion saves on a TPU.
 
 import collections
 
+import numpy as np
 import tensorflow.compat.v1 as tf
 
+from trainer.advise import shape_probe
 from trainer.benchmark import model_bench
 from trainer.errors import PipelineError
 
-OpCost = collections.namedtuple('OpCost', 'type flops bytes')
+OpCost = collections.namedtuple('OpCost', 'type flops bytes signature', defaults=(None,))
 JobCost = collections.namedtuple(
     'JobCost', 'name batch_size ops flops_source weight_bytes state_bytes activation_bytes '
     'heavy_output_bytes infeed_bytes_per_step')
@@ -26,8 +28,10 @@ JobCost.__doc__ = """One training step of a job, at its global batch size.
 
   name: str, what the job is (network and sizes).
   batch_size: int, examples per step (all devices together).
-  ops: tuple of OpCost (type str, flops float, bytes int): every op a step runs (the train op's
-    inputs, forward, backward and the optimizer's update), none of the input pipeline's.
+  ops: tuple of OpCost (type str, flops float, bytes int, signature str or None): every op a
+    step runs (the train op's inputs, forward, backward and the optimizer's update), none of the
+    input pipeline's. A convolution's or matmul's signature names its shapes and attributes
+    (shape_probe.signature: what this host's timing of it is cached by); None for other ops.
   flops_source: str, where the FLOP counts come from.
   weight_bytes: int, the trainable variables.
   state_bytes: int, the other float variables: optimizer slots, batch norm's moving statistics.
@@ -52,6 +56,19 @@ _FREE = ('Const', 'VarHandleOp', 'VariableV2', 'NoOp', 'Placeholder', 'IteratorG
 _VIEWS = ('Identity', 'Reshape', 'StopGradient', 'Snapshot', 'ReadVariableOp', 'Enter', 'Exit',
           'Merge', 'Switch', 'NextIteration', 'LoopCond', 'RefEnter', 'RefExit', 'RefMerge',
           'RefSwitch', 'RefNextIteration', 'ExpandDims', 'Squeeze')
+# TF 1.15's reference variables are float inputs and outputs, counted as such; TF 2.x's resource
+# variables are handles, their bytes counted by _variable_passes.
+
+
+def _variable_passes(op_type):
+  """How often an op that takes a resource variable passes over all of it: an optimizer's
+  dense update (ResourceApply*, its slots too, each an input) and AssignAdd/Sub read and write
+  it; a plain assignment writes it; a read is a view (the tensor is shared, not copied); a
+  gather, a scatter or a sparse update touches only the rows its float inputs count."""
+  if op_type == 'ReadVariableOp' or op_type.startswith(('ResourceGather', 'ResourceScatter',
+                                                         'ResourceSparse')):
+    return 0
+  return 1 if op_type == 'AssignVariableOp' else 2
 _NOT_ACTIVATIONS = _FREE + ('ReadVariableOp', 'Identity', 'Assign', 'AssignVariableOp', 'Shape',
                             'Reshape')
 
@@ -67,6 +84,31 @@ def _bytes(tensor):
 
 def _is_float(tensor):
   return tensor.dtype.base_dtype in (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+
+
+def _variable_bytes(handle):
+  """The bytes of the resource variable `handle` points to (TF 2.x's variables: an op reads or
+  updates it through the handle, whose own dtype is `resource`), 0 where unknown."""
+  op = handle.op
+  while op.type in ('Identity', 'Enter') and op.inputs:
+    op = op.inputs[0].op
+  if op.type != 'VarHandleOp':
+    return 0
+  shape = tf.TensorShape(op.get_attr('shape'))
+  if not shape.is_fully_defined():
+    return 0
+  return shape.num_elements() * tf.as_dtype(op.get_attr('dtype')).size
+
+
+def _constant(tensor):
+  """`tensor`'s value where the graph fixes it (numpy), else None: a constant, or the static
+  shape a Shape or ShapeN op reads (the gradients' input_sizes and filter_sizes)."""
+  value = tf.get_static_value(tensor)
+  if value is None and tensor.op.type == 'ShapeN':
+    source = tensor.op.inputs[tensor.value_index]
+    if source.shape.is_fully_defined():
+      value = np.array(source.shape.as_list(), dtype=tensor.dtype.as_numpy_dtype)
+  return value
 
 
 def _reachable(outputs):
@@ -149,8 +191,11 @@ def _from_graph(build, batch_size, name, loop_trips):
       if op.type in _FREE:
         continue
       moved = 0 if op.type in _VIEWS else sum(
-          _bytes(t) for t in list(op.inputs) + list(op.outputs) if _is_float(t))
-      cost = OpCost(op.type, flops.get(op.name, 0.0), moved)
+          _bytes(t) for t in list(op.inputs) + list(op.outputs) if _is_float(t)) + sum(
+              _variable_bytes(t) * _variable_passes(op.type) for t in op.inputs
+              if t.dtype == tf.resource)
+      cost = OpCost(op.type, flops.get(op.name, 0.0), moved,
+                    shape_probe.signature(op, _constant) if op.type in HEAVY_OPS else None)
       ops.extend([cost] * (loop_trips if _in_loop(op) else 1))
     ops = tuple(sorted(ops, key=lambda o: -o.flops))
     losses = tf.get_collection(tf.GraphKeys.LOSSES)

@@ -17,6 +17,7 @@ import tensorflow.compat.v1 as tf
 from trainer.advise import host_probe
 from trainer.advise import job_cost
 from trainer.advise import report
+from trainer.advise import shape_probe
 from trainer.advise import step_model
 from trainer.advise import targets as targets_lib
 from trainer.run import cpu_bfloat16
@@ -78,7 +79,9 @@ def predict_run(config, session_config=None):
   flops_per_step (of that step), memory_needed_bytes, fits, input. A TPU run, a GPU the table
   does not have or a prediction that failed gives {'target': None, 'skipped': why}, logged.
   Takes about a second for a small network, a few for ResNet-50 or InceptionV3: the graph is
-  built and counted, this host's rates measured with `session_config` (the run's threads)."""
+  built and counted, this host's rates measured with `session_config` (the run's threads); the
+  first time on a host, the job's convolution and matmul shapes are timed too (shape_probe.py:
+  up to half a minute for ResNet-50 at 224 px), then read from the probe cache."""
   if config.use_tpu:
     return _skipped('a TPU run: its type is known only once resolved; python -m '
                     'trainer.advise predicts it per TPU type')
@@ -90,8 +93,13 @@ def predict_run(config, session_config=None):
       # float32, casts are added), so the runs' own predictions at bfloat16 rates were 44-51% too
       # fast; trainer.advise at float32 rates (its input timed) 15% (BENCHMARKS.md, "bfloat16 on
       # the CPU"). This record at float32 rates was not scored against a bfloat16 run.
-      target = host_probe.target(host_probe.measure(cpu_bfloat16.without(session_config)))
-      return _record(_cost(config, config.train_batch_size), target)
+      probe_config = cpu_bfloat16.without(session_config)
+      cost = _cost(config, config.train_batch_size)
+      figures = host_probe.measure_cached(probe_config)
+      shapes = shape_probe.measure(cost, figures['conv_flops'], probe_config)
+      record = _record(cost, host_probe.target(figures, shapes['seconds']))
+      record.update(shapes_timed=shapes['timed'], shapes_cached=shapes['cached'])
+      return record
     target = targets_lib.gpu_named(gpus[0],
                                    tf32=targets_lib.uses_tf32('estimator', tf.__version__))
     if target is None:

@@ -24,8 +24,10 @@ def job_name(config):
   return '%s %s batch %d' % (network, size, config.train_batch_size)
 
 
-def record(cost, figures, here_input_rate, advice, targets):
-  """The JSON record: the job's cost, this host's figures, each target's entry and row."""
+def record(cost, figures, here_input_rate, advice, targets, shapes=None):
+  """The JSON record: the job's cost, this host's figures (with shape_probe.measure's counts:
+  `shapes`), each target's entry (less this host's per-shape seconds) and row."""
+  shapes = shapes or {}
   return {
       'job': {'name': cost.name, 'batch_size': cost.batch_size,
               'flops_per_step': job_cost.flops_per_step(cost), 'flops_source': cost.flops_source,
@@ -33,8 +35,12 @@ def record(cost, figures, here_input_rate, advice, targets):
               'state_bytes': cost.state_bytes, 'activation_bytes': cost.activation_bytes,
               'infeed_bytes_per_step': cost.infeed_bytes_per_step},
       'host': dict(figures, input_examples_per_sec=here_input_rate,
-                   python=platform.python_version(), tensorflow=tf.__version__),
-      'targets': [{k: v for k, v in t.items() if k != 'sources'} for t in targets],
+                   python=platform.python_version(), tensorflow=tf.__version__,
+                   shapes_timed=shapes.get('timed'), shapes_cached=shapes.get('cached'),
+                   shapes_failed=shapes.get('failed'),
+                   shape_probe_seconds=shapes.get('probe_seconds')),
+      'targets': [{k: v for k, v in t.items() if k not in ('sources', 'op_seconds')}
+                  for t in targets],
       'advice': advice,
   }
 

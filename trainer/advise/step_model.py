@@ -10,7 +10,8 @@ convolution or matmul (the op and its fused epilogue; a TPU's `op_overhead` is 0
 device's time: the host's input pipeline, overlapped with it (tf.data prefetches), and the fixed
 cost of each step and of each host round trip (`iterations_per_loop` steps per round trip on a
 TPU). A convolution never takes less than the target's `heavy_op_floor` (this host's is
-measured: a small convolution's time; matmuls have no floor).
+measured: a small convolution's time; matmuls have no floor). On this host each convolution and
+matmul takes its own shape's measured time where shape_probe.py timed it (`op_seconds`).
 
   predicted = max(device, input) + per-step overhead + round trip / iterations_per_loop
   lower     = the same with every heavy op at the target's full peak
@@ -55,6 +56,7 @@ def _device_seconds(cost, target, at_peak=False):
   fused = target['fused']
   floor = target.get('heavy_op_floor', 0.0)
   measured = None if at_peak else target.get('heavy_rates')
+  timed = target.get('op_seconds') or {}
   heavy_rate = peak if at_peak else peak * target['heavy_efficiency']
   compute = memory = 0.0
   for op in cost.ops:
@@ -69,6 +71,12 @@ def _device_seconds(cost, target, at_peak=False):
       # small convolution's time, which says nothing of a matmul's).
       flops_time = max(flops_time, floor)
     bytes_time = 0.0 if fused and not heavy else op.bytes / bandwidth
+    if heavy and op.signature in timed:  # this host's time for this very shape
+      # The lower bound takes the faster of it and the untimed price at the peak: a shape may
+      # beat the probe's rate (the CNN's 5x5 convolutions do).
+      own = timed[op.signature]
+      compute += min(own, max(flops_time, bytes_time)) if at_peak else own
+      continue
     if flops_time >= bytes_time:
       compute += flops_time
     else:
