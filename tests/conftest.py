@@ -58,7 +58,7 @@ def pytest_runtest_setup(item):
   `--dist loadgroup` (the Keras suite's) an xdist_group test that pytest-xdist did not tag fails:
   its group's tests would be spread over the workers and each would train the group's run again
   (pytest 9.2 ignores the tag pytest-xdist 3.8.0 sets: the Keras suite lost its grouping and held
-  1.3 GB more on disk)."""
+  1.0 GiB more on disk)."""
   marker = item.get_closest_marker('one_runtime')
   if marker and TF1_RUNTIME:
     pytest.skip('runtime-independent, run on TF 2.15 only: %s' % marker.args[0])

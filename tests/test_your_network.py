@@ -104,3 +104,6 @@ def test_trainer_advise_costs_the_network_it_is_given(tmp_path):
   assert report['job']['weight_bytes'] == weight_bytes and report['job']['flops_per_step'] > 0
   assert all(row['step_seconds'] > 0 for row in report['advice']['rows'])
   assert report['advice']['verdict']
+  # This CPU's row times the network's own shapes, its depthwise convolutions included.
+  host = report['host']
+  assert host['shapes_timed'] + host['shapes_cached'] > 0 and host['shapes_failed'] == 0, host
