@@ -40,6 +40,7 @@ VERTEX_ONLY = {
     'reservation': 'drop it (AI Platform is shut down: submit to Vertex AI)',
     'network': 'use a trainingInput.network in --config',
     'reserved_ip_ranges': 'drop it (AI Platform is shut down: submit to Vertex AI)',
+    'network_attachment': 'drop it (AI Platform is shut down: submit to Vertex AI)',
     'boot_disk_type': 'use a trainingInput.masterConfig.diskConfig in --config',
     'boot_disk_size_gb': 'use a trainingInput.masterConfig.diskConfig in --config',
     'persistent_resource_id': 'drop it (AI Platform is shut down: submit to Vertex AI)',
@@ -126,6 +127,12 @@ def _define_vertex_flags():
   flags.DEFINE_string('reserved_ip_ranges', None,
                       'Vertex AI: with --network, the names of its reserved IP ranges the job may '
                       'use, comma-separated.')
+  flags.DEFINE_string('network_attachment', None,
+                      'Vertex AI: reach your VPC network through a Private Service Connect '
+                      'interface: the Compute Engine network attachment\'s name, in the job\'s '
+                      'project and region, or projects/PROJECT/regions/REGION/networkAttachments/'
+                      'NAME (the road for H100 Mega, H200 and B200 jobs, which --network cannot '
+                      'peer).')
   flags.DEFINE_string('boot_disk_type', None,
                       'Vertex AI: every replica\'s boot disk type: pd-ssd, pd-standard or '
                       'hyperdisk-balanced (service default: pd-ssd; hyperdisk-balanced on A3 '

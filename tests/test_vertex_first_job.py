@@ -119,6 +119,10 @@ def _spec_with(**fields):
 
 
 OTHER_KEY = KEY.replace('us-central1', 'europe-west4')
+OTHER_ATTACHMENT = 'projects/123456789/regions/europe-west4/networkAttachments/vertex-psc'
+H200_MACHINE = {'machineType': 'a3-ultragpu-8g', 'acceleratorType': 'NVIDIA_H200_141GB',
+                'acceleratorCount': 8}
+H200 = ('--machine_type=a3-ultragpu-8g', '--accelerator_type=NVIDIA_H200_141GB')
 T4_RESERVATION = 'projects/test-project/zones/us-central1-b/reservations/t4s'
 T4_AFFINITY = {'reservationAffinityType': 'SPECIFIC_RESERVATION',
                'key': 'compute.googleapis.com/reservation-name', 'values': [T4_RESERVATION]}
@@ -172,6 +176,19 @@ CASES = {
         'valid values are pd-ssd, pd-standard, hyperdisk-balanced',
         ('--boot_disk_type=pd-balanced',),
         'Vertex AI takes pd-ssd, pd-standard, hyperdisk-balanced'),
+    'network_attachment_in_another_region': (
+        _spec_with(pscInterfaceConfig={'networkAttachment': OTHER_ATTACHMENT}),
+        'is not in the region of the job', ('--network_attachment=' + OTHER_ATTACHMENT,),
+        '--network_attachment is in europe-west4, the job in --region=us-central1'),
+    'network_attachment_not_a_name': (
+        _spec_with(pscInterfaceConfig={'networkAttachment': 'Vertex_PSC'}),
+        'Invalid job_spec.psc_interface_config.network_attachment',
+        ('--network_attachment=Vertex_PSC',), "give the network attachment's name"),
+    'vpc_peering_with_h200s': (
+        _spec_with(network=NETWORK, machine=dict(H200_MACHINE)),
+        'VPC peering (job_spec.network) is not supported with NVIDIA_H200_141GB',
+        H200 + ('--network=' + NETWORK,), 'reach your network through a Private Service Connect '
+        'interface instead: --network_attachment=NAME'),
     'persistent_resource_id_in_capitals': (
         _spec_with(persistentResourceId='Team-Pool'), 'Invalid job_spec.persistent_resource_id',
         ('--persistent_resource_id=Team-Pool',), 'is not a persistent resource ID'),
@@ -195,6 +212,19 @@ def test_ip_ranges_that_would_go_unused_are_refused(flags, says, tmp_path):
   """Ranges "under the VPC network" (custom_job.proto) without one, or none at all, would be
   sent unused: refused instead."""
   refused_in_one_line(submit(tmp_path, '--dry_run', *FLAGS, *flags, '--', *ARGS), says)
+
+
+@pytest.mark.parametrize('attachment', [
+    'vertex-psc', 'projects/123456789/regions/us-central1/networkAttachments/vertex-psc'])
+def test_an_h200_job_reaches_a_vpc_network_through_a_network_attachment(attachment, standin,
+                                                                        tmp_path):
+  """H100 Mega, H200 and B200 jobs cannot be VPC-peered (refused above): a Private Service Connect
+  interface, psc_interface_config (custom_job.proto field 21), is their road to the user's
+  network."""
+  body, _ = _dry_run_body(tmp_path, *H200, '--network_attachment=' + attachment)
+  assert body['jobSpec']['pscInterfaceConfig'] == {'networkAttachment': attachment}
+  assert 'network' not in body['jobSpec']
+  assert send(standin, body) is None
 
 
 def test_what_only_the_service_can_check_is_refused_there_and_warned_of_here(standin, tmp_path):

@@ -28,6 +28,11 @@ rule:
     checked against the reservations the stand-in is given, as Compute Engine holds them.
   Network: custom_job.proto CustomJobSpec.network ("projects/{project}/global/networks/{network}.
     Where {project} is a project number").
+  Private Service Connect interface: service_networking.proto PscInterfaceConfig.network_attachment
+    ("to attach to the resource within the region and user project", projects/{project}/regions/
+    {region}/networkAttachments/{networkAttachment}; a Compute Engine name, RFC 1035, 1-63
+    characters). VPC peering with H100 Mega, H200 and B200: the table's `no_vpc_peering` (Vertex AI
+    "Use private IP for custom training").
   Persistent resources: persistent_resource_service.proto (an ID of at most 63 characters,
     /^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/), the resources the stand-in is given.
 """
@@ -73,6 +78,9 @@ _DURATION = re.compile(r'^(\d+)(?:\.\d+)?s$')
 _KMS_KEY = re.compile(r'^projects/[^/]+/locations/([^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+$')
 _NETWORK = re.compile(r'^projects/(\d+)/global/networks/[^/]+$')
 _PERSISTENT_RESOURCE_ID = re.compile(r'^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$')
+_ATTACHMENT_NAME = re.compile(r'^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$')
+_ATTACHMENT_PATH = re.compile(r'^projects/[^/]+/regions/([^/]+)/networkAttachments/([^/]+)$')
+_UNPEERED_GPUS = set(TABLE['no_vpc_peering']['accelerators'])
 _RESERVATION_NAME_KEY = 'compute.googleapis.com/reservation-name'
 
 
@@ -279,12 +287,25 @@ def _reservation(machine, where, region, reservations):
   return None
 
 
-def _placement(spec, path, reservations, persistent_resources):
-  """The network, reserved IP range and persistent resource rules of a CustomJobSpec."""
+def _placement(spec, path, region, reservations, persistent_resources):
+  """The network, PSC interface and persistent resource rules of a CustomJobSpec."""
   network = spec.get('network')
   if network and not _NETWORK.match(network):
     return ('Invalid %snetwork "%s": the format is projects/{project_number}/global/networks/'
             '{network}.' % (path, network))
+  gpus = {_enum_name('AcceleratorType', (p.get('machineSpec') or {}).get('acceleratorType'))
+          for p in spec.get('workerPoolSpecs') or [] if p}
+  if network and gpus & _UNPEERED_GPUS:
+    return ('VPC peering (%snetwork) is not supported with %s; use a Private Service Connect '
+            'interface (psc_interface_config).' % (path, ', '.join(sorted(gpus & _UNPEERED_GPUS))))
+  attachment = (spec.get('pscInterfaceConfig') or {}).get('networkAttachment')
+  if attachment:
+    full = _ATTACHMENT_PATH.match(attachment)
+    if not (_ATTACHMENT_NAME.match(full.group(2) if full else attachment)):
+      return ('Invalid %spsc_interface_config.network_attachment "%s".' % (path, attachment))
+    if full and full.group(1) != region:
+      return ('Network attachment %s is not in the region of the job (%s).'
+              % (attachment, region))
   resource = spec.get('persistentResourceId')
   if resource:
     if not _PERSISTENT_RESOURCE_ID.match(resource):
@@ -335,7 +356,7 @@ def custom_job_spec(spec, path, region, today, reservations=None, persistent_res
         machine.get('machineType') in _V5E['machine_chips'])
     if tpu and len([p for p in pools if p]) > 1:
       return ('%s: a TPU VM job has a single worker pool of one replica.' % where)
-  return (_placement(spec, path, reservations, persistent_resources or {}) or
+  return (_placement(spec, path, region, reservations, persistent_resources or {}) or
           _scheduling(spec, pools, path))
 
 

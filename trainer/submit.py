@@ -114,6 +114,7 @@ def vertex_request(trainer_args):
       options=job_options.Options(
           encryption_key=FLAGS.encryption_key, reservation=FLAGS.reservation,
           network=FLAGS.network, reserved_ip_ranges=job_options.ip_ranges(FLAGS.reserved_ip_ranges),
+          network_attachment=FLAGS.network_attachment,
           boot_disk_type=FLAGS.boot_disk_type, boot_disk_size_gb=FLAGS.boot_disk_size_gb,
           persistent_resource_id=FLAGS.persistent_resource_id,
           enable_web_access=FLAGS.enable_web_access),

@@ -1,7 +1,8 @@
 """What a Vertex AI job carries beside its machines and image, for a user's project and
 organization: a customer-managed encryption key (CMEK), a Compute Engine reservation, a VPC
-network and its reserved IP ranges, each pool's boot disk, a persistent resource and interactive
-shells; trainer.submit's checks of them, run before anything is built or uploaded.
+network and its reserved IP ranges or a Private Service Connect interface, each pool's boot disk,
+a persistent resource and interactive shells; trainer.submit's checks of them, run before
+anything is built or uploaded.
 
 Sources: googleapis google/cloud/aiplatform/v1 (as google-cloud-aiplatform 2.7.0 prints them):
   - encryption_spec.proto, EncryptionSpec.kms_key_name: "projects/my-project/locations/my-region/
@@ -23,6 +24,14 @@ Sources: googleapis google/cloud/aiplatform/v1 (as google-cloud-aiplatform 2.7.0
     {network}` "where {project} is a project number", with VPC Network Peering for Vertex AI set
     up first; reserved_ip_ranges (13), "reserved ip ranges under the VPC network" (without
     --network they name none: trainer.submit refuses them rather than send them unused);
+    psc_interface_config (21), PscInterfaceConfig.network_attachment (service_networking.proto):
+    "the Compute Engine network attachment to attach to the resource within the region and user
+    project", `projects/{project}/regions/{region}/networkAttachments/{networkAttachment}` or its
+    name, a Compute Engine resource name (1-63 characters, [a-z]([-a-z0-9]*[a-z0-9])?). Vertex AI
+    "Use private IP for custom training" (cloud.google.com/vertex-ai/docs/training/
+    using-private-ip): "Vertex AI Training doesn't support VPC Peering with H100-mega, H200 and
+    B200 accelerators. A network attachment with PSC-I can be used as an alternative"
+    (vertex_machines.json, `no_vpc_peering`).
     persistent_resource_id (14), whose "network and CMEK configs on the job should be consistent
     with those on the PersistentResource, otherwise, the job will be rejected"; enable_web_access
     (10), interactive shells at CustomJob.web_access_uris.
@@ -39,9 +48,9 @@ from trainer.cloud import machine_rules
 from trainer.errors import PipelineError
 
 Options = collections.namedtuple(
-    'Options', 'encryption_key reservation network reserved_ip_ranges boot_disk_type '
-    'boot_disk_size_gb persistent_resource_id enable_web_access',
-    defaults=(None,) * 7 + (False,))
+    'Options', 'encryption_key reservation network reserved_ip_ranges network_attachment '
+    'boot_disk_type boot_disk_size_gb persistent_resource_id enable_web_access',
+    defaults=(None,) * 8 + (False,))
 
 RESERVATION_KEY = 'compute.googleapis.com/reservation-name'
 _KMS_KEY = re.compile(r'^projects/[^/]+/locations/(?P<location>[^/]+)/keyRings/[^/]+/'
@@ -49,6 +58,8 @@ _KMS_KEY = re.compile(r'^projects/[^/]+/locations/(?P<location>[^/]+)/keyRings/[
 _RESERVATION = re.compile(r'^projects/[^/]+/zones/(?P<zone>[a-z]+-[a-z]+\d+-[a-z])/'
                           r'reservations/[a-z]([-a-z0-9]*[a-z0-9])?$')
 _NETWORK = re.compile(r'^projects/(?P<project>[^/]+)/global/networks/[^/]+$')
+_NETWORK_ATTACHMENT = re.compile(r'^(?:projects/[^/]+/regions/(?P<region>[^/]+)/'
+                                 r'networkAttachments/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$')
 _PERSISTENT_RESOURCE_ID = re.compile(r'^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$')
 _RESERVATION_TYPES = {'any': 'ANY_RESERVATION', 'none': 'NO_RESERVATION'}
 
@@ -96,6 +107,7 @@ def check(options, job, warnings):
                           'projects describe PROJECT_ID prints it).' % options.network)
   if options.reserved_ip_ranges and not options.network:
     raise PipelineError('--reserved_ip_ranges are ranges under a VPC network: give --network too.')
+  _check_private_networking(options, job)
   _check_boot_disk(options)
   resource = options.persistent_resource_id
   if resource is not None and not _PERSISTENT_RESOURCE_ID.match(resource):
@@ -106,6 +118,26 @@ def check(options, job, warnings):
     warnings.append('--persistent_resource_id=%s: the job runs on that resource\'s machines; '
                     'its network and encryption key must be the job\'s (custom_job.proto), or '
                     'Vertex AI rejects the job.' % resource)
+
+
+def _check_private_networking(options, job):
+  attachment = options.network_attachment
+  if attachment is not None:
+    match = _NETWORK_ATTACHMENT.match(attachment)
+    if not match:
+      raise PipelineError('--network_attachment=%s: give the network attachment\'s name (in the '
+                          'job\'s project and region) or projects/PROJECT/regions/REGION/'
+                          'networkAttachments/NAME (service_networking.proto).' % attachment)
+    if match.group('region') not in (None, job.region):
+      raise PipelineError('--network_attachment is in %s, the job in --region=%s: Vertex AI '
+                          'attaches one in the job\'s own region (service_networking.proto); '
+                          'create one there.' % (match.group('region'), job.region))
+  unpeered = machine_rules.TABLE['no_vpc_peering']['accelerators']
+  if options.network is not None and job.accelerator_type in unpeered:
+    raise PipelineError('--network with %s: Vertex AI Training does not peer a VPC network with '
+                        'H100 Mega, H200 or B200 GPUs ("Use private IP for custom training"); '
+                        'reach your network through a Private Service Connect interface instead: '
+                        '--network_attachment=NAME.' % job.accelerator_type)
 
 
 def _check_reservation(reservation, job, warnings):
@@ -173,6 +205,8 @@ def apply_to_spec(options, spec):
       pool['diskSpec'] = dict(disk)
   for field, value in (('network', options.network),
                        ('reservedIpRanges', list(options.reserved_ip_ranges or ())),
+                       ('pscInterfaceConfig', options.network_attachment and {
+                           'networkAttachment': options.network_attachment}),
                        ('persistentResourceId', options.persistent_resource_id),
                        ('enableWebAccess', options.enable_web_access)):
     if value:

@@ -135,7 +135,7 @@ def message_json(message_class, body):
     raise PipelineError(
         'the job request is not valid for the Vertex AI API as google-cloud-aiplatform %s knows '
         'it: %s. A field or value newer than that library (Spot needs 1.62 or later, Flex-start '
-        '1.66; H100, H100 Mega, H200, reservations and persistent resources are newer than '
+        '1.66; H100, H100 Mega, H200, reservations, persistent resources and network attachments are newer than '
         '1.34.0, the last for Python 3.7) needs '
         '`pip install -U google-cloud-aiplatform` on Python 3.8 or later.'
         % (_library_version(), ' '.join(str(e).split())))
