@@ -58,7 +58,8 @@ setup(
                   'tensorboard==2.21.0'],
         # Keras 3's third backend. '==2.13.0' also matches the CPU build '2.13.0+cpu' of PyTorch's
         # own index (optional; PyPI's Linux wheel of the same version needs the CUDA wheels).
-        'keras-torch': ['torch==2.13.0'],
+        # torchvision: the classes the PyTorch export's state_dict loads into (ResNet, InceptionV3).
+        'keras-torch': ['torch==2.13.0', 'torchvision==0.28.0'],
         # trainer.train_keras from the arrays of `trainer.prepare arrays` with JAX or PyTorch
         # alone, no TensorFlow (a GPU machine): Keras and TensorBoard's own summary writer; add
         # the backend's accelerator build (`jax[cuda13]`, `jax[tpu]`).

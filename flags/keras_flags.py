@@ -21,7 +21,9 @@ def define_export_keras_flags():
                        '(*/ExponentialMovingAverage). Not given: as the run evaluated and '
                        'exported (model_config.json: --moving_average_decay > 0); required for '
                        'a checkpoint with averages and no model_config.json.')
-  flags.DEFINE_string('output', None, 'Where to write the Keras model: a path ending in .keras.')
+  flags.DEFINE_string('output', None, 'Where to write the model: PATH.keras for Keras 3, PATH.pt '
+                      'for a native PyTorch module (torchvision\'s layout for ResNet and '
+                      'InceptionV3; needs torch: docs/migration.md, "To PyTorch").')
   flags.DEFINE_string('upgrade', None, 'Instead of converting: a .keras file an earlier version '
                       'of this command wrote (layer names with \'.\', which the torch backend '
                       'cannot load), rewritten to --output with the current names; the weights '

@@ -59,6 +59,13 @@ FOLDER_RUNS = {
                             ['--moving_average_decay=0'], RUNS['inception_v3'][5]),
 }
 RUNS.update(FOLDER_RUNS)
+# A ResNet-50 (bottleneck blocks), converted to PyTorch only (tests/test_keras_to_pytorch.py): the
+# Keras converter reads the same layout as the ResNet-18's, which its tests cover.
+PYTORCH_RUNS = {
+    'resnet50': ('tf2', 'resnet', 'tiny_dir', 10, ['--resnet_depth=50', '--moving_average_decay=0.9'],
+                 []),
+}
+RUNS.update(PYTORCH_RUNS)
 
 
 def pipeline(runtime, module, *args, timeout=900):

@@ -141,7 +141,7 @@ LAYERS = (
     ('advice', ('trainer.advise',)),
     ('measurement', ('trainer.benchmark',)),
     ('the runs', ('trainer.run', 'trainer.keras_run', 'trainer.prepare')),
-    ('Keras twins', ('trainer.keras_models',)),
+    ('Keras and PyTorch twins', ('trainer.keras_models', 'trainer.torch_models')),
     ('input', ('trainer.data',)),
     ('networks, cloud, host', ('trainer.models', 'trainer.cloud', 'trainer.host')),
     ('foundations', ('trainer.models.specs', 'trainer.storage', 'trainer.tpu')),

@@ -1,4 +1,5 @@
-"""`python -m trainer.export_keras`: a run of this pipeline as a Keras 3 model.
+"""`python -m trainer.export_keras`: a run of this pipeline as a Keras 3 model, or as a native
+PyTorch module (--output=PATH.pt).
 
 Reads a checkpoint (the run's newest, or --checkpoint; also the Cloud TPU reference ResNet's
 layout), builds the network of the run's settings (its model_config.json; flags for runs that
@@ -6,6 +7,10 @@ recorded none) with `keras_models.build`, loads every weight through `keras_mode
 and writes PATH.keras plus, on the TensorFlow backend, a serving SavedModel
 (`keras_models.serving`). With --check_predictions it proves the conversion on real inputs: the
 logits of `trainer.main --mode=predict --predict_logits` against the Keras model's.
+
+With --output=PATH.pt the loaded Keras model's weights become a `torch.nn.Module`
+(trainer.torch_models: torchvision's layout for ResNet and InceptionV3) written with torch.save;
+--check_predictions then proves the PyTorch module's logits, not the Keras model's.
 
 With --upgrade=OLD.keras it instead rewrites a .keras file that an earlier version wrote (layer
 names with '.', which the torch backend cannot load) with the current names, weights unchanged.
@@ -31,6 +36,7 @@ from trainer.cli import help_text
 from trainer.data import dataset_json
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import predict_input
+from trainer.data import tokenizer
 from trainer.data.data_config import DataConfig
 from trainer.errors import PipelineError
 from trainer.flags import keras_flags
@@ -50,6 +56,8 @@ from trainer.storage import staged
 
 FLAGS = flags.FLAGS
 _CHECK_BATCH_SIZE = 64
+_TORCH_SUFFIX = '.pt'
+
 
 
 def _settings_from_flags(f):
@@ -134,11 +142,13 @@ def checkpoint_of(f):
     raise PipelineError(str(e).replace('init_checkpoint', 'checkpoint'))
 
 
-def check_predictions(model, data, predictions_path, input_pattern, tolerance):
+def check_predictions(predict, data, predictions_path, input_pattern, tolerance):
   """Compares the model's logits with those of `trainer.main --mode=predict --predict_logits`.
 
   Args:
-    model: the converted keras.Model.
+    predict: the converted model, a function of a batch's inputs (NumPy: images float
+      [n, H, W, 3] on the 0-255 scale, or token ids int32 [n, max_seq_length]) to its logits
+      (NumPy float [n, num_classes]).
     data: the run's DataConfig (preprocessing of the inputs, as --mode=predict does it).
     predictions_path: the JSON-lines output of that prediction.
     input_pattern: the --predict_input it read.
@@ -158,7 +168,7 @@ def check_predictions(model, data, predictions_path, input_pattern, tolerance):
   worst, worst_input, count, same_class, largest = 0.0, None, 0, 0, 0.0
   with tf.io.gfile.GFile(predictions_path) as lines:
     for batch in dataset.as_numpy_iterator():
-      logits = np.asarray(build.logits_of(model.predict_on_batch(batch[key])))
+      logits = np.asarray(predict(batch[key]))
       for row in logits:
         line = lines.readline()
         if not line:
@@ -184,7 +194,7 @@ def check_predictions(model, data, predictions_path, input_pattern, tolerance):
             'max_abs_logit': largest, 'tolerance': tolerance}
   if worst > tolerance:
     raise PipelineError(
-        'the Keras model\'s logits differ from %s by up to %.3g on input %s (tolerance %g; %d of '
+        'the converted model\'s logits differ from %s by up to %.3g on input %s (tolerance %g; %d of '
         '%d classes equal): %s' % (predictions_path, worst, worst_input, tolerance, same_class,
                                    count, json.dumps(result)))
   return result
@@ -194,6 +204,11 @@ def serving_dir_of(f):
   """Where the serving SavedModel goes: --serving_dir, else next to --output; '' for none
   (--serving_dir='', or a backend other than TensorFlow, logged)."""
   serving_dir = f.serving_dir
+  if f.output.endswith(_TORCH_SUFFIX):
+    if serving_dir:
+      raise PipelineError('--serving_dir is the Keras export\'s (TensorFlow SavedModel): drop it '
+                          'with --output=%s, or export to PATH.keras.' % f.output)
+    return ''
   if serving_dir is None:
     serving_dir = f.output[:-len('.keras')] + '_serving'
   if serving_dir and keras.backend.backend() != 'tensorflow':
@@ -242,10 +257,15 @@ def _model_of(f, config):
 
 def convert(f):
   """Converts per the flag values `f` (or upgrades, with --upgrade); returns the summary."""
-  if not f.output.endswith('.keras'):
-    raise PipelineError('--output=%s: give a path ending in .keras.' % f.output)
+  to_torch = f.output.endswith(_TORCH_SUFFIX)
+  if not (to_torch or f.output.endswith('.keras')):
+    raise PipelineError('--output=%s: give a path ending in .keras (Keras 3) or .pt (PyTorch).'
+                        % f.output)
   if getattr(f, 'upgrade', None):
+    if to_torch:
+      raise PipelineError('--upgrade rewrites a .keras file: give --output=PATH.keras.')
     return upgrade(f)
+  torch_export = _torch_export() if to_torch else None
   if bool(f.check_predictions) != bool(f.check_input):
     raise PipelineError('--check_predictions and --check_input go together: the prediction '
                         'output and the --predict_input it was made from.')
@@ -254,9 +274,14 @@ def convert(f):
   if serving_dir:
     outputs.check_output_dir(serving_dir, '--serving_dir', f.overwrite)
   config, data = run_settings(f)
-  if data.modality == 'text' and not data.data_dir and f.serving_dir != '':
-    raise PipelineError('the text serving export needs the run\'s vocab.txt: pass --data_dir '
-                        '(or --serving_dir= for the .keras file only).')
+  if to_torch and not config.is_built_in:
+    raise PipelineError('--output=PATH.pt converts the built-in networks (trainer.torch_models); '
+                        'your network %s goes to PATH.keras, which Keras\' torch backend runs '
+                        '(docs/migration.md).' % config.model)
+  if data.modality == 'text' and not data.data_dir and (to_torch or f.serving_dir != ''):
+    raise PipelineError('the text %s needs the run\'s vocab.txt: pass --data_dir%s.' % (
+        ('PyTorch export', '') if to_torch else
+        ('serving export', ' (or --serving_dir= for the .keras file only)')))
   prefix = checkpoint_of(f)
   recorded = bool(f.model_dir) and network_record.read(f.model_dir) is not None
   use_moving_average = f.use_moving_average
@@ -281,25 +306,55 @@ def convert(f):
   logging.info('%s: %d Keras weights from %d checkpoint tensors (%s layout%s)', prefix,
                report['weights'], report['tensors'], report['layout'],
                ', moving averages' if use_moving_average else '')
+  predict = lambda inputs: build.logits_of(model.predict_on_batch(inputs))  # noqa: E731
+  if to_torch:
+    try:
+      module = torch_export.from_keras(model, config, _vocabulary(data))
+    except ValueError as e:
+      raise PipelineError('the PyTorch %s cannot take the weights: %s' % (config.model, e))
+    predict = torch_export.predict_function(module)
   check = None
   if f.check_predictions:  # before anything is written: a model that fails it is not kept
-    check = check_predictions(model, data, f.check_predictions, f.check_input, f.tolerance)
+    check = check_predictions(predict, data, f.check_predictions, f.check_input, f.tolerance)
     logging.info('checked on %d inputs: largest logit difference %.3g, %d classes equal',
                  check['examples'], check['max_abs_logit_difference'], check['classes_equal'])
   if os.path.dirname(f.output):
     tf.io.gfile.makedirs(os.path.dirname(f.output))
   with staged.staged_path(f.output) as path:
-    model.save(path)
+    if to_torch:
+      torch_export.save(module, path)
+    else:
+      model.save(path)
   if serving_dir:  # with --overwrite what the start check found there is deleted first
     outputs.prepare_output_dir(serving_dir, '--serving_dir', f.overwrite)
     serving.export(model, serving_dir, data)
   summary = {'checkpoint': prefix, 'output': f.output, 'serving_dir': serving_dir or None,
-             'backend': keras.backend.backend(), 'model': config.model, 'layout': report['layout'],
+             'format': 'pytorch' if to_torch else 'keras', 'backend': keras.backend.backend(),
+             'model': config.model, 'layout': report['layout'],
              'weights': report['weights'], 'moving_average': use_moving_average,
              'widened_from_bfloat16': len(report['widened'])}
+  if to_torch:
+    summary['torchvision'] = torch_export.torchvision_builder(module)
   if check:
     summary['check'] = check
   return summary
+
+
+def _vocabulary(data):
+  """The run's vocab.txt (list of str) for a text run, else None."""
+  if data.modality != 'text':
+    return None
+  return tokenizer.read_vocabulary(os.path.join(data.data_dir, tokenizer.VOCAB_FILENAME))
+
+
+def _torch_export():
+  """trainer.torch_models.export, or the install to make."""
+  try:
+    from trainer.torch_models import export  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise PipelineError('--output=PATH.pt needs PyTorch (%s): pip install \'.[keras-torch]\' '
+                        '(torch 2.13.0).' % e)
+  return export
 
 
 def main(argv):
