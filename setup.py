@@ -60,6 +60,11 @@ setup(
         # own index (optional; PyPI's Linux wheel of the same version needs the CUDA wheels).
         # torchvision: the classes the PyTorch export's state_dict loads into (ResNet, InceptionV3).
         'keras-torch': ['torch==2.13.0', 'torchvision==0.28.0'],
+        # trainer.train_torch on PyTorch/XLA (--device=xla): torch_xla's releases follow torch's
+        # minor versions, so the pair is pinned together (2.9.0 is torch_xla's newest; PyPI's Linux
+        # torch 2.9.0 brings its CUDA wheels, about 7 GB in all). Its own virtualenv
+        # (make .venv-torch-xla/.installed), not the Keras runtime's torch 2.13.
+        'torch-xla': ['torch==2.9.0', 'torch_xla==2.9.0'],
         # trainer.train_keras from the arrays of `trainer.prepare arrays` with JAX or PyTorch
         # alone, no TensorFlow (a GPU machine): Keras and TensorBoard's own summary writer; add
         # the backend's accelerator build (`jax[cuda13]`, `jax[tpu]`).
@@ -82,5 +87,6 @@ setup(
         'tpu-pipeline-submit=trainer.submit:run',
         'tpu-pipeline-export-keras=trainer.export_keras:run',
         'tpu-pipeline-train-keras=trainer.train_keras:run',
+        'tpu-pipeline-train-torch=trainer.train_torch:run',
     ]},
 )

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from trainer.models.specs import batch_norm
 from trainer.models.specs import bilstm as bilstm_spec
 
 # Keras 3 forbids '/' in layer names and the torch backend '.' (torch.nn.ParameterDict keys are
@@ -10,14 +11,8 @@ from trainer.models.specs import bilstm as bilstm_spec
 # contains. Files written before this used 'a.b'; `keras_models.upgrade` renames them.
 SCOPE_SEPARATOR = '-'
 LEGACY_SCOPE_SEPARATOR = '.'
-# TF's fused batch norm (every batch norm of `models/`) raises epsilon to this floor
-# (tensorflow/python/ops/nn_impl.py, fused_batch_norm): the networks computed with the raised value.
-FUSED_BATCH_NORM_MIN_EPSILON = 1.001e-5
-
-
-def fused_epsilon(epsilon):
-  """The epsilon a TF fused batch norm given `epsilon` computes with."""
-  return max(epsilon, FUSED_BATCH_NORM_MIN_EPSILON)
+# The epsilon a TF fused batch norm given `epsilon` computes with (models/specs/batch_norm.py).
+fused_epsilon = batch_norm.fused_epsilon
 
 
 def scope_of(layer_name):

@@ -7,6 +7,7 @@ linear classifier. About 1.6M parameters at 28x28.
 import tensorflow.compat.v1 as tf
 
 from trainer.models import seeded
+from trainer.models.specs import cnn as cnn_spec
 from trainer.models.specs.cnn import BATCH_NORM_DECAY  # pylint: disable=unused-import
 from trainer.models.specs.cnn import BATCH_NORM_EPSILON
 from trainer.models.specs.cnn import CLASSIFIER_SCOPE
@@ -42,18 +43,18 @@ def cnn(images, num_classes, is_training):
     logits: float [batch, num_classes].
   """
   net = images
-  for i, filters in enumerate((64, 128, 256)):
+  for i, filters in enumerate(cnn_spec.WIDTHS):
     with tf.variable_scope('block%d' % (i + 1)):
       net = tf.layers.batch_normalization(net, momentum=BATCH_NORM_DECAY,
                                           epsilon=BATCH_NORM_EPSILON, training=is_training,
                                           fused=True)
-      net = tf.layers.conv2d(net, filters, 5, padding='same', activation=elu,
+      net = tf.layers.conv2d(net, filters, cnn_spec.KERNEL_SIZE, padding='same', activation=elu,
                              kernel_initializer=seeded.glorot_uniform())
       net = tf.layers.max_pooling2d(net, 2, strides=2)
-      net = seeded.dropout(net, rate=0.25, is_training=is_training)
+      net = seeded.dropout(net, rate=cnn_spec.CONV_DROPOUT, is_training=is_training)
   net = tf.layers.flatten(net)
-  net = tf.layers.dense(net, 256, activation=elu, name='dense',
+  net = tf.layers.dense(net, cnn_spec.DENSE_UNITS, activation=elu, name='dense',
                         kernel_initializer=seeded.glorot_uniform())
-  net = seeded.dropout(net, rate=0.5, is_training=is_training)
+  net = seeded.dropout(net, rate=cnn_spec.DENSE_DROPOUT, is_training=is_training)
   return tf.layers.dense(net, num_classes, name=CLASSIFIER_SCOPE,
                          kernel_initializer=seeded.glorot_uniform())

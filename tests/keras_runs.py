@@ -20,7 +20,7 @@ from helpers import USER_NETWORK
 # The Keras runtime's interpreter, for the tests that run on another one (the docs' checks), and
 # the commands that need it.
 KERAS_PYTHON = os.environ.get('KERAS_PYTHON', os.path.join(REPO, '.venv-keras', 'bin', 'python'))
-KERAS_COMMANDS = ('trainer.export_keras', 'trainer.train_keras')
+KERAS_COMMANDS = ('trainer.export_keras', 'trainer.train_keras', 'trainer.train_torch')
 PIPELINE_PYTHONS = {
     'tf1': os.environ.get('PIPELINE_PYTHON_TF1', os.path.join(REPO, '.venv', 'bin', 'python')),
     'tf2': os.environ.get('PIPELINE_PYTHON_TF2', os.path.join(REPO, '.venv-tf2', 'bin', 'python')),

@@ -165,7 +165,7 @@ def test_cli_specs_come_from_the_commands_themselves(cli, scripts):
   are read from its --helpxml: absl's own flags included, sub-commands from its main()."""
   assert set(scripts.values()) == {'trainer.main', 'trainer.prepare', 'trainer.submit',
                                    'trainer.benchmark', 'trainer.advise', 'trainer.export_keras',
-                                   'trainer.train_keras'}
+                                   'trainer.train_keras', 'trainer.train_torch'}
   assert {'helpfull', 'use_tpu', 'job_dir', 'train_epochs'} <= set(cli['trainer.main'].flags)
   assert cli['trainer.main'].flags['use_tpu'] and not cli['trainer.main'].flags['data_dir']
   assert cli['trainer.main'].subcommands is None
@@ -178,6 +178,7 @@ def test_cli_specs_come_from_the_commands_themselves(cli, scripts):
   assert cli['trainer.export_keras'].flags['use_moving_average'] is True
   assert cli['trainer.train_keras'].flags['cpu_replicas'] is False
   assert {'data_parallel', 'save_checkpoints_steps'} <= set(cli['trainer.train_keras'].flags)
+  assert {'init_model', 'device'} <= set(cli['trainer.train_torch'].flags)
 
 
 def _anchor(heading):

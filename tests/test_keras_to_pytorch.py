@@ -130,7 +130,8 @@ TORCHVISION = {'resnet': 'resnet18', 'resnet50': 'resnet50', 'cnn': None, 'incep
                                   for n in NETWORKS])
 def test_each_network_exports_to_pytorch_with_the_pipelines_logits(pipeline_runs, name, tmp_path):
   """The export's own check, then its file through this package's loader (the BiLSTM from raw
-  text) and, for the ResNets and InceptionV3, through torchvision's classes."""
+  text); the ResNets' state_dict through torchvision's classes, InceptionV3's against the names
+  and shapes of torchvision's."""
   run = pipeline_runs(name)
   output, summary = _export(run, tmp_path)
   check = summary['check']
@@ -162,8 +163,9 @@ def test_each_network_exports_to_pytorch_with_the_pipelines_logits(pipeline_runs
 
 
 def test_the_python_tokenizer_is_the_pipelines(rotten_tomatoes_dir):
-  """The BiLSTM file's preprocess gives the token ids trainer.prepare wrote (TensorFlow string
-  ops), on the real reviews and on text that tests the rule's corners."""
+  """The BiLSTM file's preprocess splits and lower-cases as trainer.prepare did (TensorFlow string
+  ops), token by token (words outside the vocabulary included), and gives its token ids: on the
+  real reviews and on text that tests the rule's corners."""
   vocabulary = tokenizer.read_vocabulary(os.path.join(rotten_tomatoes_dir,
                                                       tokenizer.VOCAB_FILENAME))
   examples = [tf.train.Example.FromString(r).features.feature
@@ -171,7 +173,9 @@ def test_the_python_tokenizer_is_the_pipelines(rotten_tomatoes_dir):
   texts = [e['text/raw'].bytes_list.value[0] for e in examples]
   texts += ['ÉCOLE d\'été: İstanbul — 3½ stars!!', 'naïve   café\u00a0\u2003tab\tend',
             'don\'t…stop', b'bad \xff\xfe bytes', '', '   ', '日本語のテキスト、句読点。',
-            'e\u0301 combining', 'emoji 🎬🍿 ok', 'ﬁ ligature Straße ΣΑΣ']
+            'e\u0301 combining', 'emoji 🎬🍿 ok', 'ﬁ ligature Straße ΣΑΣ ΟΔΟΣ.',
+            'sep\x1cunit\x1fnext\x85line\vtab\u2028para\u2029end']
+  assert [text.tokenize(t) for t in texts] == tokenizer.tokenize_python(texts)
   length = 24
   with tf.Graph().as_default():
     ids, _ = tokenizer.texts_to_ids(

@@ -135,12 +135,12 @@ def _project_module(name):
 # prints this order; a new room is placed here before its first import counts.
 LAYERS = (
     ('commands and start-up', ('trainer', 'trainer.main', 'trainer.submit', 'trainer.export_keras',
-                      'trainer.train_keras', 'trainer.prepare.__main__',
+                      'trainer.train_keras', 'trainer.train_torch', 'trainer.prepare.__main__',
                       'trainer.benchmark.__main__', 'trainer.advise.__main__')),
     ('flags into configs', ('trainer.flags',)),
     ('advice', ('trainer.advise',)),
     ('measurement', ('trainer.benchmark',)),
-    ('the runs', ('trainer.run', 'trainer.keras_run', 'trainer.prepare')),
+    ('the runs', ('trainer.run', 'trainer.keras_run', 'trainer.torch_run', 'trainer.prepare')),
     ('Keras and PyTorch twins', ('trainer.keras_models', 'trainer.torch_models')),
     ('input', ('trainer.data',)),
     ('networks, cloud, host', ('trainer.models', 'trainer.cloud', 'trainer.host')),

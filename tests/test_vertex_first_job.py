@@ -236,7 +236,7 @@ def test_what_only_the_service_can_check_is_refused_there_and_warned_of_here(sta
   assert 'must match the workload exactly' in send(standin, body)
   body, proc = _dry_run_body(tmp_path, *A100, '--persistent_resource_id=team-pool')
   assert body['jobSpec']['persistentResourceId'] == 'team-pool'
-  assert "its network and encryption key must be the job's" in proc.stderr
+  assert "its network (or network attachment) and encryption key must be the job's" in proc.stderr
   assert 'is not the network of PersistentResource team-pool' in send(standin, body)
   body, _ = _dry_run_body(tmp_path, *A100, '--persistent_resource_id=team-pool',
                           '--network=' + NETWORK)

@@ -59,7 +59,6 @@ _CHECK_BATCH_SIZE = 64
 _TORCH_SUFFIX = '.pt'
 
 
-
 def _settings_from_flags(f):
   """(ModelConfig, DataConfig) of a checkpoint without a model_config.json."""
   if not f.model:
@@ -282,6 +281,7 @@ def convert(f):
     raise PipelineError('the text %s needs the run\'s vocab.txt: pass --data_dir%s.' % (
         ('PyTorch export', '') if to_torch else
         ('serving export', ' (or --serving_dir= for the .keras file only)')))
+  vocabulary = _vocabulary(data, config.vocab_size) if to_torch else None  # before any work
   prefix = checkpoint_of(f)
   recorded = bool(f.model_dir) and network_record.read(f.model_dir) is not None
   use_moving_average = f.use_moving_average
@@ -309,7 +309,7 @@ def convert(f):
   predict = lambda inputs: build.logits_of(model.predict_on_batch(inputs))  # noqa: E731
   if to_torch:
     try:
-      module = torch_export.from_keras(model, config, _vocabulary(data))
+      module = torch_export.from_keras(model, config, vocabulary)
     except ValueError as e:
       raise PipelineError('the PyTorch %s cannot take the weights: %s' % (config.model, e))
     predict = torch_export.predict_function(module)
@@ -320,10 +320,10 @@ def convert(f):
                  check['examples'], check['max_abs_logit_difference'], check['classes_equal'])
   if os.path.dirname(f.output):
     tf.io.gfile.makedirs(os.path.dirname(f.output))
-  with staged.staged_path(f.output) as path:
-    if to_torch:
-      torch_export.save(module, path)
-    else:
+  if to_torch:
+    torch_export.save(module, f.output)  # written aside and renamed, local or gs://
+  else:
+    with staged.staged_path(f.output) as path:
       model.save(path)
   if serving_dir:  # with --overwrite what the start check found there is deleted first
     outputs.prepare_output_dir(serving_dir, '--serving_dir', f.overwrite)
@@ -340,11 +340,17 @@ def convert(f):
   return summary
 
 
-def _vocabulary(data):
-  """The run's vocab.txt (list of str) for a text run, else None."""
+def _vocabulary(data, vocab_size):
+  """The run's vocabulary (list of str) for a text run, checked against its vocab_size; None
+  for images.
+
+  Raises:
+    PipelineError: the file is missing, not a vocabulary of this pipeline, or of another size.
+  """
   if data.modality != 'text':
     return None
-  return tokenizer.read_vocabulary(os.path.join(data.data_dir, tokenizer.VOCAB_FILENAME))
+  tokenizer.check_vocabulary(data.vocab_path, vocab_size)
+  return tokenizer.read_vocabulary(data.vocab_path)
 
 
 def _torch_export():

@@ -7,3 +7,4 @@ LENGTH = 'length'
 MASK = 'mask'
 IMAGE_DTYPES = ('uint8', 'float32', 'bfloat16')
 PAD_ID = 0  # token ids: 0 pads a text to max_seq_length
+UNK_ID = 1  # token ids: 1 is any word outside the vocabulary

@@ -116,8 +116,8 @@ def check(options, job, warnings):
                         % resource)
   if resource is not None:
     warnings.append('--persistent_resource_id=%s: the job runs on that resource\'s machines; '
-                    'its network and encryption key must be the job\'s (custom_job.proto), or '
-                    'Vertex AI rejects the job.' % resource)
+                    'its network (or network attachment) and encryption key must be the job\'s '
+                    '(custom_job.proto), or Vertex AI rejects the job.' % resource)
 
 
 def _check_private_networking(options, job):

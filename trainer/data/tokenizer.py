@@ -6,7 +6,8 @@ signature takes raw strings). One implementation means training and serving cann
 
 Tokenization rule (`tokenize`), applied to UTF-8 text:
   1. invalid UTF-8 bytes become U+FFFD;
-  2. Unicode lower-casing (ICU simple case mapping, e.g. 'ÉCOLE' -> 'école');
+  2. Unicode lower-casing of the whole text (ICU's toLower: full and context-sensitive, e.g.
+     'ÉCOLE' -> 'école', 'İ' -> 'i' + U+0307, a word-final 'Σ' -> 'ς', as Python's str.lower);
   3. every character that is not a letter (\\pL), digit (\\pN), combining mark (\\pM) or space
      becomes a token of its own: punctuation and symbols split words ("don't" -> don ' t);
   4. runs of whitespace (ASCII and Unicode \\p{Z}) separate tokens; empty text has no tokens.
@@ -21,10 +22,10 @@ import tensorflow.compat.v1 as tf
 
 from trainer.errors import PipelineError
 from trainer.models.specs.features import PAD_ID  # pylint: disable=unused-import
+from trainer.models.specs.features import UNK_ID  # pylint: disable=unused-import
 
 PAD = '<pad>'
 UNK = '<unk>'
-UNK_ID = 1
 TOKENIZER_NAME = 'lower_unicode_punct_split_v1'
 VOCAB_FILENAME = 'vocab.txt'
 

@@ -9,9 +9,14 @@ reads it back with this package, or take `state_dict` alone into torchvision's c
 (docs/migration.md, "To PyTorch").
 """
 
+import io
+import pickle
+
 import torch
 from torch import nn
 
+from trainer.storage import gfile
+from trainer.storage import staged
 from trainer.torch_models import bilstm
 from trainer.torch_models import cnn
 from trainer.torch_models import inception_v3
@@ -46,8 +51,9 @@ def torchvision_builder(arch):
   """The torchvision.models function whose class takes this network's state_dict, or None."""
   if arch['model'] == 'resnet':
     return resnet.TORCHVISION.get(arch['resnet_depth'])
-  if arch['model'] == 'inception_v3' and arch['image_size'] >= 299:
-    return 'inception_v3'  # below 299 px the auxiliary head's kernels are smaller than 5x5
+  if (arch['model'] == 'inception_v3' and
+      inception_v3.aux_pool_and_cover(arch['image_size']) == (5, 5)):
+    return 'inception_v3'  # torchvision's auxiliary head: a 5x5 pool, then a 5x5 convolution
   return None
 
 
@@ -82,17 +88,42 @@ class Classifier(nn.Module):
                         dtype=torch.int64)
 
 
+def write(path, value):
+  """torch.save of `value` to `path` (local or gs://), written aside and renamed: never half a
+  file. Through a buffer: torch.save writes memoryviews, which TensorFlow's GFile (the storage
+  backend where TensorFlow is installed) refuses."""
+  buffer = io.BytesIO()
+  torch.save(value, buffer)
+  with staged.staged_file(path, 'wb') as f:
+    f.write(buffer.getvalue())
+
+
+def read(path):
+  """What `write` wrote to `path` (tensors on the CPU; plain data only: weights_only).
+
+  Raises:
+    ValueError: a file torch.save did not write, or one holding more than data.
+  """
+  with gfile.GFile(path, 'rb') as f:
+    data = f.read()
+  try:
+    return torch.load(io.BytesIO(data), map_location='cpu', weights_only=True)
+  except (pickle.UnpicklingError, RuntimeError, EOFError) as e:
+    raise ValueError('%s is not a file of torch.save holding only tensors and plain data (%s)'
+                     % (path, str(e).splitlines()[0]))
+
+
 def save(classifier, path):
-  """Writes `classifier` to `path` (torch.save of a dict: format, arch, state_dict in the
+  """Writes `classifier` to `path` (`write` of a dict: format, arch, state_dict in the
   network's layout, mean_rgb/stddev_rgb or vocabulary, torchvision)."""
   normalize = classifier.normalize
-  torch.save({
+  write(path, {
       'format': FORMAT, 'arch': classifier.arch,
       'state_dict': classifier.network.state_dict(),
       'mean_rgb': normalize.mean.flatten().tolist() if normalize is not None else None,
       'stddev_rgb': normalize.stddev.flatten().tolist() if normalize is not None else None,
       'vocabulary': classifier.vocabulary,
-      'torchvision': torchvision_builder(classifier.arch)}, path)
+      'torchvision': torchvision_builder(classifier.arch)})
 
 
 def load(path):
@@ -101,7 +132,7 @@ def load(path):
   Raises:
     ValueError: a file that `save` did not write.
   """
-  saved = torch.load(path, map_location='cpu', weights_only=True)
+  saved = read(path)
   if not isinstance(saved, dict) or saved.get('format') != FORMAT:
     raise ValueError('%s is not a PyTorch export of this pipeline (format %s)' % (path, FORMAT))
   classifier = Classifier(saved['arch'], saved['mean_rgb'], saved['stddev_rgb'],

@@ -50,7 +50,7 @@ def predict_function(module):
   return predict
 
 
-save = classifier.save
+save = classifier.save  # (module, path): local or gs://, written aside and renamed
 
 
 def torchvision_builder(module):

@@ -1,9 +1,10 @@
 """InceptionV3 (Szegedy et al. 2016) with its auxiliary classifier, in the layout of
 `torchvision.models.inception_v3` (itself ported from TensorFlow): the same module and parameter
-names, so the state_dict of a run at 299 px loads into torchvision's class. Two things compute as
+names, so the state_dict of a run at 299 to 346 px loads into torchvision's class. Two things compute as
 TensorFlow did, not as torchvision does: the 3x3 average pools of the mixed blocks leave the
-padding out of the mean (layers.same_avg_pool_3x3), and below 299 px the auxiliary head's pool and
-'cover' convolution shrink with the map (models.inception_v3), so its conv1 kernel is not 5x5."""
+padding out of the mean (layers.same_avg_pool_3x3), and the auxiliary head's pool and 'cover'
+convolution follow the map's size (models.inception_v3), so outside 299-346 px its conv1 kernel
+is not torchvision's 5x5."""
 
 import collections
 
@@ -139,14 +140,22 @@ def _side_after_stem(image_size):
   return (side - 3) // 2 + 1                # Mixed_6a /2
 
 
-class InceptionAux(nn.Module):
-  """The auxiliary classifier on Mixed_6e's map of side `side`: a 'VALID' average pool of
-  min(5, side) with stride 3, a 1x1 convolution, a convolution covering what is left, the logits."""
+def aux_pool_and_cover(image_size):
+  """(pool, cover): the auxiliary head's 'VALID' average pool, min(5, side) with stride 3 on
+  Mixed_6e's map of side `side`, and its next convolution's kernel, which covers what is left
+  (5x5 from 299 to 346 px, as torchvision's; 1x1 at 75 px; 9x9 at 512)."""
+  side = _side_after_stem(image_size)
+  pool = min(5, side)
+  return pool, (side - pool) // 3 + 1
 
-  def __init__(self, in_channels, num_classes, side):
+
+class InceptionAux(nn.Module):
+  """The auxiliary classifier on Mixed_6e's map of an image_size input: the pool and
+  covering convolution of `aux_pool_and_cover`, a 1x1 convolution between them, the logits."""
+
+  def __init__(self, in_channels, num_classes, image_size):
     super().__init__()
-    self.pool = min(5, side)
-    cover = (side - self.pool) // 3 + 1
+    self.pool, cover = aux_pool_and_cover(image_size)
     self.conv0 = BasicConv2d(in_channels, 128, 1)
     self.conv1 = BasicConv2d(128, 768, cover)
     self.fc = nn.Linear(768, num_classes)
@@ -185,7 +194,7 @@ class Inception3(nn.Module):
     self.Mixed_6c = InceptionC(768, 160)
     self.Mixed_6d = InceptionC(768, 160)
     self.Mixed_6e = InceptionC(768, 192)
-    self.AuxLogits = InceptionAux(768, num_classes, _side_after_stem(image_size))
+    self.AuxLogits = InceptionAux(768, num_classes, image_size)
     self.Mixed_7a = InceptionD(768)
     self.Mixed_7b = InceptionE(1280)
     self.Mixed_7c = InceptionE(2048)

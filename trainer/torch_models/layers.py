@@ -4,16 +4,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-# TensorFlow's fused batch norm raises epsilon to this floor (tensorflow/python/ops/nn_impl.py):
-# the networks computed with the raised value.
-FUSED_BATCH_NORM_MIN_EPSILON = 1.001e-5
+from trainer.models.specs import batch_norm as batch_norm_spec
 
 
 def batch_norm(channels, epsilon, decay, affine_weight=True):
   """nn.BatchNorm2d computing as TF's fused batch norm with `epsilon` did, its running averages
   moving as TF's `decay` (torch's momentum is 1 - decay). `affine_weight=False`: a TF batch norm
   without gamma (scale=False) is gamma 1, kept as a weight of ones so the layout is torchvision's."""
-  bn = nn.BatchNorm2d(channels, eps=max(epsilon, FUSED_BATCH_NORM_MIN_EPSILON),
+  bn = nn.BatchNorm2d(channels, eps=batch_norm_spec.fused_epsilon(epsilon),
                       momentum=1.0 - decay)
   if not affine_weight:
     nn.init.ones_(bn.weight)

@@ -1,26 +1,27 @@
 """The BiLSTM's text preprocessing in plain Python, for the PyTorch module: the tokenizer rule of
 trainer/data/tokenizer.py (which is written in TensorFlow string ops) and its token ids.
 
-The rule: invalid UTF-8 becomes U+FFFD; Unicode simple lower-casing; every character that is not
-a letter, digit, combining mark or space is a token of its own; whitespace separates tokens. Ids:
-0 padding, 1 a word outside the vocabulary, then the vocabulary's order; the first
+The rule: invalid UTF-8 becomes U+FFFD; the whole text is lower-cased (ICU's full,
+context-sensitive mapping, as Python's str.lower: 'İ' -> 'i' + U+0307, a word-final 'Σ' -> 'ς');
+every character that is not a letter, digit, combining mark or space is a token of its own;
+whitespace (space, tab, newline, \\v, \\f, \\r and the Unicode separators Z*) separates tokens.
+Ids: 0 padding, 1 a word outside the vocabulary, then the vocabulary's order; the first
 max_seq_length tokens are kept.
 """
 
 import unicodedata
 
-PAD_ID = 0
-UNK_ID = 1
+from trainer.models.specs.features import PAD_ID
+from trainer.models.specs.features import UNK_ID
 
-
-def _lower(char):
-  # ICU's simple case mapping is one character; Python's full mapping of U+0130 is two, the
-  # first of which is the simple one.
-  return char.lower()[:1] or char
+# TensorFlow's rule: RE2's \s (tab, newline, \f, \r, space) and \p{Z} become a space, then the
+# split on ASCII whitespace (\v too). Python's isspace() is wider: U+001C-U+001F and U+0085 are
+# symbols to TensorFlow.
+_ASCII_SPACE = frozenset(' \t\n\v\f\r')
 
 
 def _is_space(char):
-  return char.isspace() or unicodedata.category(char).startswith('Z')
+  return char in _ASCII_SPACE or unicodedata.category(char).startswith('Z')
 
 
 def tokenize(text):
@@ -28,8 +29,7 @@ def tokenize(text):
   if isinstance(text, bytes):
     text = text.decode('utf-8', errors='replace')
   tokens, word = [], []
-  for char in text:
-    char = _lower(char)
+  for char in text.lower():
     if _is_space(char):
       kind = 'space'
     elif unicodedata.category(char)[0] in 'LNM':

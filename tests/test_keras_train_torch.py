@@ -1,0 +1,131 @@
+"""`trainer.train_torch` (Keras runtime, torch 2.13 on the CPU): the CNN's run, trained by TF 2.15
+and exported to PyTorch, fine-tunes on real Fashion-MNIST arrays with the run's recipe (the loss
+goes down); a SIGTERM saves the step in flight and exits 75, and the same command resumes there
+and ends with the uninterrupted run's weights. PyTorch/XLA (--device=xla) is tested where its
+virtualenv is (`make .venv-torch-xla/.installed`: not part of make test, BUILD.md)."""
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+import types
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip('torch', reason="pip install '.[keras-torch]'")
+keras = pytest.importorskip('keras', minversion='3', reason='the Keras 3 runtime (.venv-keras)')
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from trainer import export_keras as export_keras_lib
+from trainer.data import arrays
+from trainer.data import dataset_json
+from trainer.flags import keras_flags
+from trainer.torch_models import classifier
+
+from helpers import REPO
+
+STEPS = 24
+TORCH_XLA_PYTHON = os.path.join(REPO, '.venv-torch-xla', 'bin', 'python')
+
+
+@pytest.fixture(scope='module')
+def cnn_model_pt(pipeline_runs, tmp_path_factory):
+  """The CNN's pipeline run (28 px) exported to model.pt."""
+  run = pipeline_runs('cnn')
+  output = str(tmp_path_factory.mktemp('cnn_pt') / 'model.pt')
+  values = dict({name: None for name in keras_flags.SETTINGS}, model_dir=run['model_dir'],
+                checkpoint=None, use_moving_average=None, check_predictions=None,
+                check_input=None, tolerance=1e-4, overwrite=False, upgrade=None,
+                serving_dir=None, data_dir=run['data_dir'], output=output)
+  keras.backend.clear_session()
+  export_keras_lib.convert(types.SimpleNamespace(**values))
+  return output
+
+
+def _command(python, model_pt, data_dir, model_dir, *extra):
+  if python == TORCH_XLA_PYTHON:
+    extra += ('--device=xla',)
+  return [python, '-m', 'trainer.train_torch', '--init_model=' + model_pt,
+          '--data_dir=' + data_dir, '--model_dir=' + model_dir, '--train_steps=%d' % STEPS,
+          '--train_batch_size=16', '--log_every_steps=4', '--save_checkpoints_steps=8',
+          '--seed=3'] + list(extra)
+
+
+def _run(python, model_pt, data_dir, model_dir, *extra, env=None):
+  proc = subprocess.run(_command(python, model_pt, data_dir, model_dir, *extra), cwd=REPO, env=env,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                        timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc
+
+
+def _train_loss(model_pt, data_dir):
+  """The cross-entropy of model_pt's logits on data_dir's training arrays (eval mode)."""
+  inputs, labels = arrays.load(data_dir, dataset_json.read(data_dir), True)
+  model = classifier.load(model_pt)
+  with torch.no_grad():
+    logits = model(torch.from_numpy(np.ascontiguousarray(inputs.transpose(0, 3, 1, 2))).float())
+  return float(torch.nn.functional.cross_entropy(logits, torch.from_numpy(labels).long()))
+
+
+def _weights(model_dir):
+  return torch.load(os.path.join(model_dir, 'model.pt'), weights_only=True)['state_dict']
+
+
+def _stop_and_resume(python, model_pt, data_dir, model_dir, env=None):
+  """SIGTERM after the step-12 line: that step's checkpoint and status 75; then the same command
+  resumes there and finishes."""
+  proc = subprocess.Popen(_command(python, model_pt, data_dir, model_dir), cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+  deadline, log = time.time() + 300, []
+  while time.time() < deadline:
+    if select.select([proc.stderr], [], [], 1.0)[0]:
+      line = proc.stderr.readline()
+      log.append(line)
+      if 'step 12/%d' % STEPS in line:
+        proc.terminate()
+        break
+  log.append(proc.communicate(timeout=300)[1])
+  assert proc.returncode == 75, ''.join(log)[-3000:]
+  saved = sorted(n for n in os.listdir(model_dir) if n.startswith('checkpoint-'))
+  assert saved and not os.path.exists(os.path.join(model_dir, 'model.pt')), saved
+  resumed = _run(python, model_pt, data_dir, model_dir, env=env)
+  assert 'Resuming from' in resumed.stderr
+  with open(os.path.join(model_dir, 'results.json')) as f:
+    return json.load(f)
+
+
+@pytest.mark.xdist_group('cnn')
+def test_a_fine_tune_lowers_the_loss_and_resumes_after_sigterm(cnn_model_pt, tiny_arrays_dir,
+                                                               tmp_path):
+  whole = str(tmp_path / 'whole')
+  _run(sys.executable, cnn_model_pt, tiny_arrays_dir, whole)
+  with open(os.path.join(whole, 'results.json')) as f:
+    results = json.load(f)
+  assert results['global_step'] == STEPS and len(results['logged_losses']) == STEPS // 4
+  before = _train_loss(cnn_model_pt, tiny_arrays_dir)
+  after = _train_loss(os.path.join(whole, 'model.pt'), tiny_arrays_dir)
+  assert after < 0.7 * before, (before, after)
+  stopped = str(tmp_path / 'stopped')
+  _stop_and_resume(sys.executable, cnn_model_pt, tiny_arrays_dir, stopped)
+  ours, theirs = _weights(stopped), _weights(whole)
+  assert set(ours) == set(theirs)
+  assert max(float((ours[k].float() - theirs[k].float()).abs().max()) for k in ours) <= 1e-6
+
+
+@pytest.mark.skipif(not os.path.exists(TORCH_XLA_PYTHON),
+                    reason='no .venv-torch-xla (make .venv-torch-xla/.installed; about 7 GB)')
+@pytest.mark.xdist_group('cnn')
+def test_a_fine_tune_on_pytorch_xla_lowers_the_loss_and_resumes_after_sigterm(
+    cnn_model_pt, tiny_arrays_dir, tmp_path):
+  """The same on PJRT's CPU device (not bit-exact after the resume: XLA draws dropout's masks
+  from its own generator)."""
+  model_dir = str(tmp_path / 'xla')
+  results = _stop_and_resume(TORCH_XLA_PYTHON, cnn_model_pt, tiny_arrays_dir, model_dir,
+                             env=dict(os.environ, PJRT_DEVICE='CPU'))
+  assert results['device'].startswith('xla') and results['global_step'] == STEPS
+  before = _train_loss(cnn_model_pt, tiny_arrays_dir)
+  assert _train_loss(os.path.join(model_dir, 'model.pt'), tiny_arrays_dir) < 0.7 * before
