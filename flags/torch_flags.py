@@ -18,7 +18,7 @@ def define_train_torch_flags():
   flags.DEFINE_integer('train_batch_size', 128, 'Examples per step.', lower_bound=1)
   flags.DEFINE_integer('seed', 0, 'Seeds the batches\' order and the initial random state.')
   flags.DEFINE_enum('device', 'cpu', job.DEVICES, 'cpu; cuda (a GPU); xla (PyTorch/XLA: '
-                    'PJRT_DEVICE=CPU, TPU or CUDA chooses the device).')
+                    'PJRT_DEVICE=CPU, or TPU with torch_xla[tpu] on a TPU VM).')
   flags.DEFINE_integer('save_checkpoints_steps', 100, 'Steps between checkpoints.',
                        lower_bound=1)
   flags.DEFINE_integer('log_every_steps', 10, 'Steps between progress lines.', lower_bound=1)

@@ -141,7 +141,8 @@ def checkpoint_of(f):
     raise PipelineError(str(e).replace('init_checkpoint', 'checkpoint'))
 
 
-def check_predictions(predict, data, predictions_path, input_pattern, tolerance):
+def check_predictions(predict, data, predictions_path, input_pattern, tolerance,
+                      name='the Keras model'):
   """Compares the model's logits with those of `trainer.main --mode=predict --predict_logits`.
 
   Args:
@@ -152,6 +153,7 @@ def check_predictions(predict, data, predictions_path, input_pattern, tolerance)
     predictions_path: the JSON-lines output of that prediction.
     input_pattern: the --predict_input it read.
     tolerance: largest absolute logit difference accepted.
+    name: what `predict` is, for the error ('the Keras model', 'the PyTorch module').
 
   Returns:
     dict: examples, max_abs_logit_difference, classes_equal (count), max_abs_logit (the
@@ -193,9 +195,9 @@ def check_predictions(predict, data, predictions_path, input_pattern, tolerance)
             'max_abs_logit': largest, 'tolerance': tolerance}
   if worst > tolerance:
     raise PipelineError(
-        'the converted model\'s logits differ from %s by up to %.3g on input %s (tolerance %g; %d of '
-        '%d classes equal): %s' % (predictions_path, worst, worst_input, tolerance, same_class,
-                                   count, json.dumps(result)))
+        '%s\'s logits differ from %s by up to %.3g on input %s (tolerance %g; %d of %d classes '
+        'equal): %s' % (name, predictions_path, worst, worst_input, tolerance, same_class, count,
+                        json.dumps(result)))
   return result
 
 
@@ -315,7 +317,8 @@ def convert(f):
     predict = torch_export.predict_function(module)
   check = None
   if f.check_predictions:  # before anything is written: a model that fails it is not kept
-    check = check_predictions(predict, data, f.check_predictions, f.check_input, f.tolerance)
+    check = check_predictions(predict, data, f.check_predictions, f.check_input, f.tolerance,
+                              'the PyTorch module' if to_torch else 'the Keras model')
     logging.info('checked on %d inputs: largest logit difference %.3g, %d classes equal',
                  check['examples'], check['max_abs_logit_difference'], check['classes_equal'])
   if os.path.dirname(f.output):

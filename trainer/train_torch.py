@@ -2,9 +2,9 @@
 --output=model.pt`) with the run's recipe (its optimizer, schedule scaled per 256 examples,
 label smoothing, coupled L2 weight decay, gradient clipping: trainer/torch_run/recipe.py) on the
 arrays of `trainer.prepare arrays` (no TensorFlow needed), on the CPU, a CUDA GPU or PyTorch/XLA
-(--device=xla; PJRT_DEVICE=CPU here, TPU on a TPU VM). Checkpoints every
---save_checkpoints_steps; run the same command again to resume (after kill -9, or after SIGTERM,
-which saves at the step in flight and exits with status 75). Writes model.pt (loadable as the
+(--device=xla; PJRT_DEVICE=CPU here, TPU on a TPU VM with torch_xla[tpu]). Checkpoints
+every --save_checkpoints_steps; run the same command again to resume (after kill -9, or after
+SIGTERM, which saves at the step in flight and exits with status 75). Writes model.pt (loadable as the
 export is) and results.json (top-1 and loss on the validation arrays). Guide: docs/migration.md.
 """
 

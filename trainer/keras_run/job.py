@@ -22,6 +22,7 @@ import keras
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
 from trainer.errors import Preempted
+from trainer.host import stop_signals
 from trainer.keras_models import build
 from trainer.keras_run import checkpoints as checkpoints_lib
 from trainer.keras_run import devices as devices_lib
@@ -223,7 +224,7 @@ def train(config, callbacks=()):
     logging.info('%s on %s: %d replicas, steps %d to %d, batch %d, %d weights decayed',
                  model.name, keras.backend.backend(), devices.replicas, start, total,
                  config.train_batch_size, decayed)
-    with progress_lib.SigtermFlag(at_period_end=devices.processes > 1) as sigterm:
+    with stop_signals.SigtermFlag(at_period_end=devices.processes > 1) as sigterm:
       progress = progress_lib.Progress(
           checkpoints, sigterm, total, config.train_batch_size, config.save_checkpoints_steps,
           config.model_dir if chief else None, devices.any_everywhere)

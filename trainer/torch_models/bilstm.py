@@ -29,6 +29,12 @@ class BiLSTM(nn.Module):
     self.embedding = nn.Embedding(vocab_size, embedding_dim)
     self.lstm = nn.LSTM(embedding_dim, hidden_units, num_layers, batch_first=True,
                         bidirectional=True)
+    # TF's LSTMCell has one bias; PyTorch adds bias_ih and bias_hh. The export puts TF's in
+    # bias_ih and zeros in bias_hh, kept out of training (trained, both would move the sum twice).
+    for name, param in self.lstm.named_parameters():
+      if name.startswith('bias_hh'):
+        nn.init.zeros_(param)
+        param.requires_grad_(False)
     self.dropout = nn.Dropout(dropout_rate)
     self.fc = nn.Linear(2 * hidden_units, num_classes)
 

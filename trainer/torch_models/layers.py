@@ -13,8 +13,9 @@ def batch_norm(channels, epsilon, decay, affine_weight=True):
   without gamma (scale=False) is gamma 1, kept as a weight of ones so the layout is torchvision's."""
   bn = nn.BatchNorm2d(channels, eps=batch_norm_spec.fused_epsilon(epsilon),
                       momentum=1.0 - decay)
-  if not affine_weight:
+  if not affine_weight:  # a constant 1: no optimizer moves it
     nn.init.ones_(bn.weight)
+    bn.weight.requires_grad_(False)
   return bn
 
 

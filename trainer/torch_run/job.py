@@ -10,8 +10,8 @@ run stops with trainer.errors.Preempted (the command exits 75, EXIT_RESUMABLE). 
 model_dir/model.pt (the same format as the export, so `classifier.load` and another fine-tune take
 it) and results.json (top-1 and loss on the validation arrays).
 
-Devices: 'cpu', 'cuda', or 'xla' (PyTorch/XLA: PJRT_DEVICE=CPU, TPU or CUDA picks the device;
-each step ends with torch_xla.sync(), which runs the traced graph).
+Devices: 'cpu', 'cuda', or 'xla' (PyTorch/XLA: PJRT_DEVICE=CPU, or TPU with torch_xla[tpu] on a
+TPU VM; each step ends with torch_xla.sync(), which runs the traced graph).
 """
 
 import dataclasses
@@ -19,7 +19,6 @@ import json
 import math
 import os
 import re
-import signal
 import time
 
 from absl import logging
@@ -30,6 +29,7 @@ from trainer import errors
 from trainer.data import arrays
 from trainer.data import dataset_json
 from trainer.errors import PipelineError
+from trainer.host import stop_signals
 from trainer.storage import gfile
 from trainer.storage import staged
 from trainer.torch_models import classifier
@@ -60,6 +60,7 @@ class _Device:
 
   def __init__(self, name):
     self.sync = lambda: None
+    self.seed = torch.manual_seed  # CUDA's generators too
     if name == 'xla':
       try:
         import torch_xla  # pylint: disable=g-import-not-at-top
@@ -67,34 +68,12 @@ class _Device:
         raise PipelineError('--device=xla needs PyTorch/XLA (%s): make .venv-torch-xla/.installed '
                             '(docs/migration.md, "Training on PyTorch/XLA").' % e)
       self.device, self.sync = torch_xla.device(), torch_xla.sync
+      self.seed = torch_xla.manual_seed
     elif name == 'cuda' and not torch.cuda.is_available():
       raise PipelineError('--device=cuda: this PyTorch sees no CUDA GPU (torch %s).'
                           % torch.__version__)
     else:
       self.device = torch.device(name)
-
-
-class _StopFlag:
-  """Records SIGTERM or a first Ctrl-C while installed; the loop stops after the step in flight."""
-
-  def __init__(self):
-    self.signal = None
-    self._previous = {}
-
-  def __enter__(self):
-    for signum in (signal.SIGTERM, signal.SIGINT):
-      self._previous[signum] = signal.signal(signum, self._handle)
-    return self
-
-  def _handle(self, signum, frame):
-    del frame
-    logging.warning('%s: stopping after the step in flight, with a checkpoint.',
-                    signal.Signals(signum).name)
-    self.signal = signum
-
-  def __exit__(self, *exc):
-    for signum, handler in self._previous.items():
-      signal.signal(signum, handler)
 
 
 def _cpu(value):
@@ -122,9 +101,12 @@ def _checkpoints(model_dir):
 
 def _save(config, module, opt, step):
   path = os.path.join(config.model_dir, 'checkpoint-%d.pt' % step)
-  classifier.write(path, {'step': step, 'network': _cpu(module.network.state_dict()),
-                          'optimizer': _cpu(opt.state_dict()), 'cpu_rng': torch.get_rng_state()})
-  for old in sorted(_checkpoints(config.model_dir))[:-config.keep]:
+  state = {'step': step, 'network': _cpu(module.network.state_dict()),
+           'optimizer': _cpu(opt.state_dict()), 'cpu_rng': torch.get_rng_state()}
+  if torch.cuda.is_initialized():
+    state['cuda_rng'] = torch.cuda.get_rng_state_all()
+  classifier.write(path, state)
+  for old in sorted(_checkpoints(config.model_dir))[:-max(config.keep, 1)]:
     gfile.remove(_checkpoints(config.model_dir)[old])
   logging.info('Saved %s', path)
 
@@ -135,10 +117,16 @@ def _resume(config, module, opt):
   if not found:
     return 0
   step = max(found)
+  if step > config.train_steps:
+    raise PipelineError('%s has a checkpoint at step %d, past --train_steps=%d: give a larger '
+                        '--train_steps, or another --model_dir.' % (config.model_dir, step,
+                                                                    config.train_steps))
   saved = classifier.read(found[step])
   module.network.load_state_dict(saved['network'])
   opt.load_state_dict(saved['optimizer'])
   torch.set_rng_state(saved['cpu_rng'])
+  if 'cuda_rng' in saved and torch.cuda.is_available():
+    torch.cuda.set_rng_state_all(saved['cuda_rng'])
   logging.info('Resuming from %s at step %d', found[step], step)
   return step
 
@@ -195,7 +183,7 @@ def train(config):
   arch = module.arch
   _, (inputs, labels), (eval_inputs, eval_labels) = _data(config, arch)
   device = _Device(config.device)
-  torch.manual_seed(config.seed)
+  device.seed(config.seed)
   module.to(device.device).train()
   opt = recipe.optimizer(arch, module.network)
   decayed = recipe.decayed_weights(module.network)
@@ -206,9 +194,9 @@ def train(config):
   step = _resume(config, module, opt)
   batches = arrays.TrainBatches(inputs, labels, config.batch_size, config.seed).batches(step)
   steps_per_epoch = len(labels) / float(config.batch_size)
-  start, start_step, losses = time.time(), step, []
-  with _StopFlag() as stop:
-    while step < config.train_steps:
+  start, start_step, losses, saved = time.time(), step, [], step
+  with stop_signals.SigtermFlag() as stop:
+    while step < config.train_steps and not stop.requested:
       x, y = next(batches)
       rate = recipe.set_rate(opt, arch, step, config.batch_size, steps_per_epoch,
                              config.train_steps)
@@ -217,28 +205,34 @@ def train(config):
                           _tensor(y, device.device), decayed)
       value.backward()
       if arch.get('gradient_clip_norm'):
-        torch.nn.utils.clip_grad_norm_(module.network.parameters(), arch['gradient_clip_norm'])
+        torch.nn.utils.clip_grad_norm_(recipe.trained(module.network), arch['gradient_clip_norm'])
       opt.step()
       device.sync()
       step += 1
-      if step % config.log_every_steps == 0 or step == config.train_steps:
-        losses.append(float(value))
-        if not math.isfinite(losses[-1]):
+      log = step % config.log_every_steps == 0 or step == config.train_steps
+      save = step % config.save_every_steps == 0 or step == config.train_steps or stop.requested
+      if log or save:  # reading the loss waits for the step: only here
+        loss = float(value)
+        if not math.isfinite(loss):
           raise PipelineError('the loss is %s at step %d: lower the rate (the recipe\'s '
-                              'base_learning_rate) or the batch.' % (losses[-1], step))
+                              'base_learning_rate) or the batch.' % (loss, step))
+      if log:
+        losses.append(loss)
         rate_per_sec = (step - start_step) * config.batch_size / (time.time() - start)
         logging.info('step %d/%d loss %.4f lr %.5f  %.1f examples/sec  ETA %ds', step,
-                     config.train_steps, losses[-1], rate, rate_per_sec,
+                     config.train_steps, loss, rate, rate_per_sec,
                      (config.train_steps - step) * config.batch_size / rate_per_sec)
-      if step % config.save_every_steps == 0 or step == config.train_steps or stop.signal:
+      if save:
         _save(config, module, opt, step)
-      if stop.signal and step < config.train_steps:
-        raise errors.Preempted('checkpoint saved at step %d' % step,
-                               errors.INTERRUPTED if stop.signal == signal.SIGINT
-                               else 'preempted (SIGTERM)')
-  results = dict(_evaluate(module, eval_inputs, eval_labels, config.batch_size, device),
-                 global_step=step, logged_losses=losses, device=str(device.device),
-                 init_model=config.init_model, torch_version=torch.__version__)
+        saved = step
+    if stop.requested and saved != step:  # the signal came between two steps
+      _save(config, module, opt, step)
+    if not stop.requested:
+      results = dict(_evaluate(module, eval_inputs, eval_labels, config.batch_size, device),
+                     global_step=step, logged_losses=losses, device=str(device.device),
+                     init_model=config.init_model, torch_version=torch.__version__)
+    if stop.requested:  # in a step or in the evaluation: the step's checkpoint is written
+      raise errors.Preempted('checkpoint saved at step %d' % step, stop.cause)
   module.cpu()
   classifier.save(module, os.path.join(config.model_dir, 'model.pt'))
   with staged.staged_file(os.path.join(config.model_dir, 'results.json')) as f:

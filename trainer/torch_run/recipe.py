@@ -45,9 +45,15 @@ class TFRMSProp(torch.optim.Optimizer):
         p.sub_(mom)
 
 
+def trained(network):
+  """The parameters a fine-tune trains: those with requires_grad (not InceptionV3's batch-norm
+  gammas, which TF's network does not have, nor the LSTM's second bias, which TF's has once)."""
+  return [p for p in network.parameters() if p.requires_grad]
+
+
 def optimizer(arch, network):
-  """The recipe's optimizer over `network`'s parameters (its rate set by `set_rate`)."""
-  params = network.parameters()
+  """The recipe's optimizer over `network`'s trained parameters (its rate set by `set_rate`)."""
+  params = trained(network)
   kind = arch['optimizer']
   if kind == 'momentum':
     return torch.optim.SGD(params, lr=0.0, momentum=arch['momentum'], nesterov=arch['nesterov'])
@@ -66,10 +72,11 @@ def set_rate(opt, arch, step, batch_size, steps_per_epoch, total_steps):
 
 
 def decayed_weights(network):
-  """The parameters weight decay applies to: all but the batch norms'."""
-  norms = {id(p) for m in network.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)  # pylint: disable=protected-access
+  """The parameters weight decay applies to: the trained ones but the batch norms'."""
+  norms = {id(p) for m in network.modules()
+           if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d))
            for p in m.parameters()}
-  return [p for p in network.parameters() if id(p) not in norms]
+  return [p for p in trained(network) if id(p) not in norms]
 
 
 def loss(arch, outputs, labels, decayed):
