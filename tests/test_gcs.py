@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import time
+import urllib.parse
 import uuid
 
 import numpy as np
@@ -259,10 +260,15 @@ def test_a_storage_outage_is_ridden_out_and_no_partial_checkpoint_is_listed(
         'refused' % (mode, meets, OUTAGE_SECS, during, after, len(refused_requests.split('\n'))))
   assert ('train-000' if meets == 'input' else 'model.ckpt') in refused_requests
   # It stalled (without the outage, step 60 is seconds away; the log shows a step every 0.5 s, so
-  # the outage can begin some steps past 20): on a save at its next checkpoint at the latest; on
-  # its input once the batches already read are used up (one run went on 10 steps).
-  next_save = (during // 10 + 1) * 10
-  assert after <= (next_save if meets == 'checkpoint' else during + 15) < 60, (during, after)
+  # the outage can begin some steps past 20): on a save at the checkpoint whose requests the
+  # outage refused (the log's step lags the run's: the outage may meet the save after the next
+  # one the log suggests); on its input once the batches already read are used up (one run went on
+  # 10 steps).
+  # Its checkpoints are run-named on gs:// (model.ckpt-RUNID-STEP, the state fence's).
+  stalled_save = min([int(n) for n in re.findall(r'model\.ckpt-(?:[0-9a-f]+-)?(\d+)(?=[_.%/])',
+                                                 urllib.parse.unquote(refused_requests))] or [60])
+  assert after <= (stalled_save if meets == 'checkpoint' else during + 15) < 60, (
+      during, after, stalled_save)
   assert results_of(model_dir)['global_step'] == 60
   listed = tf.train.get_checkpoint_state(model_dir).all_model_checkpoint_paths
   assert listed and all(checkpoints.checkpoint_damage(p) is None for p in listed)
