@@ -106,8 +106,9 @@ def _save(config, module, opt, step):
   if torch.cuda.is_initialized():
     state['cuda_rng'] = torch.cuda.get_rng_state_all()
   classifier.write(path, state)
-  for old in sorted(_checkpoints(config.model_dir))[:-max(config.keep, 1)]:
-    gfile.remove(_checkpoints(config.model_dir)[old])
+  found = _checkpoints(config.model_dir)
+  for old in sorted(found)[:-max(config.keep, 1)]:
+    gfile.remove(found[old])
   logging.info('Saved %s', path)
 
 
