@@ -108,6 +108,26 @@ def test_tf32_follows_the_road_not_the_advisors_tensorflow():
   assert from_tf1 == from_tf2 and from_tf1['precision'] == 'tf32'
 
 
+def test_the_torch_xla_road_is_the_keras_roads_xla_program():
+  """--road=torch_xla (trainer.train_torch on PyTorch/XLA): one XLA program per step as on the
+  Keras road: GPUs fused and in TF32, TPUs without the TPU Node's round trip, TPU v5e and v6e in
+  the table; the Estimator road has neither those TPUs nor the fusion."""
+  here = {'name': 'this CPU'}
+  roads = {road: targets_lib.select(['all'], here, road,
+                                    tf32=targets_lib.uses_tf32(road, '1.15.5'))[1:]
+           for road in ('estimator', 'keras', 'torch_xla')}
+  assert roads['torch_xla'] == roads['keras']
+  names = {road: [t['name'] for t in table] for road, table in roads.items()}
+  assert {'TPU v5e-1', 'TPU v6e-1'} <= set(names['torch_xla'])
+  assert not {'TPU v5e-1', 'TPU v6e-1'} & set(names['estimator'])
+  by_name = {t['name']: t for t in roads['torch_xla']}
+  assert by_name['H200']['fused'] and by_name['H200']['precision'] == 'tf32'
+  assert by_name['TPU v3-8']['loop_overhead'] == 0.0
+  estimator = {t['name']: t for t in roads['estimator']}
+  assert not estimator['H200']['fused'] and estimator['TPU v3-8']['loop_overhead'] > 0
+  assert targets_lib.tpu_slice('v3-32', 'torch_xla')['loop_overhead'] == 0.0
+
+
 def test_the_iris_network_is_advised_to_stay_on_the_cpu():
   """300 steps of a 4-32-3 network: every accelerator pays a fixed cost per step (a TPU's host
   round trip, a GPU's kernel launches) far above the step's few microseconds of arithmetic."""

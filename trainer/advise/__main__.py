@@ -57,10 +57,12 @@ def _define_advise_flags():
                             'docs/advise.md). --notime_shapes prices them at one probe '
                             'convolution\'s and matmul\'s rate: faster the first time, but '
                             '1.7-2.6x optimistic for ResNet-18 and InceptionV3 on a 2-vCPU Zen 5.')
-  absl_flags.DEFINE_enum('road', 'estimator', targets_lib.ROADS[:2],
+  absl_flags.DEFINE_enum('road', 'estimator', targets_lib.ROADS[:3],
                          'estimator: this job as trainer.main runs it (TPU v2-v4, GPUs through '
                          'TensorFlow\'s executor). keras: as trainer.train_keras runs its Keras '
-                         'twin on JAX (one XLA program per step on GPUs; TPU v5e and v6e too).')
+                         'twin on JAX; torch_xla: as trainer.train_torch --device=xla runs the '
+                         'PyTorch export (both one XLA program per step on GPUs; TPU v5e and '
+                         'v6e too).')
 
 
 def _configs():

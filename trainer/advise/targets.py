@@ -12,7 +12,11 @@ from trainer.tpu import topologies
 _PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'targets.json')
 with open(_PATH) as _f:
   TABLE = json.load(_f)
-ROADS = ('estimator', 'keras', 'historic')
+ROADS = ('estimator', 'keras', 'torch_xla', 'historic')
+# The roads that compile each step into one XLA program and reach a TPU VM through PJRT:
+# trainer.train_keras on JAX and trainer.train_torch on PyTorch/XLA. targets.json's 'keras' rows
+# (TPU v5e, v6e: PJRT only, tensorflow/tensorflow#90807) are open to both.
+XLA_ROADS = ('keras', 'torch_xla')
 _WORD = re.compile(r'[A-Za-z0-9]+')
 
 
@@ -38,22 +42,26 @@ def check_names(names):
 
 
 def on_road(target, road):
-  """`target` as `road` runs it: 'keras' (JAX) compiles the step into one program, so a GPU runs
-  it fused and a TPU VM dispatches steps asynchronously, with no TPU Node round trip."""
-  if road == 'keras' and target['kind'] == 'gpu':
+  """`target` as `road` runs it: an XLA road (XLA_ROADS) compiles the step into one program, so a
+  GPU runs it fused and a TPU VM dispatches steps asynchronously, with no TPU Node round trip.
+  Neither road's host-side cost per step (JAX's dispatch, PyTorch/XLA's tracing of the step's
+  lazy tensors) is modelled: no source gives one."""
+  if road in XLA_ROADS and target['kind'] == 'gpu':
     return dict(target, fused=True)
-  if road == 'keras' and target['kind'] == 'tpu':
+  if road in XLA_ROADS and target['kind'] == 'tpu':
     return dict(target, loop_overhead=0.0)
   return target
 
 
 def uses_tf32(road, tensorflow_version):
-  """Whether `road` runs fp32 convolutions and matmuls as TF32 on Ampere and newer GPUs: the
-  Keras road always (JAX's default precision, https://docs.jax.dev/en/latest/_autosummary/
-  jax.default_matmul_precision.html); the Estimator road with TensorFlow 2.4 and later (TF32 on by
-  default, tf.config.experimental.enable_tensor_float_32_execution), never with 1.15, which has
-  no build for those GPUs. Not the advisor's own TensorFlow, unless it is the road's runtime."""
-  return road == 'keras' or not tensorflow_version.startswith('1.')
+  """Whether `road` runs fp32 convolutions and matmuls as TF32 on Ampere and newer GPUs: the XLA
+  roads always (JAX's default precision, https://docs.jax.dev/en/latest/_autosummary/
+  jax.default_matmul_precision.html; PyTorch/XLA's 'default' mat-mul precision, its fastest,
+  torch_xla.backends.set_mat_mul_precision); the Estimator road with TensorFlow 2.4 and later
+  (TF32 on by default, tf.config.experimental.enable_tensor_float_32_execution), never with 1.15,
+  which has no build for those GPUs. Not the advisor's own TensorFlow, unless it is the road's
+  runtime."""
+  return road in XLA_ROADS or not tensorflow_version.startswith('1.')
 
 
 def _with_tf32(target, tf32):
@@ -100,9 +108,9 @@ def select(names, cpu_target, road='estimator', tf32=True):
   """The targets named in `names` (a list; ['all']: every target of `road`), `cpu_target` (this
   host, host_probe.target) first.
 
-  road: 'estimator' (trainer.main: TensorFlow's executor on GPUs, TPUEstimator on TPU v2-v4) or
-    'keras' (trainer.train_keras on JAX: XLA compiles the step into one fused program on GPUs
-    too, and TPU v5e/v6e are open to it).
+  road: 'estimator' (trainer.main: TensorFlow's executor on GPUs, TPUEstimator on TPU v2-v4),
+    'keras' (trainer.train_keras on JAX) or 'torch_xla' (trainer.train_torch --device=xla): XLA
+    compiles the step into one fused program on GPUs too, and TPU v5e/v6e are open to them.
 
   tf32: whether GPUs of Ampere and newer run fp32 convolutions and matmuls as TF32 (TensorFlow
     2.4 and later; JAX's default); else fp32.
@@ -115,7 +123,8 @@ def select(names, cpu_target, road='estimator', tf32=True):
   known = {t['name'].lower(): t for t in table}
   names = [n for n in names if n]
   if [n.lower() for n in names] == ['all']:
-    chosen = [t for t in table if t['road'] in (road, 'estimator')]
+    chosen = [t for t in table if t['road'] == 'estimator'
+              or (t['road'] == 'keras' and road in XLA_ROADS)]
   else:
     check_names(names)
     chosen = [known[n.lower()] for n in names if n.lower() in known]
