@@ -22,6 +22,10 @@ def define_train_torch_flags():
   flags.DEFINE_integer('save_checkpoints_steps', 100, 'Steps between checkpoints.',
                        lower_bound=1)
   flags.DEFINE_integer('log_every_steps', 10, 'Steps between progress lines.', lower_bound=1)
+  flags.DEFINE_integer('lease_expiry_secs', 180, 'The run holds a lease on --model_dir, as '
+                       'trainer.train_keras does: a second run on it is refused (gs://: renewed '
+                       'every sixth of this, taken over after this long unrenewed).',
+                       lower_bound=12)
   for name in ('init_model', 'data_dir', 'model_dir', 'train_steps'):
     flags.mark_flag_as_required(name)
 
@@ -31,4 +35,4 @@ def config(f):
   return job.Config(init_model=f.init_model, data_dir=f.data_dir, model_dir=f.model_dir,
                     train_steps=f.train_steps, batch_size=f.train_batch_size, seed=f.seed,
                     device=f.device, save_every_steps=f.save_checkpoints_steps,
-                    log_every_steps=f.log_every_steps)
+                    log_every_steps=f.log_every_steps, lease_expiry_secs=f.lease_expiry_secs)

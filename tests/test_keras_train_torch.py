@@ -23,6 +23,7 @@ from trainer import export_keras as export_keras_lib
 from trainer.data import arrays
 from trainer.data import dataset_json
 from trainer.flags import keras_flags
+from trainer.storage import lease as lease_lib
 from trainer.torch_models import classifier
 from trainer.torch_run import recipe
 
@@ -110,6 +111,17 @@ def test_a_fine_tune_lowers_the_loss_and_resumes_after_sigterm(cnn_model_pt, tin
   before = _train_loss(cnn_model_pt, tiny_arrays_dir)
   after = _train_loss(os.path.join(whole, 'model.pt'), tiny_arrays_dir)
   assert after < 0.7 * before, (before, after)
+  # One writer per model_dir (trainer.storage.lease): another run holding it refuses this one,
+  # before it writes anything.
+  files = sorted(os.listdir(whole))
+  with lease_lib.held(whole, '--model_dir', command='another fine-tune'):
+    refused = subprocess.run(_command(sys.executable, cnn_model_pt, tiny_arrays_dir, whole,
+                                      '--train_steps=%d' % (2 * STEPS)), cwd=REPO,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             universal_newlines=True, timeout=600)
+  assert refused.returncode == 2, refused.stderr[-3000:]
+  assert '--model_dir=%s is being written by another run' % whole in refused.stderr
+  assert sorted(os.listdir(whole)) == files
   stopped = str(tmp_path / 'stopped')
   _stop_and_resume(sys.executable, cnn_model_pt, tiny_arrays_dir, stopped)
   ours, theirs = _weights(stopped), _weights(whole)

@@ -31,6 +31,7 @@ from trainer.data import dataset_json
 from trainer.errors import PipelineError
 from trainer.host import stop_signals
 from trainer.storage import gfile
+from trainer.storage import lease as lease_lib
 from trainer.storage import staged
 from trainer.torch_models import classifier
 from trainer.torch_run import recipe
@@ -42,7 +43,8 @@ _CHECKPOINT = re.compile(r'^checkpoint-(\d+)\.pt$')
 @dataclasses.dataclass(frozen=True)
 class Config:
   """A fine-tune: init_model (model.pt), data_dir (arrays), model_dir, train_steps, batch_size,
-  seed, device (one of DEVICES), save_every_steps, log_every_steps, keep (checkpoints)."""
+  seed, device (one of DEVICES), save_every_steps, log_every_steps, keep (checkpoints),
+  lease_expiry_secs (the writer's lease on model_dir, trainer.storage.lease)."""
   init_model: str
   data_dir: str
   model_dir: str
@@ -53,6 +55,7 @@ class Config:
   save_every_steps: int = 100
   log_every_steps: int = 10
   keep: int = 2
+  lease_expiry_secs: int = lease_lib.DEFAULT_EXPIRY_SECS
 
 
 class _Device:
@@ -182,7 +185,7 @@ def train(config):
     raise PipelineError('--init_model=%s cannot be loaded: %s (give a model.pt of '
                         'trainer.export_keras).' % (config.init_model, e))
   arch = module.arch
-  _, (inputs, labels), (eval_inputs, eval_labels) = _data(config, arch)
+  _, train_data, eval_data = _data(config, arch)
   device = _Device(config.device)
   device.seed(config.seed)
   module.to(device.device).train()
@@ -192,6 +195,19 @@ def train(config):
     logging.warning('The run kept a moving average of its weights (decay %s); this fine-tune '
                     'trains and evaluates the weights themselves.', arch['moving_average_decay'])
   gfile.makedirs(config.model_dir)
+  # One writer per model_dir, as trainer.main and train_keras hold it: a second fine-tune into the
+  # same directory is refused (LeaseHeld), and one that lost the lease writes nothing further.
+  with lease_lib.held(config.model_dir, '--model_dir', config.lease_expiry_secs,
+                      'trainer.train_torch') as lease:
+    results = _train(config, module, opt, decayed, device, (train_data, eval_data), lease)
+  return results
+
+
+def _train(config, module, opt, decayed, device, data, lease):
+  """train()'s loop, under the lease: checked before every checkpoint, confirmed before model.pt
+  and results.json."""
+  (inputs, labels), (eval_inputs, eval_labels) = data
+  arch = module.arch
   step = _resume(config, module, opt)
   batches = arrays.TrainBatches(inputs, labels, config.batch_size, config.seed).batches(step)
   steps_per_epoch = len(labels) / float(config.batch_size)
@@ -224,9 +240,11 @@ def train(config):
                      config.train_steps, loss, rate, rate_per_sec,
                      (config.train_steps - step) * config.batch_size / rate_per_sec)
       if save:
+        lease.check()
         _save(config, module, opt, step)
         saved = step
     if stop.requested and saved != step:  # the signal came between two steps
+      lease.check()
       _save(config, module, opt, step)
     if not stop.requested:
       results = dict(_evaluate(module, eval_inputs, eval_labels, config.batch_size, device),
@@ -235,6 +253,7 @@ def train(config):
     if stop.requested:  # in a step or in the evaluation: the step's checkpoint is written
       raise errors.Preempted('checkpoint saved at step %d' % step, stop.cause)
   module.cpu()
+  lease.confirm()
   classifier.save(module, os.path.join(config.model_dir, 'model.pt'))
   with staged.staged_file(os.path.join(config.model_dir, 'results.json')) as f:
     f.write(json.dumps(results, indent=2, sort_keys=True) + '\n')
