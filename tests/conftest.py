@@ -54,14 +54,15 @@ TF1_RUNTIME = sys.version_info < (3, 8)
 
 
 def pytest_runtest_setup(item):
-  """A test marked one_runtime(why) runs once, on the TF 2.15 runtime (pytest.ini). Under
+  """A test marked one_runtime(why) runs once, on the TF 2.15 runtime (pytest.ini): runtime-
+  independent, or covered on TF 1.15 by cheaper tests (why says which). Under
   `--dist loadgroup` (the Keras suite's) an xdist_group test that pytest-xdist did not tag fails:
   its group's tests would be spread over the workers and each would train the group's run again
   (pytest 9.2 ignores the tag pytest-xdist 3.8.0 sets: the Keras suite lost its grouping and held
   1.0 GiB more on disk)."""
   marker = item.get_closest_marker('one_runtime')
   if marker and TF1_RUNTIME:
-    pytest.skip('runtime-independent, run on TF 2.15 only: %s' % marker.args[0])
+    pytest.skip('run on TF 2.15 only: %s' % marker.args[0])
   groups = sorted({str(m.args[0] if m.args else m.kwargs.get('name', 'default'))
                    for m in item.iter_markers('xdist_group')})
   if (groups and getattr(item.config.option, 'loadgroup', False) and

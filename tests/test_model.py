@@ -13,6 +13,8 @@ from trainer.models import resnet
 from trainer.models.model_config import ModelConfig
 from trainer.models.recipes import MODEL_DEFAULTS
 
+from helpers import INCEPTION_ON_TF2
+
 
 def _count_params():
   return sum(int(np.prod(v.shape.as_list())) for v in tf.trainable_variables())
@@ -144,7 +146,7 @@ _XLA_STEPS = 10
 
 
 @pytest.mark.parametrize('model,image_size', [
-    ('resnet', 32), ('cnn', 28), ('inception_v3', 75),
+    ('resnet', 32), ('cnn', 28), pytest.param('inception_v3', 75, marks=INCEPTION_ON_TF2),
     ('bilstm', 0)])
 def test_train_step_compiles_with_xla_on_cpu(model, image_size):
   """The whole train step (forward, loss, gradients, optimizer update, batch-norm updates and, for

@@ -18,6 +18,7 @@ from trainer.tpu import topologies
 from trainer.tpu import tpu_graph
 
 from helpers import config_from_args
+from helpers import INCEPTION_ON_TF2
 from helpers import ok
 from helpers import predict_in_fresh_process
 from helpers import refused
@@ -52,7 +53,8 @@ _MODELS = {
 # Every built-in network on one host; the pod split (the input code is the same for every
 # network) for all but the slowest to build, InceptionV3, and for a user's network.
 @pytest.mark.parametrize('model, topology', [
-    (m, 'v3-8') for m in sorted(_MODELS) if m != USER_NETWORK] + [
+    pytest.param(m, 'v3-8', marks=INCEPTION_ON_TF2 if m == 'inception_v3' else ())
+    for m in sorted(_MODELS) if m != USER_NETWORK] + [
         (m, 'v3-32') for m in sorted(_MODELS) if m != 'inception_v3'])
 def test_dry_run_builds_the_tpu_graph_and_splits_the_input_between_hosts(model, topology,
                                                                           request, tmp_path):
