@@ -76,6 +76,11 @@ FASHION_MNIST_SOURCE ?=
 # with RUNTIME=tf2): the recipes whose accuracy was measured in bfloat16 (BF16_MODELS;
 # BENCHMARKS.md, "bfloat16 on the CPU") train in it; the others stay float32.
 BF16_MODELS := resnet
+# The runtime probe picks bfloat16 by itself only for the recipes whose bfloat16 runs met make
+# train's bar (test top-1 >= 0.92 mean over 3 seeds, each >= 0.918): none since 2026-11-30, when
+# ResNet-18's, with the filter gradients kept float32 (1.16x faster), came to 0.9196 (0.9210
+# before; BENCHMARKS.md, "bfloat16 on the CPU"). PRECISION=bfloat16 RUNTIME=tf2 still asks for it.
+BF16_PROBE_MODELS :=
 TRAIN_PRECISION := $(strip $(if $(filter $(MODEL),$(BF16_MODELS)),$(filter bfloat16,$(PRECISION))))
 ifneq ($(filter-out bfloat16 float32,$(PRECISION)),)
   $(error PRECISION must be bfloat16 or float32, got '$(PRECISION)')
@@ -124,8 +129,7 @@ help:
 	@echo "make train   train ResNet-18 on real Fashion-MNIST, print test accuracy"
 	@echo "             MODEL=cnn | MODEL=inception_v3 train another network on Fashion-MNIST"
 	@echo "             MODEL=bilstm  the BiLSTM on the Rotten Tomatoes snippets"
-	@echo "             runtime: the fastest of intel-tensorflow, TF 2.15 and (CPUs with bfloat16)"
-	@echo "             TF 2.15 in bfloat16 on this CPU, measured once"
+	@echo "             runtime: the faster of intel-tensorflow and TF 2.15 on this CPU, measured once"
 	@echo "             (RUNTIME_PROBE=again); RUNTIME=tf1 | RUNTIME=tf2 | TF1=stock choose one"
 	@echo "             PRECISION=bfloat16 (with RUNTIME=tf2, on a CPU with AVX512_BF16 or AMX)"
 	@echo "             MODEL_DIR=... DATA_DIR=... SEED=N"
@@ -156,7 +160,7 @@ ifeq ($(RUNTIME),auto)
 train: .venv-mkl/.installed .venv-tf2/.installed
 	@choice="$$(TF_CPP_MIN_LOG_LEVEL=1 .venv-tf2/bin/python -m trainer.host.runtime_probe \
 	  --cache=runs/runtime-choice.json $(if $(RUNTIME_PROBE),--remeasure) \
-	  $(if $(filter $(MODEL),$(BF16_MODELS)),--bfloat16))" \
+	  $(if $(filter $(MODEL),$(BF16_PROBE_MODELS)),--bfloat16))" \
 	  && $(MAKE) --no-print-directory train $$choice
 else
 train: PREP_VENV := $(TRAIN_VENV)

@@ -83,6 +83,8 @@ def main():
         now = time.perf_counter()
         rates.append(50 / (now - window))
         window = now
+  if not rates:
+    raise SystemExit('fewer than 50 images in %.0f s: give more --seconds' % args.seconds)
   print('%d photos, %d images in %.0f s: median %.0f images/s per core (windows of 50: %.0f-%.0f)'
         % (len(paths), count, args.seconds, statistics.median(rates), min(rates), max(rates)))
 

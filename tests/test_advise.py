@@ -108,24 +108,28 @@ def test_tf32_follows_the_road_not_the_advisors_tensorflow():
   assert from_tf1 == from_tf2 and from_tf1['precision'] == 'tf32'
 
 
-def test_the_torch_xla_road_is_the_keras_roads_xla_program():
-  """--road=torch_xla (trainer.train_torch on PyTorch/XLA): one XLA program per step as on the
-  Keras road: GPUs fused and in TF32, TPUs without the TPU Node's round trip, TPU v5e and v6e in
-  the table; the Estimator road has neither those TPUs nor the fusion."""
+def test_the_torch_xla_road_prices_trainer_train_torchs_one_xla_device():
+  """--road=torch_xla (trainer.train_torch --device=xla): the step as one XLA program on one
+  device, so TPUs only, without the TPU Node's round trip, a TPU of several devices at one of
+  them (rented whole), TPU v5e and v6e as on the Keras road; a GPU named is refused (torch_xla 2.9
+  has no CUDA device)."""
   here = {'name': 'this CPU'}
-  roads = {road: targets_lib.select(['all'], here, road,
-                                    tf32=targets_lib.uses_tf32(road, '1.15.5'))[1:]
+  roads = {road: {t['name']: t for t in targets_lib.select(['all'], here, road)[1:]}
            for road in ('estimator', 'keras', 'torch_xla')}
-  assert roads['torch_xla'] == roads['keras']
-  names = {road: [t['name'] for t in table] for road, table in roads.items()}
-  assert {'TPU v5e-1', 'TPU v6e-1'} <= set(names['torch_xla'])
-  assert not {'TPU v5e-1', 'TPU v6e-1'} & set(names['estimator'])
-  by_name = {t['name']: t for t in roads['torch_xla']}
-  assert by_name['H200']['fused'] and by_name['H200']['precision'] == 'tf32'
-  assert by_name['TPU v3-8']['loop_overhead'] == 0.0
-  estimator = {t['name']: t for t in roads['estimator']}
-  assert not estimator['H200']['fused'] and estimator['TPU v3-8']['loop_overhead'] > 0
-  assert targets_lib.tpu_slice('v3-32', 'torch_xla')['loop_overhead'] == 0.0
+  torch_xla, keras, estimator = roads['torch_xla'], roads['keras'], roads['estimator']
+  assert all(t['kind'] == 'tpu' for t in torch_xla.values())
+  assert set(torch_xla) == {n for n, t in keras.items() if t['kind'] == 'tpu'}
+  assert {'TPU v5e-1', 'TPU v6e-1'} <= set(torch_xla) and not {'TPU v5e-1', 'TPU v6e-1'} & set(
+      estimator)
+  assert torch_xla['TPU v6e-1'] == keras['TPU v6e-1']
+  one_core = torch_xla['TPU v3-8']
+  assert one_core['devices'] == 1 and one_core['loop_overhead'] == 0.0
+  assert one_core['peak_flops']['bf16'] == pytest.approx(keras['TPU v3-8']['peak_flops']['bf16'] / 8)
+  assert one_core['price'] == keras['TPU v3-8']['price']
+  assert keras['H200']['fused'] and not estimator['H200']['fused']
+  assert keras['TPU v3-8']['loop_overhead'] == 0.0 < estimator['TPU v3-8']['loop_overhead']
+  with pytest.raises(PipelineError, match='torch_xla 2.9 has no CUDA device'):
+    targets_lib.select(['H200', 'TPU v3-8'], here, 'torch_xla')
 
 
 def test_the_iris_network_is_advised_to_stay_on_the_cpu():

@@ -43,7 +43,10 @@ def _cpu(*flags):
 
 @pytest.mark.skipif(TF1, reason='TF 1.15 has no oneDNN bfloat16 rewrite: '
                     'test_tf1_refuses_bfloat16_off_tpu covers it')
-def test_the_rewrite_runs_on_one_cpu_process_with_bfloat16_instructions_only():
+def test_the_rewrite_runs_on_one_cpu_process_with_bfloat16_instructions_only(monkeypatch):
+  # apply() sets TensorFlow's list variable in this process: undone after the test, so that later
+  # runs here are forked from the preloaded trainer (tests/forked_main.py's LOAD_TIME).
+  monkeypatch.setenv(cpu_bfloat16.ALLOWLIST_REMOVE, '')
   with pytest.raises(PipelineError, match=r'needs a CPU with AVX512_BF16 or AMX-BF16 \(.*\); '
                      'Some CPU has neither'):
     cpu_bfloat16.check('resnet', cpu=_cpu('avx512f'), gpus=[])
@@ -68,9 +71,10 @@ def test_the_rewrite_runs_on_one_cpu_process_with_bfloat16_instructions_only():
     assert config.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 == on
 
 
-def test_the_step_time_probe_gets_the_runs_config_without_the_rewrite():
+def test_the_step_time_probe_gets_the_runs_config_without_the_rewrite(monkeypatch):
   """cpu_bfloat16.without, on every host and runtime: a copy of the run's session config with the
   rewrite off (TF 1.15 has none: the copy as it is), the run's own config unchanged."""
+  monkeypatch.setenv(cpu_bfloat16.ALLOWLIST_REMOVE, '')  # apply() sets it: undone after the test
   run = tf.ConfigProto(intra_op_parallelism_threads=2)
   if not TF1:
     run = cpu_bfloat16.apply(run, 'bfloat16', False)
@@ -88,6 +92,7 @@ def test_the_step_time_probe_gets_the_runs_config_without_the_rewrite():
                     '%s)' % HOST.describe())
 def test_the_run_config_of_a_bfloat16_run_turns_the_rewrite_on(small_dir, tmp_path, monkeypatch):
   """What the trainer builds from the flags: the rewrite on, and off in the step-time probe."""
+  monkeypatch.setenv(cpu_bfloat16.ALLOWLIST_REMOVE, '')  # apply() sets it: undone after the test
   config = config_from_args('--precision=bfloat16', '--train_steps=1', '--model_dir=' +
                             str(tmp_path), '--data_dir=' + small_dir, *TINY)
   session_config = estimator_lib.build_estimator(config).config.session_config

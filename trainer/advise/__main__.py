@@ -60,9 +60,10 @@ def _define_advise_flags():
   absl_flags.DEFINE_enum('road', 'estimator', targets_lib.ROADS[:3],
                          'estimator: this job as trainer.main runs it (TPU v2-v4, GPUs through '
                          'TensorFlow\'s executor). keras: as trainer.train_keras runs its Keras '
-                         'twin on JAX; torch_xla: as trainer.train_torch --device=xla runs the '
-                         'PyTorch export (both one XLA program per step on GPUs; TPU v5e and '
-                         'v6e too).')
+                         'twin on JAX (one XLA program per step on GPUs; TPU v5e and v6e too). '
+                         'torch_xla: as trainer.train_torch --device=xla runs the PyTorch export '
+                         '(one XLA device: the TPUs, each at one of its devices; no GPU, no '
+                         'input timing).')
 
 
 def _configs():
@@ -98,7 +99,7 @@ def _slice_target(accelerator_type):
 def _input_rate(real):
   if FLAGS.input_rate:
     return FLAGS.input_rate
-  if real is None:
+  if real is None or FLAGS.road == 'torch_xla':  # train_torch reads arrays, not the input_fn
     return None
   from trainer.benchmark import input_bench  # pylint: disable=g-import-not-at-top
   from trainer.benchmark import timing  # pylint: disable=g-import-not-at-top
@@ -111,6 +112,10 @@ def main(argv):
     raise app.UsageError('unexpected arguments: %s' % ' '.join(argv[1:]))
   try:
     targets_lib.check_names(FLAGS.targets)
+    if FLAGS.tpu_topology and FLAGS.road == 'torch_xla':
+      raise PipelineError('--tpu_topology with --road=torch_xla: trainer.train_torch runs one '
+                          'process on one device; drop --tpu_topology (the table\'s TPUs are '
+                          'priced at one device on this road).')
     slice_target = _slice_target(FLAGS.tpu_topology) if FLAGS.tpu_topology else None
     if FLAGS.input_rate is not None and FLAGS.input_rate <= 0:
       raise PipelineError('--input_rate=%s: give the input_fn\'s examples/s on this host, > 0.'

@@ -89,10 +89,10 @@ def predict_run(config, session_config=None):
     gpus = _gpu_names(session_config)
     if not gpus:
       # A bfloat16 run on the CPU is priced at this host's float32 rates: the probe's bfloat16
-      # convolution runs 1.8x its float32 one, the training step 1.1-1.2x (most of its nodes stay
-      # float32, casts are added), so the runs' own predictions at bfloat16 rates were 44-51% too
-      # fast; trainer.advise at float32 rates (its input timed) 15% (BENCHMARKS.md, "bfloat16 on
-      # the CPU"). This record at float32 rates was not scored against a bfloat16 run.
+      # convolution runs 1.8x its float32 one, the training step 1.28x (its filter gradients and
+      # most other nodes stay float32), so the runs' own predictions at bfloat16 rates were 44-51%
+      # too fast; at float32 rates make train's bfloat16 runs predicted their step 34-38% too slow
+      # (BENCHMARKS.md, "bfloat16 on the CPU").
       probe_config = cpu_bfloat16.without(session_config)
       cost = _cost(config, config.train_batch_size)
       figures = host_probe.measure_cached(probe_config)

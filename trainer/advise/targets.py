@@ -45,22 +45,30 @@ def on_road(target, road):
   """`target` as `road` runs it: an XLA road (XLA_ROADS) compiles the step into one program, so a
   GPU runs it fused and a TPU VM dispatches steps asynchronously, with no TPU Node round trip.
   Neither road's host-side cost per step (JAX's dispatch, PyTorch/XLA's tracing of the step's
-  lazy tensors) is modelled: no source gives one."""
+  lazy tensors) is modelled: no source gives one. On 'torch_xla' a TPU of several devices is
+  priced as trainer.train_torch uses it: one process on one device (torch_xla.device()), the
+  target rented whole."""
   if road in XLA_ROADS and target['kind'] == 'gpu':
     return dict(target, fused=True)
+  if road == 'torch_xla' and target['kind'] == 'tpu' and target['devices'] > 1:
+    share = 1.0 / target['devices']
+    return dict(target, loop_overhead=0.0, devices=1,
+                peak_flops={k: v * share for k, v in target['peak_flops'].items()},
+                memory_bandwidth=target['memory_bandwidth'] * share,
+                machine='%s: one of its %d devices (trainer.train_torch)'
+                % (target['machine'], target['devices']))
   if road in XLA_ROADS and target['kind'] == 'tpu':
     return dict(target, loop_overhead=0.0)
   return target
 
 
 def uses_tf32(road, tensorflow_version):
-  """Whether `road` runs fp32 convolutions and matmuls as TF32 on Ampere and newer GPUs: the XLA
-  roads always (JAX's default precision, https://docs.jax.dev/en/latest/_autosummary/
-  jax.default_matmul_precision.html; PyTorch/XLA's 'default' mat-mul precision, its fastest,
-  torch_xla.backends.set_mat_mul_precision); the Estimator road with TensorFlow 2.4 and later
-  (TF32 on by default, tf.config.experimental.enable_tensor_float_32_execution), never with 1.15,
-  which has no build for those GPUs. Not the advisor's own TensorFlow, unless it is the road's
-  runtime."""
+  """Whether `road` runs fp32 convolutions and matmuls as TF32 on Ampere and newer GPUs: the Keras
+  road always (JAX's default precision, https://docs.jax.dev/en/latest/_autosummary/
+  jax.default_matmul_precision.html); the Estimator road with TensorFlow 2.4 and later (TF32 on by
+  default, tf.config.experimental.enable_tensor_float_32_execution), never with 1.15, which has
+  no build for those GPUs. Not the advisor's own TensorFlow, unless it is the road's runtime.
+  (The 'torch_xla' road prices no GPU.)"""
   return road in XLA_ROADS or not tensorflow_version.startswith('1.')
 
 
@@ -109,23 +117,33 @@ def select(names, cpu_target, road='estimator', tf32=True):
   host, host_probe.target) first.
 
   road: 'estimator' (trainer.main: TensorFlow's executor on GPUs, TPUEstimator on TPU v2-v4),
-    'keras' (trainer.train_keras on JAX) or 'torch_xla' (trainer.train_torch --device=xla): XLA
-    compiles the step into one fused program on GPUs too, and TPU v5e/v6e are open to them.
+    'keras' (trainer.train_keras on JAX: XLA compiles the step into one fused program on GPUs
+    too) or 'torch_xla' (trainer.train_torch --device=xla: one XLA device, so the TPUs only, a
+    multi-device one priced at one device); TPU v5e/v6e are open to both.
 
   tf32: whether GPUs of Ampere and newer run fp32 convolutions and matmuls as TF32 (TensorFlow
     2.4 and later; JAX's default); else fp32.
 
   Raises:
-    PipelineError: a name the table does not have.
+    PipelineError: a name the table does not have; a GPU named on the 'torch_xla' road.
   """
   table = table_targets()
   table = [on_road(_with_tf32(t, tf32), road) for t in table]
   known = {t['name'].lower(): t for t in table}
   names = [n for n in names if n]
-  if [n.lower() for n in names] == ['all']:
+  everything = [n.lower() for n in names] == ['all']
+  if everything:
     chosen = [t for t in table if t['road'] == 'estimator'
               or (t['road'] == 'keras' and road in XLA_ROADS)]
   else:
     check_names(names)
     chosen = [known[n.lower()] for n in names if n.lower() in known]
+  if road == 'torch_xla':
+    gpus = [t['name'] for t in chosen if t['kind'] == 'gpu']
+    if gpus and not everything:
+      raise PipelineError(
+          '--road=torch_xla: torch_xla 2.9 has no CUDA device (PyTorch/XLA removed XLA:CUDA), so '
+          'trainer.train_torch trains on %s with --device=cuda, eager PyTorch, which the advisor '
+          'does not model: leave out %s, or choose --road=keras.' % (gpus[0], ', '.join(gpus)))
+    chosen = [t for t in chosen if t['kind'] != 'gpu']
   return [cpu_target] + chosen

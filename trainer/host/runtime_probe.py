@@ -51,11 +51,17 @@ PROBE_FLAGS = ('--model=resnet', '--resnet_depth=18', '--image_size=32', '--num_
 FLAGS = flags.FLAGS
 
 
+# Raised when what a candidate runs changes, so that choices cached before are measured again
+# (2: a bfloat16 run's filter gradients stay float32, trainer/run/cpu_bfloat16.py, 2026-11-30).
+STEP_VERSION = 2
+
+
 def cpu_key(cpu):
-  """What a cached choice holds for: the CPU, how many cores this process may use and oneDNN's
-  ISA cap."""
+  """What a cached choice holds for: the CPU, how many cores this process may use, oneDNN's ISA
+  cap and the candidates' step (STEP_VERSION)."""
   return {'cpu_model': cpu.model, 'isa': cpu.isa, 'physical_cores': cpu.physical_cores,
-          'logical_cpus': cpu.logical_cpus, 'onednn_max_isa': cpu.onednn_max_isa}
+          'logical_cpus': cpu.logical_cpus, 'onednn_max_isa': cpu.onednn_max_isa,
+          'step_version': STEP_VERSION}
 
 
 def candidates(cpu):

@@ -2,10 +2,10 @@
 
 TensorFlow has no lock on a model_dir: a second writer deletes checkpoints it did not write
 (tensorflow/tensorflow#34234) or overwrites the `checkpoint` state file. So every command that
-writes a run directory (trainer.main's training modes, trainer.train_keras, trainer.prepare)
-holds `<directory>/writer.lease` while it writes, naming its holder (host, pid, job id, command,
-start time, a Dataflow job it started) for the message of a run it refuses (`LeaseHeld`, exit
-status 2). What it promises, per store (docs/reliability.md):
+writes a run directory (trainer.main's training modes, trainer.train_keras, trainer.train_torch,
+trainer.prepare) holds `<directory>/writer.lease` while it writes, naming its holder (host, pid,
+job id, command, start time, a Dataflow job it started) for the message of a run it refuses
+(`LeaseHeld`, exit status 2). What it promises, per store (docs/reliability.md):
 
 - **Local disk (and NFS)**: the holder keeps the file locked with flock(2) (LocalStore): a second
   run is refused while the holder's process exists, stopped or hung included, and takes over the
