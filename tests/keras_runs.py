@@ -8,6 +8,7 @@ import os
 import platform
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -118,3 +119,15 @@ def export_keras(*args, backend='tensorflow', timeout=600):
                         universal_newlines=True, timeout=timeout)
   lines = proc.stdout.strip().splitlines()
   return proc, (json.loads(lines[-1]) if proc.returncode == 0 and lines else None)
+
+
+def export_flags(**values):
+  """trainer.export_keras's parsed flag values as `export_keras.convert` reads them, for a
+  conversion in the test's own process (the command line has tests of its own): every flag unset
+  but the defaults below and `values` (serving_dir '': no serving SavedModel beside a .keras)."""
+  from trainer.flags import keras_flags  # pylint: disable=g-import-not-at-top  # Keras suite only
+  unset = keras_flags.SETTINGS + ('model_dir', 'checkpoint', 'use_moving_average',
+                                  'check_predictions', 'check_input', 'data_dir', 'upgrade')
+  flags = dict({name: None for name in unset}, tolerance=1e-4, overwrite=False, serving_dir='')
+  flags.update(values)
+  return types.SimpleNamespace(**flags)

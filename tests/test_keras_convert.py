@@ -8,7 +8,6 @@ is refused by name."""
 
 import json
 import os
-import types
 
 import numpy as np
 import pytest
@@ -27,6 +26,7 @@ from trainer.models.model_config import ModelConfig
 from helpers import needs_gcs
 from helpers import read_records
 from helpers import refused
+from keras_runs import export_flags
 from keras_runs import export_keras
 from keras_runs import FOLDER_RUNS
 from keras_runs import KERAS_TWINS
@@ -129,16 +129,6 @@ def test_an_old_format_file_upgrades_to_one_every_backend_loads(tmp_path, monkey
   refused(proc, 'cannot be upgraded')
 
 
-def _flags(**overrides):
-  values = {name: None for name in (
-      'model_dir', 'checkpoint', 'use_moving_average', 'check_predictions', 'check_input',
-      'model', 'data_dir', 'num_classes', 'image_size', 'resnet_depth', 'embedding_dim',
-      'lstm_hidden_units', 'lstm_layers', 'lstm_pooling')}
-  values.update(serving_dir='', tolerance=TOLERANCE, overwrite=False, upgrade=None)
-  values.update(overrides)
-  return types.SimpleNamespace(**values)
-
-
 def _save_checkpoint(tensors, prefix):
   """A name-based (TF1 Saver format) checkpoint of {name: ndarray} at `prefix`."""
   names = sorted(tensors)
@@ -162,7 +152,7 @@ def _reference_checkpoint(depth, prefix):
 def test_the_reference_resnet50_layout_converts_every_weight(tmp_path):
   prefix, tensors = _reference_checkpoint(50, str(tmp_path / 'model.ckpt-1'))
   output = str(tmp_path / 'r50.keras')
-  summary = export_keras_lib.convert(_flags(
+  summary = export_keras_lib.convert(export_flags(
       checkpoint=prefix, output=output, model='resnet', resnet_depth='50', num_classes=1001,
       image_size=64))
   assert summary['layout'] == 'Cloud TPU reference ResNet'
@@ -186,7 +176,7 @@ def test_a_reference_resnet18_is_refused_for_its_extra_projection(tmp_path):
   prefix, _ = _reference_checkpoint(18, str(tmp_path / 'model.ckpt-1'))
   with pytest.raises(PipelineError, match='reference ResNet with 21 convolutions; this ResNet '
                                           'has 20'):
-    export_keras_lib.convert(_flags(checkpoint=prefix, output=str(tmp_path / 'x.keras'),
+    export_keras_lib.convert(export_flags(checkpoint=prefix, output=str(tmp_path / 'x.keras'),
                                     model='resnet', resnet_depth='18', num_classes=1001,
                                     image_size=32))
 
@@ -200,7 +190,7 @@ def test_bfloat16_tensors_are_widened_and_unmapped_weights_named(pipeline_runs, 
               for n, v in tensors.items()}
   prefix = _save_checkpoint(narrowed, str(tmp_path / 'bf16' / 'model.ckpt-20'))
   output = str(tmp_path / 'bf16.keras')
-  summary = export_keras_lib.convert(_flags(model_dir=run['model_dir'], checkpoint=prefix,
+  summary = export_keras_lib.convert(export_flags(model_dir=run['model_dir'], checkpoint=prefix,
                                             output=output))
   assert summary['widened_from_bfloat16'] == summary['weights'] == 22
   kernel = {l.name: l for l in keras.saving.load_model(output).layers}['logits'].kernel.numpy()
@@ -210,13 +200,13 @@ def test_bfloat16_tensors_are_widened_and_unmapped_weights_named(pipeline_runs, 
   prefix = _save_checkpoint(extra, str(tmp_path / 'extra' / 'model.ckpt-20'))
   with pytest.raises(PipelineError, match='holds 1 weights the Keras network does not have '
                                           r'\(first: block4/conv2d/kernel\)'):
-    export_keras_lib.convert(_flags(model_dir=run['model_dir'], checkpoint=prefix,
+    export_keras_lib.convert(export_flags(model_dir=run['model_dir'], checkpoint=prefix,
                                     output=str(tmp_path / 'x.keras')))
   missing = {n: v for n, v in tensors.items() if not n.startswith('dense/')}
   prefix = _save_checkpoint(missing, str(tmp_path / 'missing' / 'model.ckpt-20'))
   with pytest.raises(PipelineError, match='has no tensor dense/kernel, which the Keras weight '
                                           'dense/kernel needs'):
-    export_keras_lib.convert(_flags(model_dir=run['model_dir'], checkpoint=prefix,
+    export_keras_lib.convert(export_flags(model_dir=run['model_dir'], checkpoint=prefix,
                                     output=str(tmp_path / 'x.keras')))
 
 
@@ -268,16 +258,16 @@ def test_averages_are_all_or_nothing_and_a_failed_check_writes_nothing(pipeline_
   settings = dict(checkpoint=prefix, model='resnet', resnet_depth='18', image_size=16,
                   data_dir=run['data_dir'])
   with pytest.raises(PipelineError, match='pass --use_moving_average or --nouse_moving_average'):
-    export_keras_lib.convert(_flags(output=str(tmp_path / 'x.keras'), **settings))
+    export_keras_lib.convert(export_flags(output=str(tmp_path / 'x.keras'), **settings))
   partial = {n: v for n, v in tensors.items() if n != 'dense/bias/ExponentialMovingAverage'}
   prefix = _save_checkpoint(partial, str(tmp_path / 'partial' / 'model.ckpt-30'))
   with pytest.raises(PipelineError, match='no moving average of 1 weights \\(first: dense/bias\\)'):
-    export_keras_lib.convert(_flags(output=str(tmp_path / 'x.keras'), use_moving_average=True,
+    export_keras_lib.convert(export_flags(output=str(tmp_path / 'x.keras'), use_moving_average=True,
                                     **dict(settings, checkpoint=prefix)))
   # The raw weights are not what the run predicted with: the check fails and nothing is written.
   output = tmp_path / 'raw' / 'model.keras'
   with pytest.raises(PipelineError, match='the Keras model\'s logits differ from'):
-    export_keras_lib.convert(_flags(
+    export_keras_lib.convert(export_flags(
         output=str(output), use_moving_average=False, check_predictions=run['predictions'],
         check_input=run['predict_input'], **settings))
   assert not output.exists() and not output.parent.exists()

@@ -33,6 +33,7 @@ from trainer.torch_models import layers as torch_layers
 from trainer.torch_models import text
 
 from helpers import read_records
+from keras_runs import export_flags
 
 TOLERANCE = 1e-4
 # The runs (keras_runs.RUNS) each network's export is checked on: stacked BiLSTM layers with max
@@ -57,22 +58,13 @@ def _torchvision():
   return torchvision.models
 
 
-def _flags(tmp_path, **values):
-  """trainer.export_keras's flag values: none given but `values`."""
-  defaults = dict({name: None for name in keras_flags.SETTINGS}, model_dir=str(tmp_path),
-                  checkpoint=None, use_moving_average=None, check_predictions=None,
-                  check_input=None, tolerance=TOLERANCE, overwrite=False, upgrade=None,
-                  serving_dir=None, data_dir=None)
-  return types.SimpleNamespace(**dict(defaults, **values))
-
-
 def _export(run, tmp_path):
   """The run exported to tmp_path/model.pt in this process (the converter's CLI is tested in
   test_keras_convert.py); returns (path, the summary)."""
   output = str(tmp_path / 'model.pt')
   keras.backend.clear_session()
-  summary = export_keras_lib.convert(_flags(
-      tmp_path, model_dir=run['model_dir'], data_dir=run['data_dir'], output=output,
+  summary = export_keras_lib.convert(export_flags(
+      model_dir=run['model_dir'], data_dir=run['data_dir'], output=output,
       check_predictions=run['predictions'], check_input=run['predict_input']))
   return output, summary
 
@@ -194,5 +186,6 @@ def test_the_python_tokenizer_is_the_pipelines(rotten_tomatoes_dir):
 ])
 def test_what_a_pytorch_export_cannot_do_is_refused_before_any_work(flags, says, tmp_path):
   with pytest.raises(PipelineError, match=re.escape(says)):
-    export_keras_lib.convert(_flags(tmp_path, **{k: str(tmp_path / v) for k, v in flags.items()}))
+    export_keras_lib.convert(export_flags(model_dir=str(tmp_path),
+                                         **{k: str(tmp_path / v) for k, v in flags.items()}))
   assert not os.listdir(tmp_path)

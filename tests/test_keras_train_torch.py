@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pytest
@@ -22,12 +21,12 @@ import tensorflow as tf
 from trainer import export_keras as export_keras_lib
 from trainer.data import arrays
 from trainer.data import dataset_json
-from trainer.flags import keras_flags
 from trainer.storage import lease as lease_lib
 from trainer.torch_models import classifier
 from trainer.torch_run import recipe
 
 from helpers import REPO
+from keras_runs import export_flags
 
 STEPS = 24
 TORCH_XLA_PYTHON = os.path.join(REPO, '.venv-torch-xla', 'bin', 'python')
@@ -38,12 +37,9 @@ def cnn_model_pt(pipeline_runs, tmp_path_factory):
   """The CNN's pipeline run (28 px) exported to model.pt."""
   run = pipeline_runs('cnn')
   output = str(tmp_path_factory.mktemp('cnn_pt') / 'model.pt')
-  values = dict({name: None for name in keras_flags.SETTINGS}, model_dir=run['model_dir'],
-                checkpoint=None, use_moving_average=None, check_predictions=None,
-                check_input=None, tolerance=1e-4, overwrite=False, upgrade=None,
-                serving_dir=None, data_dir=run['data_dir'], output=output)
   keras.backend.clear_session()
-  export_keras_lib.convert(types.SimpleNamespace(**values))
+  export_keras_lib.convert(export_flags(model_dir=run['model_dir'], data_dir=run['data_dir'],
+                                        output=output))
   return output
 
 
