@@ -77,7 +77,7 @@ FASHION_MNIST_SOURCE ?=
 # BENCHMARKS.md, "bfloat16 on the CPU") train in it; the others stay float32.
 BF16_MODELS := resnet
 # The runtime probe picks bfloat16 by itself only for the recipes whose bfloat16 runs met make
-# train's bar (test top-1 >= 0.92 mean over 3 seeds, each >= 0.918): none since 2026-11-30, when
+# train's bar (test top-1 >= 0.92 mean over 3 seeds, each >= 0.918): none since 2026-12-01, when
 # ResNet-18's, with the filter gradients kept float32 (1.16x faster), came to 0.9196 (0.9210
 # before; BENCHMARKS.md, "bfloat16 on the CPU"). PRECISION=bfloat16 RUNTIME=tf2 still asks for it.
 BF16_PROBE_MODELS :=

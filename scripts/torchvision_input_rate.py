@@ -61,17 +61,16 @@ def _jpegs(photos_dir, out_dir):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('--seconds', type=float, default=20.0)
-  parser.add_argument('--photos_dir', default=glob.glob(os.path.join(
-      REPO, '.venv-tf2/lib/python3*/site-packages/skimage/data'))[0:1] or [''])
+  parser.add_argument('--photos_dir', default=(glob.glob(os.path.join(
+      REPO, '.venv-tf2/lib/python3*/site-packages/skimage/data')) or [''])[0])
   args = parser.parse_args()
-  photos_dir = args.photos_dir[0] if isinstance(args.photos_dir, list) else args.photos_dir
   torch.set_num_threads(1)
   preprocess = transforms.Compose([
       transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(), transforms.ToTensor(),
       transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])])
   torch.manual_seed(0)
   with tempfile.TemporaryDirectory() as tmp:
-    paths = _jpegs(photos_dir, tmp)
+    paths = _jpegs(args.photos_dir, tmp)
     rates, start, count = [], time.perf_counter(), 0
     window = time.perf_counter()
     while time.perf_counter() - start < args.seconds:

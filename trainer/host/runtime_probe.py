@@ -132,7 +132,6 @@ def main(argv):
   # bfloat16 only for the recipes whose bfloat16 runs met their accuracy bar (--bfloat16: the
   # Makefile's BF16_PROBE_MODELS); for the others it is not even measured.
   names = [name for name in candidates(cpu) if name != BF16 or FLAGS.bfloat16]
-  allowed = names
   cached = None
   if not FLAGS.remeasure:
     try:
@@ -143,8 +142,8 @@ def main(argv):
     rates = cached.get('examples_per_sec')
     name = None
     if isinstance(rates, dict) and set(rates) == set(names):  # every candidate measured
-      name, _ = choose({n: rates[n] for n in allowed})
-    elif not rates and cached.get('runtime') in allowed:  # a choice without its figures
+      name, _ = choose(rates)
+    elif not rates and cached.get('runtime') in names:  # a choice without its figures
       name = cached['runtime']
     if name:
       print('runtime: %s (%s), measured on this CPU before (%s; make train '
@@ -159,7 +158,7 @@ def main(argv):
         % (cpu.describe(), ', '.join(names), ROUNDS), file=sys.stderr)
   rates = measure(record_dir, names)
   try:
-    name, reason = choose({n: rates[n] for n in allowed})
+    name, reason = choose(rates)
   except ValueError as e:
     print('error: runtime probe: %s; install them (make venvs) or set RUNTIME=tf1 or '
           'RUNTIME=tf2.' % e, file=sys.stderr)

@@ -102,7 +102,10 @@ def _checkpoints(model_dir):
   return found
 
 
-def _save(config, module, opt, step):
+def _save(config, module, opt, step, lease):
+  """model_dir/checkpoint-STEP.pt, once `lease` (trainer.storage.lease) shows this run still
+  holds model_dir; the newest `config.keep` kept."""
+  lease.check()
   path = os.path.join(config.model_dir, 'checkpoint-%d.pt' % step)
   state = {'step': step, 'network': _cpu(module.network.state_dict()),
            'optimizer': _cpu(opt.state_dict()), 'cpu_rng': torch.get_rng_state()}
@@ -199,8 +202,7 @@ def train(config):
   # same directory is refused (LeaseHeld), and one that lost the lease writes nothing further.
   with lease_lib.held(config.model_dir, '--model_dir', config.lease_expiry_secs,
                       'trainer.train_torch') as lease:
-    results = _train(config, module, opt, decayed, device, (train_data, eval_data), lease)
-  return results
+    return _train(config, module, opt, decayed, device, (train_data, eval_data), lease)
 
 
 def _train(config, module, opt, decayed, device, data, lease):
@@ -240,12 +242,10 @@ def _train(config, module, opt, decayed, device, data, lease):
                      config.train_steps, loss, rate, rate_per_sec,
                      (config.train_steps - step) * config.batch_size / rate_per_sec)
       if save:
-        lease.check()
-        _save(config, module, opt, step)
+        _save(config, module, opt, step, lease)
         saved = step
     if stop.requested and saved != step:  # the signal came between two steps
-      lease.check()
-      _save(config, module, opt, step)
+      _save(config, module, opt, step, lease)
     if not stop.requested:
       results = dict(_evaluate(module, eval_inputs, eval_labels, config.batch_size, device),
                      global_step=step, logged_losses=losses, device=str(device.device),
