@@ -5,8 +5,9 @@ elsewhere could start."""
 
 from trainer.advise import step_model
 
-# This host wins when no accelerator ends the run this much sooner: a prediction is good to a
-# factor of 2 to 4 (BENCHMARKS.md), so a smaller gain is no reason to move.
+# This host wins when no accelerator ends the run this much sooner: a CPU row is good to about
+# 30% and most published accelerator cases to 1.3x, but some stay 2-4x off (docs/advise.md, "How
+# well it predicts"), so a smaller gain is no reason to move.
 STAY_ON_CPU_SPEEDUP = 1.5
 # A job on an accelerator starts after its machine is created, its container pulled and its
 # graph compiled (Vertex AI: "the job startup time that's otherwise needed for compute resource
@@ -33,7 +34,8 @@ def _row(cost, target, input_rate_per_core, here_input_rate, steps_per_epoch, tr
       'step_seconds': prediction.seconds, 'lower_seconds': prediction.lower,
       'upper_seconds': prediction.upper, 'binds': prediction.binds,
       'compute_seconds': prediction.compute_seconds, 'memory_seconds': prediction.memory_seconds,
-      'input_seconds': prediction.input_seconds, 'overhead_seconds': prediction.overhead_seconds,
+      'input_seconds': prediction.input_seconds, 'feed_seconds': prediction.feed_seconds,
+      'overhead_seconds': prediction.overhead_seconds,
       'input_share': prediction.input_share, 'input_bound': prediction.input_bound,
       'examples_per_sec': cost.batch_size / prediction.seconds,
       'memory_needed_bytes': needed, 'fits': fits,

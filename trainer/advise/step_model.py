@@ -9,11 +9,19 @@ they move no bytes of their own, and a fused GPU program still launches two kern
 convolution or matmul (the op and its fused epilogue; a TPU's `op_overhead` is 0). Around the
 device's time: the host's input pipeline, overlapped with it (tf.data prefetches), and the fixed
 cost of each step and of each host round trip (`iterations_per_loop` steps per round trip on a
-TPU). A convolution never takes less than the target's `heavy_op_floor` (this host's is
-measured: a small convolution's time; matmuls have no floor). On this host each convolution and
-matmul takes its own shape's measured time where shape_probe.py timed it (`op_seconds`).
+TPU). A TPU fed over gRPC by a client on another VM (`client_feed_rate` bytes/s per stream,
+`client_streams` streams; `client_feed_widening` 4 where the client sends as float32 the images
+this pipeline feeds as uint8) also waits for the step's input bytes: before the step where nothing
+overlaps them (a 2018 Colab notebook's Keras model: its numpy batch rode in each step's own
+session.run, tf.contrib.tpu keras_support's TPUFunction.__call__), or beside it
+(`client_feed_overlaps`: PyTorch/XLA over XRT, whose loader threads send the next batches while
+the device computes). A convolution never takes less than the target's `heavy_op_floor` (this
+host's is measured: a small convolution's time; matmuls have no floor). On this host each
+convolution and matmul takes its own shape's measured time where shape_probe.py timed it
+(`op_seconds`).
 
-  predicted = max(device, input) + per-step overhead + round trip / iterations_per_loop
+  predicted = max(device, input[, feed]) [+ feed] + per-step overhead
+              + round trip / iterations_per_loop
   lower     = the same with every heavy op at the target's full peak
   upper     = device + input + overheads, nothing overlapped
 (On a CPU the input pipeline shares the cores that compute, so device and input add up there.)
@@ -33,15 +41,16 @@ HIGHLY_INPUT_BOUND = 0.20
 
 Prediction = collections.namedtuple(
     'Prediction', 'seconds lower upper device_seconds compute_seconds memory_seconds '
-    'input_seconds overhead_seconds binds input_share input_bound')
+    'input_seconds feed_seconds overhead_seconds binds input_share input_bound')
 Prediction.__doc__ = """A step's predicted time on one target, in seconds.
 
   seconds, lower, upper: the prediction and its bounds.
   device_seconds: the device's part: compute_seconds + memory_seconds + each op's dispatch.
   compute_seconds, memory_seconds: the device time of compute-bound and of memory-bound ops.
   input_seconds: the host's input pipeline for one step (None when not measured).
+  feed_seconds: a remote client's feed of the step's input (0 unless the target is so fed).
   overhead_seconds: the fixed costs: op dispatch, per step, per host round trip.
-  binds: 'compute', 'memory', 'input' or 'overhead': the largest part of the step.
+  binds: 'compute', 'memory', 'input', 'feed' or 'overhead': the largest part of the step.
   input_share: the fraction of the step the device waits for input.
   input_bound: 'no', 'moderately' or 'highly' (the profiler's 5% / 20% rule).
 """
@@ -97,21 +106,32 @@ def predict(cost, target, input_rate=None, iterations_per_loop=1):
   device_at_peak = sum(_device_seconds(cost, target, at_peak=True))
   inputs = cost.batch_size / input_rate if input_rate else 0.0
   per_step = target['step_overhead'] + target['loop_overhead'] / max(1, iterations_per_loop)
-  # On a CPU the input pipeline runs on the cores that compute: the two add up.
+  feed = (cost.infeed_bytes_per_step * target.get('client_feed_widening', 1)
+          / (target['client_feed_rate'] * target['client_streams'])
+          if target.get('client_feed_rate') else 0.0)
+  feed_beside = target.get('client_feed_overlaps', False)
+  # On a CPU the input pipeline runs on the cores that compute: the two add up. Elsewhere the
+  # device waits only for what takes longer than its own part: the input, or a feed beside it.
   overlap = target['kind'] != 'cpu'
-  seconds = (max(device, inputs) if overlap else device + inputs) + per_step
+  waits = max(inputs, feed if feed_beside else 0.0)
+  serial = per_step + (0.0 if feed_beside else feed)
+  seconds = (max(device, waits) if overlap else device + inputs) + serial
   share = (max(0.0, inputs - device) if overlap else inputs) / seconds
   parts = {'compute': compute, 'memory': memory, 'overhead': dispatch + per_step}
-  if overlap:  # the input runs beside the whole device time: it binds only when longer
-    binds = 'input' if inputs > device else max(parts, key=parts.get)
+  if feed:
+    parts['feed'] = feed
+  if overlap and waits > device:  # what runs beside the whole device time binds when longer
+    binds = 'feed' if feed_beside and feed >= inputs else 'input'
+  elif overlap:
+    binds = max(parts, key=parts.get)
   else:
     parts['input'] = inputs
     binds = max(parts, key=parts.get)
   return Prediction(
       seconds=seconds,
-      lower=(max(device_at_peak, inputs) if overlap else device_at_peak + inputs) + per_step,
-      upper=device + inputs + per_step, device_seconds=device, compute_seconds=compute,
-      memory_seconds=memory, input_seconds=inputs if input_rate else None,
+      lower=(max(device_at_peak, waits) if overlap else device_at_peak + inputs) + serial,
+      upper=device + inputs + feed + per_step, device_seconds=device, compute_seconds=compute,
+      memory_seconds=memory, input_seconds=inputs if input_rate else None, feed_seconds=feed,
       overhead_seconds=dispatch + per_step, binds=binds, input_share=share,
       input_bound=('highly' if share >= HIGHLY_INPUT_BOUND else
                    'moderately' if share >= MODERATELY_INPUT_BOUND else 'no'))
