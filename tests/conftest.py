@@ -55,7 +55,8 @@ TF1_RUNTIME = sys.version_info < (3, 8)
 
 def pytest_runtest_setup(item):
   """A test marked one_runtime(why) runs once, on the TF 2.15 runtime (pytest.ini): runtime-
-  independent, or covered on TF 1.15 by cheaper tests (why says which). Under
+  independent, or covered on TF 1.15 by cheaper tests (why says which); one marked tf1_share(why)
+  runs on TF 1.15 only (helpers.split_cases). Under
   `--dist loadgroup` (the Keras suite's) an xdist_group test that pytest-xdist did not tag fails:
   its group's tests would be spread over the workers and each would train the group's run again
   (pytest 9.2 ignores the tag pytest-xdist 3.8.0 sets: the Keras suite lost its grouping and held
@@ -63,6 +64,9 @@ def pytest_runtest_setup(item):
   marker = item.get_closest_marker('one_runtime')
   if marker and TF1_RUNTIME:
     pytest.skip('run on TF 2.15 only: %s' % marker.args[0])
+  marker = item.get_closest_marker('tf1_share')
+  if marker and not TF1_RUNTIME:
+    pytest.skip('run on TF 1.15 only: %s' % marker.args[0])
   groups = sorted({str(m.args[0] if m.args else m.kwargs.get('name', 'default'))
                    for m in item.iter_markers('xdist_group')})
   if (groups and getattr(item.config.option, 'loadgroup', False) and

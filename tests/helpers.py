@@ -29,6 +29,24 @@ IN_GCS_SANDBOX = os.environ.get('GCS_SANDBOX') == '1'
 # predicts with it on intel-tensorflow 1.15.2 (its inception_v3_folder run).
 INCEPTION_ON_TF2 = pytest.mark.one_runtime(
     'InceptionV3 on TF 2.15 here; TF 1.15 builds and trains it in cheaper tests')
+
+
+def split_cases(on_tf1, on_tf2, why, marks=None):
+  """pytest.params of one scenario's cases divided between the runtimes: those in `on_tf1` run on
+  TF 1.15 only, those in `on_tf2` on TF 2.15 only, so that each runtime runs the scenario and
+  neither pays for every case (make test on a slow 2-vCPU host ran past CI's limit with both
+  running all). why: what the other runtime's case covers. marks: {case: extra marks}."""
+  marks = marks or {}
+
+  def param(case, runtime_mark):
+    extra = marks.get(case, ())
+    extra = list(extra) if isinstance(extra, (list, tuple)) else [extra]
+    values = case if isinstance(case, tuple) else (case,)
+    return pytest.param(*values, marks=[runtime_mark] + extra)
+  return ([param(c, pytest.mark.tf1_share(why)) for c in on_tf1] +
+          [param(c, pytest.mark.one_runtime(why)) for c in on_tf2])
+
+
 needs_gcs = pytest.mark.skipif(not IN_GCS_SANDBOX, reason='needs the GCS emulator: run inside '
                                'scripts/gcs-sandbox (root, unshare), as `make test` does')
 

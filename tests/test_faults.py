@@ -132,6 +132,8 @@ def medium_dir(fashion_mnist_dir, tmp_path_factory):
   return write_subset(fashion_mnist_dir, str(tmp_path_factory.mktemp('medium')), 2000, 1000)
 
 
+@pytest.mark.one_runtime('TF 1.15 is killed anywhere in test_kill_anywhere.py: at every point '
+                         'of a save, on local disk and on gs://')
 def test_kill_9_at_random_steps_loses_nothing(medium_dir, tmp_path):
   """Two kill -9s at seeded random points of a 150-step run (checkpoints every 10 steps, 2
   kept), each re-run resuming from the newest checkpoint: the last re-run finishes at step 150

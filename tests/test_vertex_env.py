@@ -196,6 +196,8 @@ def test_events_files_are_copied_between_gcs_directories():
 # ---- end to end: a Vertex AI job's cluster on gs:// ----------------------------------------------
 
 @needs_gcs
+@pytest.mark.one_runtime('Vertex AI runs the trainer\'s image, TF 2.15; the AIP_* directories are '
+                         'read by the same Python on TF 1.15 in this file\'s other tests')
 def test_vertex_job_cluster_writes_checkpoints_export_and_events_where_vertex_says(small_dir,
                                                                                    tmp_path):
   """A tuning trial's chief + worker + parameter server, with AIP_* under gs://bkt/<job>/<trial>,

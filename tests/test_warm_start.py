@@ -52,6 +52,8 @@ def _resnet_variables(depth, num_classes):
   return variables
 
 
+@pytest.mark.tf1_share('the reference checkpoints are TF 1.x\'s; TF 2.15 warm-starts through the '
+                       'CLI in test_fine_tuning_through_the_cli')
 def test_a_reference_resnet50_checkpoint_initialises_every_weight(tmp_path):
   values = _reference_checkpoint(50, str(tmp_path / 'model.ckpt'))
   network = {n: v for n, v in values.items() if not n.endswith('/Momentum')}
@@ -157,6 +159,8 @@ def four_classes_dir(fashion_mnist_dir, tmp_path_factory):
   return out
 
 
+@pytest.mark.one_runtime('TF 1.15 warm-starts the reference ResNet-50 (every weight) and a TPU '
+                         'slice\'s scaffold_fn in this file\'s other tests')
 def test_fine_tuning_through_the_cli(small_dir, four_classes_dir, tmp_path):
   """A CNN trained on 10-class Fashion-MNIST warm-starts a 4-class run: all but the classifier
   restored and logged; a re-run in the same model_dir resumes its own checkpoint instead; a
