@@ -425,8 +425,8 @@ def test_on_gcs_results_json_is_fenced_as_the_state_file_is():
 
 
 @needs_gcs
-@pytest.mark.one_runtime('TF 1.15\'s fenced write is refused in the stalled mirrored trainer\'s '
-                         'test and in the lost holder\'s [gs] case')
+@pytest.mark.one_runtime('TF 1.15\'s fenced state-file write is refused in the stalled mirrored '
+                         'trainer\'s test on gs://, and a lost holder stops in its [local] case')
 def test_on_gcs_a_stalled_trainer_that_lost_its_lease_lands_no_checkpoint(small_dir):
   """gs://, expiry 12 s: trainer.main stopped (SIGSTOP) inside its checkpoint save at step 10,
   its files written and the state file not yet; a second run takes over once the lease has been
@@ -592,7 +592,7 @@ def _checkpoint_times(model_dir):
 
 
 @pytest.mark.parametrize('where', split_cases(
-    ['gs'], ['local'], 'the other runtime stops the holder on the other storage',
+    ['local'], ['gs'], 'the other runtime stops the holder on the other storage',
     marks={'gs': needs_gcs}))
 def test_a_holder_that_lost_its_lease_stops_before_its_next_checkpoint(where, small_dir,
                                                                         tmp_path):

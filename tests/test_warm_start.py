@@ -159,8 +159,9 @@ def four_classes_dir(fashion_mnist_dir, tmp_path_factory):
   return out
 
 
-@pytest.mark.one_runtime('TF 1.15 warm-starts the reference ResNet-50 (every weight) and a TPU '
-                         'slice\'s scaffold_fn in this file\'s other tests')
+@pytest.mark.one_runtime('TF 1.15 maps a warm start onto the reference ResNet-50 (every weight) '
+                         'and a TPU slice\'s scaffold_fn in this file\'s other tests; the CLI\'s '
+                         'restore and resume logic is the same Python, trained here on TF 2.15')
 def test_fine_tuning_through_the_cli(small_dir, four_classes_dir, tmp_path):
   """A CNN trained on 10-class Fashion-MNIST warm-starts a 4-class run: all but the classifier
   restored and logged; a re-run in the same model_dir resumes its own checkpoint instead; a

@@ -11,9 +11,10 @@ device's time: the host's input pipeline, overlapped with it (tf.data prefetches
 cost of each step and of each host round trip (`iterations_per_loop` steps per round trip on a
 TPU). A TPU fed over gRPC by a client on another VM (`client_feed_rate` bytes/s per stream,
 `client_streams` streams; `client_feed_widening` 4 where the client sends as float32 the images
-this pipeline feeds as uint8) also waits for the step's input bytes: before the step where nothing
-overlaps them (a 2018 Colab notebook's Keras model: its numpy batch rode in each step's own
-session.run, tf.contrib.tpu keras_support's TPUFunction.__call__), or beside it
+this pipeline feeds as uint8; `steps_per_round_trip` where its client's loop, not
+`iterations_per_loop`, sets the round trips) also waits for the step's input bytes: before the
+step where nothing overlaps them (a 2018 Colab notebook's Keras model: its numpy batch rode in
+each step's own session.run, tf.contrib.tpu keras_support's TPUFunction.__call__), or beside it
 (`client_feed_overlaps`: PyTorch/XLA over XRT, whose loader threads send the next batches while
 the device computes). A convolution never takes less than the target's `heavy_op_floor` (this
 host's is measured: a small convolution's time; matmuls have no floor). On this host each
@@ -23,12 +24,12 @@ convolution and matmul takes its own shape's measured time where shape_probe.py 
   predicted = max(device, input[, feed]) [+ feed] + per-step overhead
               + round trip / iterations_per_loop
   lower     = the same with every heavy op at the target's full peak
-  upper     = device + input + overheads, nothing overlapped
+  upper     = device + input + feed + overheads, nothing overlapped
 (On a CPU the input pipeline shares the cores that compute, so device and input add up there.)
 
-The input's share of the step (time the device waits for input / step) is classed as TensorFlow's
-profiler classes it (op_stats_to_input_pipeline_analysis.cc: under 5% not input-bound, under 20%
-moderately, else highly).
+The input's share of the step (time the device waits for input, a client's feed included / step)
+is classed as TensorFlow's profiler classes it (op_stats_to_input_pipeline_analysis.cc: under 5%
+not input-bound, under 20% moderately, else highly).
 """
 
 import collections
@@ -51,7 +52,7 @@ Prediction.__doc__ = """A step's predicted time on one target, in seconds.
   feed_seconds: a remote client's feed of the step's input (0 unless the target is so fed).
   overhead_seconds: the fixed costs: op dispatch, per step, per host round trip.
   binds: 'compute', 'memory', 'input', 'feed' or 'overhead': the largest part of the step.
-  input_share: the fraction of the step the device waits for input.
+  input_share: the fraction of the step the device waits for input (a client's feed included).
   input_bound: 'no', 'moderately' or 'highly' (the profiler's 5% / 20% rule).
 """
 
@@ -105,7 +106,9 @@ def predict(cost, target, input_rate=None, iterations_per_loop=1):
   device = compute + memory + dispatch
   device_at_peak = sum(_device_seconds(cost, target, at_peak=True))
   inputs = cost.batch_size / input_rate if input_rate else 0.0
-  per_step = target['step_overhead'] + target['loop_overhead'] / max(1, iterations_per_loop)
+  # A target whose client runs its own loop (steps_per_round_trip) ignores the job's setting.
+  loop = target.get('steps_per_round_trip') or iterations_per_loop
+  per_step = target['step_overhead'] + target['loop_overhead'] / max(1, loop)
   feed = (cost.infeed_bytes_per_step * target.get('client_feed_widening', 1)
           / (target['client_feed_rate'] * target['client_streams'])
           if target.get('client_feed_rate') else 0.0)
@@ -114,13 +117,14 @@ def predict(cost, target, input_rate=None, iterations_per_loop=1):
   # device waits only for what takes longer than its own part: the input, or a feed beside it.
   overlap = target['kind'] != 'cpu'
   waits = max(inputs, feed if feed_beside else 0.0)
-  serial = per_step + (0.0 if feed_beside else feed)
+  before = 0.0 if feed_beside else feed  # a feed nothing overlaps: the device waits for all of it
+  serial = per_step + before
   seconds = (max(device, waits) if overlap else device + inputs) + serial
-  share = (max(0.0, inputs - device) if overlap else inputs) / seconds
+  share = ((max(0.0, waits - device) if overlap else inputs) + before) / seconds
   parts = {'compute': compute, 'memory': memory, 'overhead': dispatch + per_step}
-  if feed:
-    parts['feed'] = feed
-  if overlap and waits > device:  # what runs beside the whole device time binds when longer
+  if before > max(device, waits):
+    binds = 'feed'
+  elif overlap and waits > device:  # what runs beside the whole device time binds when longer
     binds = 'feed' if feed_beside and feed >= inputs else 'input'
   elif overlap:
     binds = max(parts, key=parts.get)
