@@ -217,6 +217,12 @@ RISEML_SHAPES = {'resnet': ['--resnet_depth=50', '--image_size=224'],
                  'inception_v3': ['--image_size=299']}
 
 
+def _published_cost(model, batch_size, *flags):
+  config = config_from_args('--fake_data', '--model=' + model, '--model_dir=/tmp/unused',
+                            '--train_steps=1', '--train_batch_size=%d' % batch_size, *flags)
+  return job_cost.from_config(config, model)
+
+
 @pytest.mark.parametrize('model', [
     pytest.param(m, marks=INCEPTION_ON_TF2 if m == 'inception_v3' else ())
     for m in sorted(RISEML_SHAPES)])
@@ -227,10 +233,7 @@ def test_the_tpu_over_gpu_speed_ups_stay_on_risemls(model):
   table = {t['name']: t for t in targets_lib.table_targets()}
 
   def cost(batch_size):
-    config = config_from_args('--fake_data', '--model=' + model, '--num_classes=1000',
-                              '--train_batch_size=%d' % batch_size, '--model_dir=/tmp/unused',
-                              '--train_steps=1', *RISEML_SHAPES[model])
-    return job_cost.from_config(config, model)
+    return _published_cost(model, batch_size, '--num_classes=1000', *RISEML_SHAPES[model])
 
   def images_per_sec(job, target):
     return job.batch_size / step_model.predict(job, table[target], None, 100).seconds
@@ -254,12 +257,6 @@ def test_the_tpu_over_gpu_speed_ups_stay_on_risemls(model):
 #   n1-highmem-96 host): later epochs about 11 min, about 1,940 images/s.
 COLAB_MS_PER_STEP = (78.0, 87.0)
 XRT_IMAGES_PER_SEC = 1940.0
-
-
-def _published_cost(model, batch_size, *flags):
-  config = config_from_args('--fake_data', '--model=' + model, '--model_dir=/tmp/unused',
-                            '--train_steps=1', '--train_batch_size=%d' % batch_size, *flags)
-  return job_cost.from_config(config, model)
 
 
 @pytest.mark.one_runtime('arithmetic on the two runtimes\' alike FLOP counts; the RiseML test '

@@ -20,11 +20,20 @@ XLA_ROADS = ('keras', 'torch_xla')
 _WORD = re.compile(r'[A-Za-z0-9]+')
 
 
+# What an entry with "like" (a published case on a table target's hardware) does not take from it.
+_OWN_FIELDS = ('name', 'road', 'machine', 'price', 'sources')
+
+
 def table_targets():
-  """Every targets.json entry with its kind's defaults filled in (a list of dicts)."""
+  """Every targets.json entry with its kind's defaults filled in (a list of dicts); an entry with
+  "like": NAME takes NAME's figures (peaks, memory, bandwidth, ...) where it gives none."""
+  by_name = {entry['name']: entry for entry in TABLE['targets']}
   targets = []
   for entry in TABLE['targets']:
-    target = dict(TABLE['defaults'].get(entry['kind'], {}), **entry)
+    base = by_name[entry['like']] if 'like' in entry else {}
+    hardware = {k: v for k, v in base.items() if k not in _OWN_FIELDS}
+    target = dict(TABLE['defaults'].get(base.get('kind', entry.get('kind')), {}),
+                  **dict(hardware, **entry))
     target['source_text'] = '; '.join(TABLE['sources'][s] for s in entry['sources'])
     targets.append(target)
   return targets
