@@ -38,7 +38,13 @@ def main():
   parser.add_argument('--windows', type=int, default=7)
   parser.add_argument('--runs', type=int, default=20, help='session.runs per window')
   args = parser.parse_args()
-  shape = [int(d) for d in args.shape.split(',')]
+  try:
+    shape = [int(d) for d in args.shape.split(',')]
+  except ValueError:
+    parser.error('--shape=%s: give the batch\'s dimensions as integers, e.g. 1024,28,28,1'
+                 % args.shape)
+  if min(shape) < 1 or args.windows < 1 or args.runs < 1:
+    parser.error('--shape, --windows and --runs take positive integers')
   server = subprocess.Popen([sys.executable, '-c', _SERVER], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, universal_newlines=True)
   try:
