@@ -145,7 +145,8 @@ LAYERS = (
     ('input', ('trainer.data',)),
     ('networks, cloud, host', ('trainer.models', 'trainer.cloud', 'trainer.host')),
     ('foundations', ('trainer.models.specs', 'trainer.storage', 'trainer.tpu')),
-    ('shared by all', ('trainer.cli', 'trainer.errors')),
+    ('shared by all', ('trainer.cli',)),
+    ('the error types', ('trainer.errors',)),
 )
 
 

@@ -26,8 +26,8 @@ EXIT_RESUMABLE = 75
 class Preempted(BaseException):
   """The run stopped on SIGTERM (or a first Ctrl-C, SIGINT). A BaseException, like
   KeyboardInterrupt, so that no `except Exception` on the way turns it into another error; the
-  entry points (`trainer.main`, `trainer.train_keras`) catch it by name and exit with
-  EXIT_RESUMABLE."""
+  entry points (`trainer.main`; the Keras runtime's through trainer/cli/outcome.py) catch it by
+  name and exit with EXIT_RESUMABLE."""
 
   def __init__(self, message, cause='preempted (SIGTERM)'):
     super(Preempted, self).__init__('%s: %s; run the same command again to resume.'

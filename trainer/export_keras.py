@@ -23,9 +23,7 @@ docs/migration.md.
 import dataclasses
 import json
 import os
-import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import keras
@@ -33,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.cli import help_text
+from trainer.cli import outcome
 from trainer.data import dataset_json
 from trainer.data import input_fn as input_fn_lib
 from trainer.data import predict_input
@@ -368,19 +367,13 @@ def _torch_export():
 
 def main(argv):
   del argv
-  try:
-    print(json.dumps(convert(FLAGS), sort_keys=True))
-  except PipelineError as e:
-    print('error: %s' % ' '.join(str(e).split('\n')), file=sys.stderr)
-    sys.exit(2)
+  outcome.print_result(lambda: convert(FLAGS))
 
 
 def run():
   """The console entry point (`tpu-pipeline-export-keras`)."""
   groups = help_text.define_groups([('Conversion', keras_flags.define_export_keras_flags)])
-  help_text.exit_if_help_asked(sys.argv, __doc__, groups, 'docs/migration.md')
-  logging.set_verbosity(logging.INFO)
-  app.run(main)
+  outcome.start(__doc__, groups, main)
 
 
 if __name__ == '__main__':

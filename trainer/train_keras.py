@@ -17,17 +17,10 @@ evaluation split), model.keras and, on TensorFlow from TFRecords, model_serving/
 docs/migration.md.
 """
 
-import json
-import sys
-
-from absl import app
 from absl import flags
-from absl import logging
 
-from trainer import errors
 from trainer.cli import help_text
-from trainer.errors import PipelineError
-from trainer.errors import Preempted
+from trainer.cli import outcome
 from trainer.flags import keras_flags
 from trainer.flags import to_keras_config
 from trainer.keras_run import job
@@ -37,22 +30,13 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  try:
-    print(json.dumps(job.train(to_keras_config.keras_run_config(FLAGS)), sort_keys=True))
-  except PipelineError as e:
-    print('error: %s' % ' '.join(str(e).split('\n')), file=sys.stderr)
-    sys.exit(2)
-  except Preempted as e:
-    print('stopped: %s' % e, file=sys.stderr)
-    sys.exit(errors.EXIT_RESUMABLE)
+  outcome.print_result(lambda: job.train(to_keras_config.keras_run_config(FLAGS)))
 
 
 def run():
   """The console entry point (`tpu-pipeline-train-keras`)."""
   groups = help_text.define_groups([('Training', keras_flags.define_train_keras_flags)])
-  help_text.exit_if_help_asked(sys.argv, __doc__, groups, 'docs/migration.md')
-  logging.set_verbosity(logging.INFO)
-  app.run(main)
+  outcome.start(__doc__, groups, main)
 
 
 if __name__ == '__main__':

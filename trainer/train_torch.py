@@ -8,17 +8,10 @@ SIGTERM, which saves at the step in flight and exits with status 75). Writes mod
 export is) and results.json (top-1 and loss on the validation arrays). Guide: docs/migration.md.
 """
 
-import json
-import sys
-
-from absl import app
 from absl import flags
-from absl import logging
 
-from trainer import errors
 from trainer.cli import help_text
-from trainer.errors import PipelineError
-from trainer.errors import Preempted
+from trainer.cli import outcome
 from trainer.flags import torch_flags
 from trainer.torch_run import job
 
@@ -27,22 +20,13 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  try:
-    print(json.dumps(job.train(torch_flags.config(FLAGS)), sort_keys=True))
-  except PipelineError as e:
-    print('error: %s' % ' '.join(str(e).split('\n')), file=sys.stderr)
-    sys.exit(errors.EXIT_USAGE)
-  except Preempted as e:
-    print('stopped: %s' % e, file=sys.stderr)
-    sys.exit(errors.EXIT_RESUMABLE)
+  outcome.print_result(lambda: job.train(torch_flags.config(FLAGS)))
 
 
 def run():
   """The console entry point (`tpu-pipeline-train-torch`)."""
   groups = help_text.define_groups([('Fine-tuning', torch_flags.define_train_torch_flags)])
-  help_text.exit_if_help_asked(sys.argv, __doc__, groups, 'docs/migration.md')
-  logging.set_verbosity(logging.INFO)
-  app.run(main)
+  outcome.start(__doc__, groups, main)
 
 
 if __name__ == '__main__':
