@@ -373,7 +373,7 @@ def main(argv):
 def run():
   """The console entry point (`tpu-pipeline-export-keras`)."""
   groups = help_text.define_groups([('Conversion', keras_flags.define_export_keras_flags)])
-  outcome.start(__doc__, groups, main)
+  outcome.start(__doc__, groups, main, 'docs/migration.md')
 
 
 if __name__ == '__main__':

@@ -27,11 +27,10 @@ import shutil
 import subprocess
 import sys
 
-from absl import app
 from absl import flags as absl_flags
 from absl import logging
 
-from trainer.cli import help_text
+from trainer.cli import outcome
 from trainer.cloud import aiplatform_job
 from trainer.cloud import image_build
 from trainer.cloud import job_labels
@@ -246,16 +245,12 @@ def main(argv):
       sys.exit(submit_ai_platform(trainer_args))
     sys.exit(submit_vertex(trainer_args))
   except PipelineError as e:
-    print('error: %s' % ' '.join(str(e).split('\n')), file=sys.stderr)
-    sys.exit(2)
+    outcome.refuse(e)
 
 
 def run():
   """The console entry point (`tpu-pipeline-submit`)."""
-  groups = submit_flags.define_submit_flags()
-  help_text.exit_if_help_asked(sys.argv, __doc__, groups, 'docs/cloud.md')
-  logging.set_verbosity(logging.INFO)
-  app.run(main)
+  outcome.start(__doc__, submit_flags.define_submit_flags(), main, 'docs/cloud.md')
 
 
 if __name__ == '__main__':

@@ -36,7 +36,7 @@ def main(argv):
 def run():
   """The console entry point (`tpu-pipeline-train-keras`)."""
   groups = help_text.define_groups([('Training', keras_flags.define_train_keras_flags)])
-  outcome.start(__doc__, groups, main)
+  outcome.start(__doc__, groups, main, 'docs/migration.md')
 
 
 if __name__ == '__main__':

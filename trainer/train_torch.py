@@ -26,7 +26,7 @@ def main(argv):
 def run():
   """The console entry point (`tpu-pipeline-train-torch`)."""
   groups = help_text.define_groups([('Fine-tuning', torch_flags.define_train_torch_flags)])
-  outcome.start(__doc__, groups, main)
+  outcome.start(__doc__, groups, main, 'docs/migration.md')
 
 
 if __name__ == '__main__':

@@ -32,6 +32,7 @@ from trainer.benchmark import overhead_bench
 from trainer.benchmark import profile_bench
 from trainer.benchmark import timing
 from trainer.cli import help_text
+from trainer.cli import outcome
 from trainer.errors import PipelineError
 from trainer.flags import benchmark_flags
 from trainer.flags import run_flags
@@ -102,9 +103,7 @@ def run():
   """Defines the flags and runs the command."""
   groups = run_flags.define_run_flags() + help_text.define_groups(
       [('Benchmark', benchmark_flags.define_benchmark_flags)])
-  help_text.exit_if_help_asked(sys.argv, __doc__, groups, 'BENCHMARKS.md')
-  logging.set_verbosity(logging.WARNING)
-  app.run(main)
+  outcome.start(__doc__, groups, main, 'BENCHMARKS.md', logging.WARNING)
 
 
 if __name__ == '__main__':

@@ -22,8 +22,8 @@ from absl import app
 from absl import flags as absl_flags
 from absl import logging
 
-from trainer.cli import help_text
 from trainer.cli import log_noise
+from trainer.cli import outcome
 from trainer.cloud import gcs_preflight
 from trainer.data import dataset_json
 from trainer.data import shards
@@ -186,10 +186,7 @@ def main(argv):
 
 def run():
   """The console entry point (`tpu-pipeline-prepare`)."""
-  groups = prepare_flags.define_prepare_flags()
-  help_text.exit_if_help_asked(sys.argv, __doc__, groups, 'docs/data.md')
-  logging.set_verbosity(logging.INFO)
-  app.run(main)
+  outcome.start(__doc__, prepare_flags.define_prepare_flags(), main, 'docs/data.md')
 
 
 if __name__ == '__main__':
