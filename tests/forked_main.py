@@ -2,15 +2,17 @@
 a process forked from one that has already imported the trainer and TensorFlow (Python's
 multiprocessing forkserver) instead of a fresh interpreter: the same code from the same flags,
 without the import (2 s on TF 1.15.5, 3.3 s on TF 2.15.1 on a Zen 4 core) in each of the
-suite's ~150 trainer processes per runtime.
+suite's ~150 trainer processes per runtime. On the Keras runtime (no tf.estimator) the preload is
+trainer.export_keras with Keras on its TensorFlow backend (TensorFlow 2.21 and Keras: 6.5 s on a
+Zen 3 core), for the Keras commands run with KERAS_BACKEND=tensorflow; another backend's run
+starts a fresh interpreter (KERAS_BACKEND is read when Keras loads).
 
 What a fresh process would do differently is kept or routed around:
   - the run's environment is the one asked for (plus what the trainer's import set where the
     run did not, as trainer/__init__.py does: thread counts, GCS_STAT_CACHE_MAX_AGE);
   - a run whose environment differs in a variable read when TensorFlow, OpenMP, oneDNN or Python
     load (LOAD_TIME) runs in a fresh interpreter, as does `run(..., fresh=True)` (tests of what
-    the import itself prints), and every run when the preload failed (another runtime's
-    virtualenv: the Keras one has no tf.estimator), said once in the log;
+    the import itself prints), and every run when the preload failed, said once in the log;
   - the module or script runs as __main__ (runpy, as the interpreter does), with the sys.argv,
     working directory, sys.path (PYTHONPATH's folders after the first entry) and stdin
     (/dev/null) of a fresh interpreter; stdout and stderr are the process's own files;
@@ -20,6 +22,7 @@ What a fresh process would do differently is kept or routed around:
 """
 
 import atexit
+import importlib.util
 import json
 import logging
 import multiprocessing
@@ -41,7 +44,11 @@ LOAD_TIME = re.compile(r'^(TF_|OMP_|KMP_|MKL|ONEDNN|DNNL|CUDA|NVIDIA|XLA|JAX_|KE
 # Read when a run starts, never at import (the trainer's own and cloud variables).
 RUN_TIME = {'TF_CONFIG'}
 
-PRELOAD = 'trainer.main'
+# What the forkserver imports: the trainer on a pipeline runtime, the Keras commands' shared
+# imports on the Keras runtime, whose Keras backend the forkserver fixes (KERAS_BACKEND).
+KERAS_RUNTIME = importlib.util.find_spec('tensorflow_estimator') is None
+PRELOAD = 'trainer.export_keras' if KERAS_RUNTIME else 'trainer.main'
+PRELOAD_ENV = {'KERAS_BACKEND': 'tensorflow'} if KERAS_RUNTIME else {}
 _NO_PRELOAD = 117  # the child's exit status when the forkserver could not import PRELOAD
 _server = {}  # 'env': the environment the forkserver started with; 'sys_path': a fresh run's
 
@@ -60,15 +67,21 @@ def _start():
   """Starts the forkserver (once per process) in REPO, with this environment recorded as its."""
   if not _server:
     _server['sys_path'] = _fresh_sys_path()
-    _server['env'] = dict(os.environ)
+    _server['env'] = dict(os.environ, **PRELOAD_ENV)
     multiprocessing.set_forkserver_preload([PRELOAD])
     _server['context'] = multiprocessing.get_context('forkserver')
-    cwd = os.getcwd()
+    cwd, saved = os.getcwd(), {k: os.environ.get(k) for k in PRELOAD_ENV}
     os.chdir(REPO)  # the forkserver imports PRELOAD from its working directory
+    os.environ.update(PRELOAD_ENV)  # the environment the forkserver starts with
     try:
       forkserver.ensure_running()
     finally:
       os.chdir(cwd)
+      for key, value in saved.items():
+        if value is None:
+          os.environ.pop(key, None)
+        else:
+          os.environ[key] = value
   return _server['context']
 
 
@@ -109,9 +122,9 @@ def _child(argv, cwd, env, start_env, sys_path, out_path, err_path):
     opened = os.open(path, flags)
     os.dup2(opened, fd)
     os.close(opened)
-  # The preload made the imports; a fresh interpreter has no trainer.main module before it runs
-  # it as __main__ (runpy warns when it finds one).
-  sys.modules.pop('trainer.main', None)
+  # The preload made the imports; a fresh interpreter has no PRELOAD module before it runs it as
+  # __main__ (runpy warns when it finds one).
+  sys.modules.pop(PRELOAD, None)
   code = 0
   try:
     if module:

@@ -7,11 +7,11 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import types
 
 import pytest
 
+import forked_main
 from helpers import main_args
 from helpers import ok
 from helpers import REPO
@@ -114,9 +114,9 @@ def export_keras(*args, backend='tensorflow', timeout=600):
   """Runs `python -m trainer.export_keras ARGS` on this (the Keras) runtime with KERAS_BACKEND
   `backend`; returns (CompletedProcess, the printed summary dict or None)."""
   env = dict(os.environ, KERAS_BACKEND=backend)
-  proc = subprocess.run([sys.executable, '-m', 'trainer.export_keras'] + list(args), cwd=REPO,
-                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        universal_newlines=True, timeout=timeout)
+  # Forked from a process that imported the command (tests/forked_main.py) on the TensorFlow
+  # backend; a fresh interpreter on the others.
+  proc = forked_main.run(['-m', 'trainer.export_keras'] + list(args), env, timeout)
   lines = proc.stdout.strip().splitlines()
   return proc, (json.loads(lines[-1]) if proc.returncode == 0 and lines else None)
 
