@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from unittest import mock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -70,18 +71,13 @@ def _start():
     _server['env'] = dict(os.environ, **PRELOAD_ENV)
     multiprocessing.set_forkserver_preload([PRELOAD])
     _server['context'] = multiprocessing.get_context('forkserver')
-    cwd, saved = os.getcwd(), {k: os.environ.get(k) for k in PRELOAD_ENV}
+    cwd = os.getcwd()
     os.chdir(REPO)  # the forkserver imports PRELOAD from its working directory
-    os.environ.update(PRELOAD_ENV)  # the environment the forkserver starts with
     try:
-      forkserver.ensure_running()
+      with mock.patch.dict(os.environ, PRELOAD_ENV):  # the environment the forkserver starts with
+        forkserver.ensure_running()
     finally:
       os.chdir(cwd)
-      for key, value in saved.items():
-        if value is None:
-          os.environ.pop(key, None)
-        else:
-          os.environ[key] = value
   return _server['context']
 
 

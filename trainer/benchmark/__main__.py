@@ -18,7 +18,6 @@ and build, MKL, CPU model and flags, usable cores, GPUs), the configuration, and
 measurement every timed window, their median and their spread ((max - min) / median).
 """
 
-import sys
 import tempfile
 
 from absl import app
@@ -95,8 +94,7 @@ def main(argv):
   try:
     benchmark(argv[1])
   except PipelineError as e:
-    print('error: %s' % e, file=sys.stderr)
-    sys.exit(2)
+    outcome.refuse(e)
 
 
 def run():

@@ -3,8 +3,8 @@ then absl's flags parsed and main run (trainer.prepare, trainer.submit, trainer.
 Keras runtime's commands). `print_result` (trainer.train_keras, trainer.train_torch,
 trainer.export_keras): the result printed as one JSON object on stdout; a PipelineError ends the
 command with one line `error: ...` on stderr and exit status EXIT_USAGE (2) (`refuse`, which
-trainer.submit calls too), a stop from outside (errors.Preempted: SIGTERM, a first Ctrl-C) with
-`stopped: ...` and EXIT_RESUMABLE (75)."""
+trainer.submit, trainer.prepare and trainer.benchmark call too), a stop from outside
+(errors.Preempted: SIGTERM, a first Ctrl-C) with `stopped: ...` and EXIT_RESUMABLE (75)."""
 
 import json
 import sys

@@ -16,7 +16,6 @@ labels are 1..1000 (label_offset 1), the other converters' 0-based (label_offset
 dataset.json tells the trainer which (`trainer.data.records`).
 """
 
-import sys
 
 from absl import app
 from absl import flags as absl_flags
@@ -177,8 +176,7 @@ def main(argv):
     outputs.check_directory_usable(FLAGS.output_dir, '--output_dir')
     info = prepare(argv[1])
   except PipelineError as e:
-    print('error: %s' % e, file=sys.stderr)
-    sys.exit(2)
+    outcome.refuse(e)
   print('%s: %d train / %d validation examples, %d classes -> %s' % (
       info['name'], info['num_train_examples'], info['num_eval_examples'], info['num_classes'],
       FLAGS.output_dir))
