@@ -81,19 +81,18 @@ def checkpoint_damage(prefix):
   if size <= FULL_READ_BYTES:
     if '://' not in prefix:
       return _unreadable_tensor(reader, numeric)
-    # Each tensor read on gs:// is a request of its own (267 for a small ResNet-18's checkpoint:
-    # 8-17 s on the storage emulator here); the files read whole are a few. The same bytes are
-    # checked, in a local copy.
+    # Each tensor read on gs:// is a request of its own (a small ResNet-18's check took 5-9 s on
+    # the storage emulator here, BENCHMARKS.md); the files read whole are a few requests. The same
+    # bytes are checked, in a local copy; messages name the storage's paths, not the copy's.
     try:
       with tempfile.TemporaryDirectory(prefix='checkpoint-check-') as local_dir:
+        shown = (local_dir, os.path.dirname(prefix))
         try:
           local = _local_copy(prefix, [prefix + '.index'] + data_files, local_dir)
           local_reader = tf.train.NewCheckpointReader(local)
         except (tf.errors.OpError, ValueError) as e:
-          return 'its files do not read back (%s)' % _damage_message(e)
-        problem = _unreadable_tensor(local_reader, numeric)
-        # The storage's path in the message, not the copy's.
-        return problem and problem.replace(local, prefix)
+          return 'its files do not read back (%s)' % _damage_message(e, shown)
+        return _unreadable_tensor(local_reader, numeric, shown)
     except OSError as e:  # the local disk, not the checkpoint: the same check, read remotely
       logging.warning('Cannot copy checkpoint %s into %s to check it (%s): reading each tensor '
                       'from storage instead, one request each (slower).', prefix,
@@ -102,13 +101,14 @@ def checkpoint_damage(prefix):
   return None
 
 
-def _unreadable_tensor(reader, names):
-  """What is wrong with the first of `names` that `reader` cannot read back, or None."""
+def _unreadable_tensor(reader, names, shown=None):
+  """What is wrong with the first of `names` that `reader` cannot read back, or None (`shown`:
+  as _damage_message's)."""
   for name in names:
     try:
       reader.get_tensor(name)
     except (tf.errors.OpError, ValueError) as e:
-      return 'tensor %s does not read back (%s)' % (name, _damage_message(e))
+      return 'tensor %s does not read back (%s)' % (name, _damage_message(e, shown))
   return None
 
 
@@ -133,9 +133,13 @@ _DAMAGE_ERRORS = (tf.errors.DataLossError, tf.errors.OutOfRangeError, tf.errors.
 _DAMAGE_WORDS = ('corrupt', 'checksum', 'magic', 'data loss', 'truncated', 'read less bytes')
 
 
-def _damage_message(error):
-  """The first line of `error` when it says the checkpoint's files are bad; re-raises others."""
-  message = str(error).strip().split('\n')[0][:300]
+def _damage_message(error, shown=None):
+  """The first line of `error` when it says the checkpoint's files are bad; re-raises others.
+  `shown`: (a local copy's directory, the storage directory to name in its place), or None."""
+  message = str(error)
+  if shown:
+    message = message.replace(*shown)
+  message = message.strip().split('\n')[0][:300]
   if isinstance(error, _DAMAGE_ERRORS) or any(w in message.lower() for w in _DAMAGE_WORDS):
     return message
   raise error
