@@ -16,7 +16,6 @@ labels are 1..1000 (label_offset 1), the other converters' 0-based (label_offset
 dataset.json tells the trainer which (`trainer.data.records`).
 """
 
-
 from absl import app
 from absl import flags as absl_flags
 from absl import logging

@@ -31,7 +31,6 @@ from trainer.storage import state_fence
 
 DAMAGED_DIR = 'damaged'
 FULL_READ_BYTES = 512 * 2**20
-_COPY_BLOCK_BYTES = 64 * 2**20
 _SHARD = re.compile(r'\.data-(\d{5})-of-(\d{5})$')
 # The folder a sharded Saver.save writes its files into before merging them into the checkpoint's
 # and deleting it: PREFIX_temp_<uuid hex> on TF 1.15, PREFIX_temp on TF 2.x (saver.py,
@@ -113,16 +112,10 @@ def _unreadable_tensor(reader, names, shown=None):
 
 
 def _local_copy(prefix, paths, local_dir):
-  """Copies `paths` (the checkpoint `prefix`'s files) into `local_dir` in large reads; returns
-  the copy's prefix there."""
+  """Copies `paths` (the checkpoint `prefix`'s files) into `local_dir`; returns the copy's prefix
+  there."""
   for path in paths:
-    with tf.io.gfile.GFile(path, 'rb') as source, \
-        open(os.path.join(local_dir, os.path.basename(path)), 'wb') as copy:
-      while True:
-        block = source.read(_COPY_BLOCK_BYTES)
-        if not block:
-          break
-        copy.write(block)
+    tf.io.gfile.copy(path, os.path.join(local_dir, os.path.basename(path)))
   return os.path.join(local_dir, os.path.basename(prefix))
 
 
