@@ -26,7 +26,7 @@ IN_GCS_SANDBOX = os.environ.get('GCS_SANDBOX') == '1'
 # The heaviest InceptionV3 cells (a trained export, an XLA compile, a TPU graph: 18-52 s each on
 # TF 1.15.5, the suite's slowest) run on TF 2.15, the road to a TPU today; TF 1.15 builds and trains
 # the same InceptionV3 graph in test_model.py's cheaper tests, and the Keras suite trains it and
-# predicts with it on intel-tensorflow 1.15.2 (its inception_v3_folder run).
+# predicts with it on intel-tensorflow 1.15.2 (its InceptionV3 run, on an image folder).
 INCEPTION_ON_TF2 = pytest.mark.one_runtime(
     'InceptionV3 on TF 2.15 here; TF 1.15 builds and trains it in cheaper tests')
 

@@ -47,10 +47,10 @@ def _backends(name):
   return ['tensorflow', 'torch'] if has_folder_run else ['tensorflow', 'jax', 'torch']
 
 
-# Every network on every backend: the text runs on all three; each image network's Fashion-MNIST
-# run on TensorFlow and PyTorch, its image-folder run (other data and runtime, the same converter)
-# on JAX. So JAX converts TF 2.15's checkpoints of the BiLSTM only (the checkpoint format is the
-# runtimes' common one). The serving export is written where a run has today's SavedModel to
+# Every network on every backend: the text runs and InceptionV3's one run (on an image folder) on
+# all three; the CNN's and the ResNet's Fashion-MNIST runs on TensorFlow and PyTorch, their
+# image-folder runs (other data and runtime, the same converter) on JAX. So JAX converts TF 2.15's
+# checkpoints of the BiLSTM only (the checkpoint format is the runtimes' common one). The serving export is written where a run has today's SavedModel to
 # compare it with (a ResNet and a BiLSTM); the Keras trainer's tests write the CNN's and
 # InceptionV3's. A run's tests share one pytest-xdist worker, which trains it once (`make test`
 # runs `--dist loadgroup`): spread over two, each trained it.
@@ -123,7 +123,7 @@ def test_an_old_format_file_upgrades_to_one_every_backend_loads(tmp_path, monkey
   images = np.random.RandomState(0).randint(0, 256, (4, 8, 8, 3)).astype(np.float32)
   np.testing.assert_array_equal(new_model.predict(images, verbose=0),
                                 old_model.predict(images, verbose=0))
-  proc, _ = export_keras('--upgrade=' + old, '--output=' + new, backend='torch')
+  proc, _ = export_keras('--upgrade=' + old, '--output=' + new)  # refused before any backend work
   refused(proc, 'already exists')
   proc, _ = export_keras('--upgrade=' + str(tmp_path), '--output=' + str(tmp_path / 'x.keras'))
   refused(proc, 'cannot be upgraded')
