@@ -47,13 +47,13 @@ def _backends(name):
   return ['tensorflow', 'torch'] if has_folder_run else ['tensorflow', 'jax', 'torch']
 
 
-# Every network on every backend: the text runs and InceptionV3's one run (on an image folder) on
-# all three; the CNN's and the ResNet's Fashion-MNIST runs on TensorFlow and PyTorch, their
-# image-folder runs (other data and runtime, the same converter) on JAX. So JAX converts TF 2.15's
-# checkpoints of the BiLSTM only (the checkpoint format is the runtimes' common one). The serving export is written where a run has today's SavedModel to
-# compare it with (a ResNet and a BiLSTM); the Keras trainer's tests write the CNN's and
-# InceptionV3's. A run's tests share one pytest-xdist worker, which trains it once (`make test`
-# runs `--dist loadgroup`): spread over two, each trained it.
+# Every network on every backend: the text runs, the user's network (mobilenet) and InceptionV3's
+# one run (on an image folder) on all three; the CNN's and the ResNet's Fashion-MNIST runs on
+# TensorFlow and PyTorch, their image-folder runs (other data and runtime, the same converter) on
+# JAX (the checkpoint format is the runtimes' common one). The serving export is written where a
+# run has today's SavedModel to compare it with (a ResNet and a BiLSTM); the Keras trainer's tests
+# write the CNN's and InceptionV3's. A run's tests share one pytest-xdist worker, which trains it
+# once (`make test` runs `--dist loadgroup`): spread over two, each trained it.
 @pytest.mark.parametrize('name, backend', [
     pytest.param(name, backend, marks=pytest.mark.xdist_group(name))
     for name in sorted(set(RUNS) - set(PYTORCH_RUNS)) for backend in _backends(name)])
