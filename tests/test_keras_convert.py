@@ -1,10 +1,10 @@
 """The way off Estimator (Keras runtime: TF 2.21 + Keras 3 + JAX): checkpoints of the four
-networks and of a user's network (through its Keras twin), trained on real data by the pipeline's TF 1.15 and TF 2.15 runtimes, convert to Keras
-models whose logits equal the pipeline's `--mode=predict` logits within 1e-4 under the TensorFlow,
-the JAX and the PyTorch backend; a .keras file of the old layer names upgrades to one torch
-loads; the serving export answers like today's SavedModel (two runs export one);
-the reference ResNet-50 layout, moving averages and bfloat16 tensors convert; what does not map
-is refused by name."""
+networks and of a user's network (through its Keras twin), trained on real data by the
+pipeline's TF 1.15 and TF 2.15 runtimes, convert to Keras models whose logits equal the
+pipeline's `--mode=predict` logits within 1e-4 under the TensorFlow, the JAX and the PyTorch
+backend; a .keras file of the old layer names upgrades to one torch loads; the serving export
+answers like today's SavedModel (two runs export one); the reference ResNet-50 layout, moving
+averages and bfloat16 tensors convert; what does not map is refused by name."""
 
 import json
 import os
