@@ -23,6 +23,10 @@ import keras_resume
 # Both runs are 4 replicas of the same global batches; only the all-reduce differs (across
 # processes, or within one): float32 rounding.
 TOLERANCE = 1e-5
+# Data-parallel vs one device: the same global batch's mean loss and the same batch-norm
+# statistics (JAX computes both over the global batch), summed in another order: float32
+# rounding only.
+DATA_PARALLEL_TOLERANCE = 1e-4
 # SGD with momentum and a step schedule: the ResNet recipe's, on the small CNN.
 _RUN = ['--recipe=resnet', '--image_size=28', '--train_batch_size=8',
         '--eval_batch_size=25', '--log_every_steps=2', '--save_checkpoints_steps=2',
@@ -58,8 +62,10 @@ def _start(data_dir, model_dir, devices, process=None, port=None, *args, process
 
 
 def _finish(proc):
+  """Waits for `proc` to exit 0; returns its stderr."""
   _, stderr = proc.communicate(timeout=600)
   assert proc.returncode == 0, stderr[-3000:]
+  return stderr
 
 
 # A user's network (examples/mobilenet_keras.py, batch norm included) on the TFRecords, the
@@ -74,7 +80,8 @@ def test_two_processes_of_two_devices_train_as_one_process_of_four(tiny_dir, tin
   """Each process reads its half of every global batch (of tf.data, or of the arrays' stream);
   the weights after 4 steps (2 checkpoints) equal the one-process run's, and process 0 alone
   writes: process 1's model_dir (its own here, so that anything it wrote would show) stays
-  without outputs."""
+  without outputs. On the arrays (the same batches in every run), the one process's 4 replicas
+  also match one device of the same host (--nodata_parallel): data parallelism's arithmetic."""
   data_dir = tiny_dir if source == 'tfrecord' else tiny_arrays_dir
   port, = free_ports(1)
   chief, other, single = (str(tmp_path / n) for n in ('chief', 'other', 'single'))
@@ -97,6 +104,16 @@ def test_two_processes_of_two_devices_train_as_one_process_of_four(tiny_dir, tin
       'checkpoint.json', 'ckpt-2.weights.h5', 'ckpt-4.weights.h5']
   written = [os.path.join(root, name) for root, _, names in os.walk(other) for name in names]
   assert written == [], written
+  if source == 'arrays':
+    one = str(tmp_path / 'one_device')
+    stderr = _finish(_start(data_dir, one, 4, None, None, '--nodata_parallel', *network))
+    assert 'step 4/4: loss' in stderr and 'examples/sec, ETA' in stderr
+    assert keras_resume.results(one)['devices']['replicas'] == 1
+    one_losses = [e['loss'] for e in keras_resume.results(one)['train_log']]
+    print('JAX, 4 devices vs 1: losses %s vs %s' % (losses[1], one_losses))
+    np.testing.assert_allclose(losses[1], one_losses, atol=DATA_PARALLEL_TOLERANCE)
+    for got, want in zip(keras_resume.weights(single), keras_resume.weights(one)):
+      np.testing.assert_allclose(got, want, atol=DATA_PARALLEL_TOLERANCE)
 
 
 @pytest.mark.parametrize('process, message', [

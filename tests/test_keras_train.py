@@ -35,10 +35,6 @@ import keras_resume
 from keras_runs import KERAS_TWINS
 
 USER_KERAS_NETWORK = KERAS_TWINS['mobilenet']
-# Data-parallel vs one device: the same global batch's mean loss and the same batch-norm
-# statistics (JAX computes both over the global batch), summed in another order: float32
-# rounding only.
-DATA_PARALLEL_TOLERANCE = 1e-4
 # SGD with momentum and a step schedule: the ResNet recipe's, on the small CNN.
 _RUN = ['--model=cnn', '--recipe=resnet', '--train_batch_size=8', '--eval_batch_size=25',
         '--log_every_steps=2', '--save_checkpoints_steps=2', '--base_learning_rate=0.05',
@@ -51,28 +47,6 @@ def _train(backend, model_dir, data_dir, *args, env=None):
       [sys.executable, '-m', 'trainer.train_keras', '--model_dir=' + model_dir,
        '--data_dir=' + data_dir] + _RUN + list(args), cwd=REPO, env=env,
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
-
-
-def test_data_parallel_on_two_jax_devices_matches_one_device(tiny_arrays_dir, tmp_path):
-  """From arrays (NumPy input, the same batches in every run): the point is the arithmetic of
-  two replicas against one, not the input."""
-  env = {'XLA_FLAGS': os.environ.get('XLA_FLAGS', '') +
-                      ' --xla_force_host_platform_device_count=2'}
-  runs = {}
-  for name, flag in (('parallel', '--data_parallel'), ('single', '--nodata_parallel')):
-    model_dir = str(tmp_path / name)
-    proc = _train('jax', model_dir, tiny_arrays_dir, '--train_steps=4', flag, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    runs[name] = keras_resume.results(model_dir)
-    runs[name]['weights'] = keras_resume.weights(model_dir)
-  assert runs['parallel']['devices']['replicas'] == 2
-  assert runs['single']['devices']['replicas'] == 1
-  losses = [[e['loss'] for e in runs[n]['train_log']] for n in ('parallel', 'single')]
-  print('JAX, 2 devices vs 1: losses %s vs %s' % tuple(losses))
-  np.testing.assert_allclose(losses[0], losses[1], atol=DATA_PARALLEL_TOLERANCE)
-  for a, b in zip(runs['parallel']['weights'], runs['single']['weights']):
-    np.testing.assert_allclose(a, b, atol=DATA_PARALLEL_TOLERANCE)
-  assert 'step 4/4: loss' in proc.stderr and 'examples/sec, ETA' in proc.stderr
 
 
 def _resume_in_fresh_process(data_dir, tmp_path, tolerance, backend, without_tensorflow=False,

@@ -186,10 +186,13 @@ def _check_export_and_predict(model, args, data_dir, model_dir, tmp_path):
   # run remembers its network (model_config.json): no --model, --resnet_depth, --image_size or
   # BiLSTM sizes are passed again.
   not_network = [a for a in args if a.split('=')[0][2:] not in recorded_network.NETWORK_FLAGS]
-  lines = _predict_lines(model_dir, data_dir, not_network,
+  lines = _predict_lines(model_dir, data_dir, not_network + ['--predict_logits'],
                          os.path.join(data_dir, 'validation-*'),
                          str(tmp_path / 'predictions.jsonl'))
   _check_lines_match(lines, classes, probabilities)
+  # TPUEstimator.predict on the prepared records (token ids for text) and the SavedModel on the
+  # raw inputs (the BiLSTM's in-graph tokenizer) give the same logits, example by example.
+  np.testing.assert_allclose([line['logits'] for line in lines], logits, rtol=1e-4, atol=1e-4)
   assert [line['label'] for line in lines] == list(labels)
   summary = results_of(model_dir, 'predict_results.json')
   assert summary['num_predictions'] == summary['num_labelled'] == len(labels)

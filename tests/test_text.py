@@ -1,6 +1,6 @@
 """The BiLSTM text pipeline: tokenizer, vocabulary, `trainer.prepare text` / `rotten_tomatoes` on
-the real snippets, the network's padding invariance and gradient clipping, and the SavedModel on
-raw strings against the estimator's own predictions."""
+the real snippets, the network's padding invariance and gradient clipping (the SavedModel on raw
+strings against TPUEstimator.predict on the token ids: tests/test_main.py's BiLSTM export check)."""
 
 import os
 
@@ -18,19 +18,12 @@ from trainer.models import bilstm
 from trainer.models import features as features_lib
 from trainer.models import model_fn as model_fn_lib
 from trainer.models.model_config import ModelConfig
-from trainer.models.recipes import MODEL_DEFAULTS
 from trainer.prepare import text_csv
-from trainer.run import estimator as estimator_lib
-from trainer.run.run_config import Config
 
-from helpers import ok
-from helpers import predict_in_fresh_process
 from helpers import read_records
-from helpers import results_of
 from helpers import run_main
 from helpers import run_prepare
 from helpers import TINY_BY_MODEL
-from helpers import write_subset
 
 # --- tokenizer and vocabulary --------------------------------------------------------------------
 
@@ -284,38 +277,6 @@ def test_model_and_data_modality_must_match(text_small_dir, small_dir, tmp_path)
                   '--model_dir=' + str(tmp_path / 'b'),
                   *args)
   assert proc.returncode == 2 and 'holds image data' in proc.stderr
-
-
-def test_saved_model_classifies_raw_strings_like_the_estimator(text_small_dir, tmp_path):
-  """Train with the CLI, then compare the SavedModel (raw strings, fresh process, in-graph
-  tokenizer) with TPUEstimator.predict on the prepared token ids of the same checkpoint, example by
-  example (one validation shard, so that both read the examples in the same order)."""
-  text_small_dir = write_subset(text_small_dir, str(tmp_path / 'data'), 256, 90, num_shards=1)
-  args, _ = TINY_BY_MODEL['bilstm']
-  model_dir = str(tmp_path / 'model')
-  ok(run_main('--train_steps=30', '--data_dir=' + text_small_dir, '--model_dir=' + model_dir,
-               '--export_dir=' + str(tmp_path / 'export'), '--skip_host_call', *args))
-  results = results_of(model_dir)
-  labels, classes, probabilities, logits = predict_in_fresh_process(results['export_path'],
-                                                                     text_small_dir, tmp_path)
-
-  info = dataset_json.read(text_small_dir)
-  data = DataConfig(data_dir=text_small_dir, num_classes=2, num_train_examples=256,
-                    num_eval_examples=len(labels), image_size=0, modality='text',
-                    max_seq_length=info['max_seq_length'], vocab_size=info['vocab_size'])
-  model = ModelConfig(model='bilstm', num_classes=2, vocab_size=info['vocab_size'],
-                      max_seq_length=info['max_seq_length'], embedding_dim=16,
-                      lstm_hidden_units=16, skip_host_call=True, **MODEL_DEFAULTS['bilstm'])
-  config = Config(model=model, data=data, mode='eval', model_dir=model_dir, train_steps=0,
-                  eval_batch_size=64, steps_per_eval=1, iterations_per_loop=1,
-                  save_checkpoints_steps=1, keep_checkpoint_max=1)
-  predictions = list(estimator_lib.build_estimator(config).predict(
-      input_fn_lib.input_fn_builder(data, is_training=False, global_batch_size=64)))
-  predictions = predictions[:len(labels)]  # the rest is the eval padding
-  np.testing.assert_array_equal(classes, [p['classes'] for p in predictions])
-  np.testing.assert_allclose(probabilities, [p['probabilities'] for p in predictions], atol=1e-5)
-  np.testing.assert_allclose(logits, [p['logits'] for p in predictions], rtol=1e-4, atol=1e-4)
-  assert (classes == labels).sum() == round(results['top_1_accuracy'] * len(labels))
 
 
 @pytest.mark.parametrize('is_training', [True, False])
