@@ -1,7 +1,8 @@
 """`trainer.train_keras --multi_host` with several processes on one machine, as on a TPU slice's
 hosts (JAX's own multi-process tests do the same: jax/_src/test_multiprocess.py): 2 processes x 2
 CPU devices each, the coordinator on localhost (the tests' loopback-only network namespace),
-against 1 process x 4 devices on the same TFRecords or arrays."""
+against 1 process x 4 devices on the same TFRecords or arrays, and those 4 replicas against one
+device of the same host (--nodata_parallel)."""
 
 import os
 import signal
@@ -90,6 +91,7 @@ def test_two_processes_of_two_devices_train_as_one_process_of_four(tiny_dir, tin
   for proc in procs:
     _finish(proc)
   _finish(_start(data_dir, single, 4, None, None, *network))
+  assert keras_resume.results(single)['devices']['replicas'] == 4
   results = keras_resume.results(chief)
   assert results['input'] == source and results['devices']['replicas'] == 4
   assert len(results['devices']['devices']) == 4
@@ -112,7 +114,9 @@ def test_two_processes_of_two_devices_train_as_one_process_of_four(tiny_dir, tin
     one_losses = [e['loss'] for e in keras_resume.results(one)['train_log']]
     print('JAX, 4 devices vs 1: losses %s vs %s' % (losses[1], one_losses))
     np.testing.assert_allclose(losses[1], one_losses, atol=DATA_PARALLEL_TOLERANCE)
-    for got, want in zip(keras_resume.weights(single), keras_resume.weights(one)):
+    replicated, alone = keras_resume.weights(single), keras_resume.weights(one)
+    assert len(replicated) == len(alone)
+    for got, want in zip(replicated, alone):
       np.testing.assert_allclose(got, want, atol=DATA_PARALLEL_TOLERANCE)
 
 

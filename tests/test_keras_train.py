@@ -1,10 +1,10 @@
 """Training with Keras 3 on every backend (`trainer.train_keras`, Keras runtime), on real
-Fashion-MNIST, without an accelerator: data-parallel training on two (forced) JAX host devices
-matches one device on the same global batch; every backend trains on its input's batches in
-order; a run stopped by SIGTERM or killed resumes to the weights of an uninterrupted run (bit for
-bit, on TensorFlow from TFRecords and on JAX from arrays without TensorFlow), also when killed by
-the random-kill harness (tests/kill_harness.py); torch trains from the command line;
-outputs are not replaced without --overwrite. The CNN at batch 8 keeps every run to a few seconds
+Fashion-MNIST, without an accelerator (data parallelism on forced JAX host devices:
+tests/test_keras_multi_process.py): every backend trains on its input's batches in order; a run
+stopped by SIGTERM or killed resumes to the weights of an uninterrupted run (bit for bit, on
+TensorFlow from TFRecords and on JAX from arrays without TensorFlow), also when killed by the
+random-kill harness (tests/kill_harness.py); torch trains from the command line; outputs are not
+replaced without --overwrite. The CNN at batch 8 keeps every run to a few seconds
 of steps."""
 
 import json

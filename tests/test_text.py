@@ -1,6 +1,6 @@
 """The BiLSTM text pipeline: tokenizer, vocabulary, `trainer.prepare text` / `rotten_tomatoes` on
-the real snippets, the network's padding invariance and gradient clipping (the SavedModel on raw
-strings against TPUEstimator.predict on the token ids: tests/test_main.py's BiLSTM export check)."""
+the real snippets, the network's padding invariance and gradient clipping. The SavedModel on raw
+strings against TPUEstimator.predict on the token ids: tests/test_main.py's export check."""
 
 import os
 
