@@ -42,12 +42,21 @@ def test_every_shape_is_timed_once_then_read_from_the_hosts_cache(tmp_path, monk
   first = shape_probe.measure(cost, 1e11)
   signatures = {op.signature for op in heavy}
   assert first['timed'] == len(first['seconds']) and first['cached'] == 0
-  # An op below the timer's resolution is left to the probe's rate: none is cached as free.
+  # An op below the timer's resolution is left to the probe's rate: none is priced as free.
   assert first['failed'] == 0 and set(first['seconds']) <= signatures
   assert len(first['seconds']) >= len(signatures) - 2 and all(
       s > 0 for s in first['seconds'].values())
+  # Every shape is in the cache, one under the timer's resolution as null (not retimed later).
+  key = probe_cache.host_key()
+  assert probe_cache.read(key, 'shapes') == {s: first['seconds'].get(s) for s in signatures}
   again = shape_probe.measure(cost, 1e11)
   assert again['seconds'] == first['seconds'] and again['cached'] == len(first['seconds'])
+  assert again['timed'] == 0
+  unresolved = sorted(first['seconds'])[0]
+  probe_cache.update(key, 'shapes', {unresolved: None})
+  third = shape_probe.measure(cost, 1e11)
+  assert third['timed'] == 0 and third['seconds'] == {
+      s: v for s, v in first['seconds'].items() if s != unresolved}
   # Another host (here: other thread counts) times its own.
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   other = shape_probe.measure(cost, 1e11, tf.ConfigProto(intra_op_parallelism_threads=1))

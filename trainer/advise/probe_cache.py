@@ -5,8 +5,10 @@ read the same figures (a probe repeated on a 2-vCPU host moved by up to 30%).
 The file is `path()`: $TRAINER_ADVISE_CACHE where set ('' keeps nothing), else
 $XDG_CACHE_HOME (or ~/.cache)/tpu-estimator-pipeline/advise-probes.json. It holds a JSON object
 per host key (`host_key`: the CPU model, its usable vCPUs, oneDNN's ISA cap, the TensorFlow
-version and the session's thread counts), each with 'figures' and 'shapes'. Delete the file to
-measure again, e.g. after a probe taken while another job ran (its figures say so: BENCHMARKS.md).
+version and the session's thread counts), each with 'figures' and 'shapes' (a shape's seconds,
+or null where it timed under the timer's resolution: priced at the probe's rates). Delete the
+file to measure again, e.g. after a probe taken while another job ran (its figures say so:
+BENCHMARKS.md).
 A file that cannot be read is logged and its figures measured anew (and written over it); one
 that cannot be written is logged: the figures are measured again next time.
 """

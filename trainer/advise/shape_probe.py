@@ -167,16 +167,20 @@ def measure(cost, flops_per_second, session_config=None):
     {'seconds': {signature: seconds per op}, 'timed': how many were timed now, 'cached': how many
      came from the probe cache (probe_cache.py), 'failed': how many could not be timed here
      (logged; the step model prices them at the probe's rates), 'probe_seconds': the time this
-     took}. Never raises for a shape: a user's network may hold an op this CPU cannot run alone.
+     took}. A shape that times at or below zero (under the timer's resolution) is left out of
+     'seconds' (priced at the probe's rates too) and cached as such (null), so that a second run
+     reads the same answer. Never raises for a shape: a user's network may hold an op this CPU
+     cannot run alone.
   """
   began = time.perf_counter()
   key = probe_cache.host_key(session_config)
   known = probe_cache.read(key, 'shapes')
   flops = {op.signature: op.flops for op in cost.ops if op.signature}
-  seconds, timed, failed = {}, {}, 0
+  seconds, timed, unresolved, failed = {}, {}, {}, 0
   for sig, op_flops in sorted(flops.items()):
-    if isinstance(known.get(sig), float):
-      seconds[sig] = known[sig]
+    if sig in known and (known[sig] is None or isinstance(known[sig], float)):
+      if known[sig] is not None:  # None: below this host's timer resolution, as timed before
+        seconds[sig] = known[sig]
       continue
     estimate = op_flops / flops_per_second
     spec, factor = json.loads(sig), 1.0
@@ -191,9 +195,13 @@ def measure(cost, flops_per_second, session_config=None):
                       'rate.', spec['op'], type(e).__name__, str(e).splitlines()[0][:200])
       failed += 1
       continue
-    if value > 0:  # below the timer's resolution: left to the probe's rate, not cached as free
+    if value > 0:
       seconds[sig] = timed[sig] = value
-  if timed:
-    probe_cache.update(key, 'shapes', timed)
+    else:
+      # Below the timer's resolution: left to the probe's rate, never cached as free, but cached
+      # as unresolved, or a second run could time it above zero and advise otherwise.
+      unresolved[sig] = None
+  if timed or unresolved:
+    probe_cache.update(key, 'shapes', dict(timed, **unresolved))
   return {'seconds': seconds, 'timed': len(timed), 'cached': len(seconds) - len(timed),
           'failed': failed, 'probe_seconds': time.perf_counter() - began}
