@@ -270,6 +270,21 @@ def run_cluster(args, env_of, log_dir, timeout):
       log.close()
 
 
+def vertex_ai_env(base, trial=None, tf_config=None, cluster_spec=None):
+  """The variables Vertex AI sets in a CustomJob's containers (in a tuning trial: the AIP_*
+  directories under <base>/<trial>), as a dict to add to an environment."""
+  root = base + ('/' + trial if trial else '')
+  env = {'AIP_MODEL_DIR': root + '/model/', 'AIP_CHECKPOINT_DIR': root + '/checkpoints/',
+         'AIP_TENSORBOARD_LOG_DIR': root + '/logs/'}
+  if trial:
+    env['CLOUD_ML_TRIAL_ID'] = trial
+  if tf_config:
+    env['TF_CONFIG'] = json.dumps(tf_config)
+  if cluster_spec:
+    env['CLUSTER_SPEC'] = json.dumps(cluster_spec)
+  return env
+
+
 def directory_files(path):
   """{relative path: bytes} of every file under `path` (local or gs://)."""
   files = {}

@@ -1,6 +1,6 @@
 """Multi-worker CPU training on TensorFlow's own distributed runtime: a chief, a worker and a
 parameter server as separate processes on 127.0.0.1, configured through TF_CONFIG as AI Platform's
-CUSTOM tier does it."""
+CUSTOM tier did it (TF 1.15) and as a Vertex AI tuning trial's worker pools are (TF 2.15)."""
 
 import json
 import os
@@ -18,6 +18,7 @@ from helpers import results_of
 from helpers import run_cluster
 from helpers import run_main
 from helpers import TINY
+from helpers import vertex_ai_env
 
 
 def _tf_config(cluster):
@@ -26,23 +27,44 @@ def _tf_config(cluster):
       {'cluster': cluster, 'task': {'type': task_type, 'index': 0}}))
 
 
-# One cluster per runtime (each takes about 35 s): model_dir on local disk (TensorFlow's Saver) on
-# TF 1.15, in a bucket as a Vertex AI cluster's is (the chief saves through the state fence,
-# its checkpoints named by its run) on TF 2.15; both roads ran on both runtimes when written.
-_WHERE = 'local' if tf.__version__.startswith('1.') else 'gs'
+# One cluster per runtime (each takes about 35 s): on TF 1.15 configured by TF_CONFIG alone, as AI
+# Platform's CUSTOM tier did, model_dir on local disk (TensorFlow's Saver); on TF 2.15 a Vertex AI
+# tuning trial's (TF_CONFIG, CLUSTER_SPEC and the AIP_* directories under gs://bkt/<job>/<trial>
+# as Vertex AI sets them, no output flag: the chief saves through the state fence, its checkpoints
+# named by its run). Both roads ran on both runtimes when written.
+_WHERE = 'local' if tf.__version__.startswith('1.') else 'vertex_ai'
 
 
-@pytest.mark.parametrize('where', [pytest.param(_WHERE, marks=needs_gcs if _WHERE == 'gs' else ())])
+def _vertex_ai_trial(cluster, base, trial):
+  """env_of for helpers.run_cluster: each task's variables in trial `trial` of a tuning job whose
+  worker pools 0, 1 and 2 are `cluster`'s chief, worker and ps."""
+  pools = {'workerpool%d' % i: cluster[t] for i, t in enumerate(('chief', 'worker', 'ps'))}
+  pool_of = {t: 'workerpool%d' % i for i, t in enumerate(('chief', 'worker', 'ps'))}
+
+  def env_of(task_type):
+    task = {'index': 0, 'trial': trial}
+    return dict(os.environ, **vertex_ai_env(
+        base, trial, {'cluster': cluster, 'environment': 'cloud',
+                      'task': dict(task, type=task_type)},
+        {'cluster': pools, 'environment': 'cloud', 'task': dict(task, type=pool_of[task_type])}))
+  return env_of
+
+
+@pytest.mark.parametrize('where', [
+    pytest.param(_WHERE, marks=needs_gcs if _WHERE == 'vertex_ai' else ())])
 def test_chief_worker_and_ps_train_one_model_together(where, small_dir, tmp_path):
   chief, worker, ps = ('127.0.0.1:%d' % p for p in free_ports(3))
   cluster = {'chief': [chief], 'worker': [worker], 'ps': [ps]}
-  model_dir = ('gs://bkt/cluster-%s' % uuid.uuid4().hex[:12] if where == 'gs' else
-               str(tmp_path / 'model'))
-  args = ['--train_steps=120', '--data_dir=' + small_dir, '--model_dir=' + model_dir,
-          '--export_dir=' + str(tmp_path / 'export'), '--skip_host_call'] + TINY
+  args = ['--train_steps=120', '--data_dir=' + small_dir, '--skip_host_call'] + TINY
+  if where == 'vertex_ai':
+    base, trial = 'gs://bkt/vertex-%s' % uuid.uuid4().hex[:8], '7'
+    model_dir, env_of = '%s/%s/checkpoints' % (base, trial), _vertex_ai_trial(cluster, base, trial)
+  else:
+    model_dir, env_of = str(tmp_path / 'model'), _tf_config(cluster)
+    args += ['--model_dir=' + model_dir, '--export_dir=' + str(tmp_path / 'export')]
   # Here the worker joined 17 s after the chief's first step, and 120 steps took 84 s (a
   # ResNet-18's variables travel to and from the parameter server every step); it trained 53.
-  run_cluster(args, _tf_config(cluster), tmp_path, timeout=480)
+  run_cluster(args, env_of, tmp_path, timeout=480)
   results = results_of(model_dir)
   tasks = {t: results_of(model_dir + '/tasks', t + '-0.json') for t in ('chief', 'worker')}
   assert results['global_step'] >= 120 and results['cluster'] == {'chief': 1, 'worker': 1, 'ps': 1}
@@ -58,15 +80,30 @@ def test_chief_worker_and_ps_train_one_model_together(where, small_dir, tmp_path
   for task_type in ('worker', 'ps'):
     assert recorded not in (tmp_path / (task_type + '.log')).read_text(), task_type
   newest = tf.train.latest_checkpoint(model_dir)
-  assert re.search(r'/model\.ckpt-%s\d+$' % ('[0-9a-f]{8}-' if where == 'gs' else ''), newest), \
-      newest
+  assert re.search(r'/model\.ckpt-%s\d+$' % ('[0-9a-f]{8}-' if where == 'vertex_ai' else ''),
+                   newest), newest
+  assert tf.io.gfile.exists(os.path.join(results['export_path'], 'saved_model.pb'))
+  if where == 'vertex_ai':
+    _check_where_vertex_ai_says(base, trial, results, (tmp_path / 'chief.log').read_text())
   # The checkpoint is an ordinary one: a single process without TF_CONFIG evaluates it.
   evaluated = run_main('--mode=eval', '--data_dir=' + small_dir, '--model_dir=' + model_dir, *TINY)
   assert evaluated.returncode == 0, evaluated.stderr[-3000:]
   again = json.loads(evaluated.stdout)
   assert again['global_step'] == results['global_step']
   assert again['top_1_accuracy'] == pytest.approx(results['top_1_accuracy'], abs=1e-6)
-  assert os.path.exists(os.path.join(results['export_path'], 'saved_model.pb'))
+
+
+def _check_where_vertex_ai_says(base, trial, results, chief_log):
+  """Checkpoints, the export and the events of the trial in the AIP_* directories, nothing
+  outside <base>/<trial>."""
+  root = '%s/%s' % (base, trial)
+  assert 'from $AIP_CHECKPOINT_DIR' in chief_log and 'from $AIP_MODEL_DIR' in chief_log
+  assert tf.train.latest_checkpoint(root + '/checkpoints').startswith(
+      root + '/checkpoints/model.ckpt-')
+  assert results['export_path'].startswith(root + '/model/')
+  assert tf.io.gfile.glob(root + '/logs/events.out.tfevents.*')
+  assert tf.io.gfile.glob(root + '/logs/eval/events.out.tfevents.*')
+  assert [p.rstrip('/') for p in tf.io.gfile.listdir(base)] == [trial]
 
 
 def test_a_tf_config_task_outside_its_cluster_is_refused(small_dir, tmp_path):

@@ -1,9 +1,9 @@
 """Inside a Vertex AI custom job: the AIP_* output directories as defaults (flags win), one
-directory per tuning trial, events copied to AIP_TENSORBOARD_LOG_DIR, the evaluator refused, and
-a chief + worker + parameter server cluster writing to gs:// as Vertex AI sets it up."""
+directory per tuning trial, events copied to AIP_TENSORBOARD_LOG_DIR, the evaluator refused. A
+tuning trial's chief + worker + parameter server writing to gs:// as Vertex AI sets them up is
+tests/test_distributed.py's cluster on TF 2.15."""
 
 import json
-import os
 import types
 import uuid
 
@@ -15,38 +15,20 @@ from trainer.cloud import vertex_env
 from trainer.errors import PipelineError
 from trainer.flags import to_config
 
-from helpers import free_ports
 from helpers import needs_gcs
-from helpers import results_of
-from helpers import run_cluster
-from helpers import TINY_BY_MODEL
-
-
-def _vertex_env(base, trial=None, tf_config=None, cluster_spec=None):
-  """The variables Vertex AI sets in a CustomJob (in a tuning trial: under <base>/<trial>)."""
-  root = base + ('/' + trial if trial else '')
-  env = {'AIP_MODEL_DIR': root + '/model/', 'AIP_CHECKPOINT_DIR': root + '/checkpoints/',
-         'AIP_TENSORBOARD_LOG_DIR': root + '/logs/'}
-  if trial:
-    env['CLOUD_ML_TRIAL_ID'] = trial
-  if tf_config:
-    env['TF_CONFIG'] = json.dumps(tf_config)
-  if cluster_spec:
-    env['CLUSTER_SPEC'] = json.dumps(cluster_spec)
-  return env
-
+from helpers import vertex_ai_env
 
 # ---- the environment -> settings rule (in-process) -----------------------------------------------
 
 def test_aip_directories_are_the_defaults_without_their_trailing_slash():
-  env = _vertex_env('gs://bkt/job')
+  env = vertex_ai_env('gs://bkt/job')
   assert vertex_env.output_dirs(None, None, None, 'train_and_eval', env) == (
       'gs://bkt/job/checkpoints', 'gs://bkt/job/model')
   assert vertex_env.tensorboard_dir('gs://bkt/job/checkpoints', env) == 'gs://bkt/job/logs'
 
 
 def test_flags_win_over_the_environment():
-  env = _vertex_env('gs://bkt/job')
+  env = vertex_ai_env('gs://bkt/job')
   assert vertex_env.output_dirs('gs://bkt/m', 'gs://bkt/e', 'gs://bkt/j', 'train', env) == (
       'gs://bkt/m', 'gs://bkt/e')
   assert vertex_env.output_dirs(None, None, 'gs://bkt/j', 'train', env) == (
@@ -54,7 +36,7 @@ def test_flags_win_over_the_environment():
 
 
 def test_only_training_modes_export_to_aip_model_dir():
-  env = _vertex_env('gs://bkt/job')
+  env = vertex_ai_env('gs://bkt/job')
   for mode in ('eval', 'predict', 'dry_run'):
     assert vertex_env.output_dirs(None, None, None, mode, env).export_dir is None, mode
 
@@ -97,7 +79,7 @@ def test_two_tuning_trials_of_one_job_never_share_a_directory():
   one Vertex AI tuning job: every directory is the trial's own."""
   dirs = {}
   for trial in ('1', '2'):
-    env = _vertex_env('gs://bkt/hpt', trial)
+    env = vertex_ai_env('gs://bkt/hpt', trial)
     dirs[trial] = (vertex_env.output_dirs(None, None, None, 'train_and_eval', env),
                    vertex_env.output_dirs('gs://bkt/shared', 'gs://bkt/exp/', None, 'train', env),
                    vertex_env.tensorboard_dir('x', env))
@@ -108,7 +90,7 @@ def test_two_tuning_trials_of_one_job_never_share_a_directory():
       dirs['1'][2], dirs['2'][2]]
   assert len(set(flat)) == len(flat)
   # A directory that already ends with the trial id is kept (a wrapper that appended it itself).
-  env = _vertex_env('gs://bkt/hpt', '2')
+  env = vertex_ai_env('gs://bkt/hpt', '2')
   assert vertex_env.output_dirs('gs://bkt/m/2/', None, None, 'train', env).model_dir == (
       'gs://bkt/m/2/')
 
@@ -127,7 +109,7 @@ def test_legacy_ai_platform_job_dir_is_kept_as_given_in_a_tuning_trial():
 
 
 def test_to_config_takes_the_vertex_dirs(monkeypatch):
-  for name, value in _vertex_env('gs://bkt/v', '8').items():
+  for name, value in vertex_ai_env('gs://bkt/v', '8').items():
     monkeypatch.setenv(name, value)
   f = to_config.with_vertex_dirs(types.SimpleNamespace(model_dir=None, export_dir=None,
                                                        job_dir=None, mode='train', other=1))
@@ -191,43 +173,3 @@ def test_a_failed_events_copy_warns_and_the_run_goes_on(tmp_path, caplog):
 def test_events_files_are_copied_between_gcs_directories():
   base = 'gs://bkt/%s' % uuid.uuid4().hex[:12]
   _check_copy_events(base + '/checkpoints', base + '/logs')
-
-
-# ---- end to end: a Vertex AI job's cluster on gs:// ----------------------------------------------
-
-@needs_gcs
-@pytest.mark.one_runtime('Vertex AI runs the trainer\'s image, TF 2.15; the AIP_* directories are '
-                         'read by the same Python on TF 1.15 in this file\'s other tests')
-def test_vertex_job_cluster_writes_checkpoints_export_and_events_where_vertex_says(small_dir,
-                                                                                   tmp_path):
-  """A tuning trial's chief + worker + parameter server, with AIP_* under gs://bkt/<job>/<trial>,
-  TF_CONFIG and CLUSTER_SPEC as Vertex AI writes them, and no output flag at all."""
-  base, trial = 'gs://bkt/vertex-%s' % uuid.uuid4().hex[:8], '7'
-  addresses = ['127.0.0.1:%d' % p for p in free_ports(3)]
-  cluster = dict(zip(('chief', 'worker', 'ps'), ([a] for a in addresses)))
-  pools = dict(zip(('workerpool0', 'workerpool1', 'workerpool2'), ([a] for a in addresses)))
-  args, _ = TINY_BY_MODEL['cnn']
-  pool_of = {'chief': 'workerpool0', 'worker': 'workerpool1', 'ps': 'workerpool2'}
-
-  def env_of(task_type):
-    task = {'index': 0, 'trial': trial}
-    return dict(os.environ, **_vertex_env(
-        base, trial, {'cluster': cluster, 'environment': 'cloud',
-                      'task': dict(task, type=task_type)},
-        {'cluster': pools, 'environment': 'cloud', 'task': dict(task, type=pool_of[task_type])}))
-  run_cluster(['--train_steps=60', '--data_dir=' + small_dir, '--skip_host_call'] + list(args),
-              env_of, tmp_path, timeout=420)
-  root = '%s/%s' % (base, trial)
-  checkpoints, model, logs = root + '/checkpoints', root + '/model', root + '/logs'
-  chief_log = (tmp_path / 'chief.log').read_text()
-  assert 'from $AIP_CHECKPOINT_DIR' in chief_log and 'from $AIP_MODEL_DIR' in chief_log
-  results = results_of(checkpoints)
-  assert results['global_step'] >= 60 and results['cluster'] == {'chief': 1, 'worker': 1, 'ps': 1}
-  assert tf.train.latest_checkpoint(checkpoints).startswith(checkpoints + '/model.ckpt-')
-  assert tf.io.gfile.exists(checkpoints + '/tasks/worker-0.json')
-  assert results['export_path'].startswith(model + '/')
-  assert tf.io.gfile.exists(results['export_path'] + '/saved_model.pb')
-  assert tf.io.gfile.glob(logs + '/events.out.tfevents.*')
-  assert tf.io.gfile.glob(logs + '/eval/events.out.tfevents.*')
-  # Nothing outside the trial's directory.
-  assert [p.rstrip('/') for p in tf.io.gfile.listdir(base)] == [trial]
