@@ -38,8 +38,8 @@ _WHERE = 'local' if tf.__version__.startswith('1.') else 'vertex_ai'
 def _vertex_ai_trial(cluster, base, trial):
   """env_of for helpers.run_cluster: each task's variables in trial `trial` of a tuning job whose
   worker pools 0, 1 and 2 are `cluster`'s chief, worker and ps."""
-  pools = {'workerpool%d' % i: cluster[t] for i, t in enumerate(('chief', 'worker', 'ps'))}
   pool_of = {t: 'workerpool%d' % i for i, t in enumerate(('chief', 'worker', 'ps'))}
+  pools = {pool_of[t]: cluster[t] for t in pool_of}
 
   def env_of(task_type):
     task = {'index': 0, 'trial': trial}

@@ -178,9 +178,10 @@ def measure(cost, flops_per_second, session_config=None):
   flops = {op.signature: op.flops for op in cost.ops if op.signature}
   seconds, timed, unresolved, failed = {}, {}, {}, 0
   for sig, op_flops in sorted(flops.items()):
-    if sig in known and (known[sig] is None or isinstance(known[sig], float)):
-      if known[sig] is not None:  # None: below this host's timer resolution, as timed before
-        seconds[sig] = known[sig]
+    if sig in known and known[sig] is None:
+      continue  # below this host's timer resolution when timed before: the probe's rates
+    if isinstance(known.get(sig), float):
+      seconds[sig] = known[sig]
       continue
     estimate = op_flops / flops_per_second
     spec, factor = json.loads(sig), 1.0
